@@ -1,0 +1,208 @@
+//go:build ignore
+
+/* leakscope kernel side: uprobes on an allocator's acquire and release calls
+ * keep a table of live allocations and per-stack totals in the kernel, so user
+ * space reads aggregates at an interval instead of one event per call. */
+
+#include "vmlinux.h"
+#include "bpf/bpf_helpers.h"
+#include "bpf/bpf_tracing.h"
+
+#include "leakscope.h"
+
+/* Tunables, set by probe/ before loading. */
+const volatile __u32 target_tgid = 0;
+const volatile __u64 page_size = 4096;
+/* Set by "leakscope run": count nothing until the target has exec'd the
+ * command, so the launcher's own calls before exec never enter the tables. */
+const volatile __u32 wait_exec = 0;
+
+/* Set by target_exec when the target execs. */
+__u32 exec_seen = 0;
+
+/* Per-thread state of an acquire call between its entry and return probes. */
+struct pending {
+	__u64 size_bytes;
+	__u64 old_ptr; /* realloc: the block being resized */
+	__u64 out_ptr; /* posix_memalign: where the new pointer is stored */
+	__u64 sp;      /* stack pointer at entry: pairs entry and return */
+	__u32 kind;
+	__u32 op;
+};
+
+/* Map sizes are defaults; probe/ overrides max_entries from its flags. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 20);
+	__type(key, __u64); /* address of the live allocation or handle */
+	__type(value, struct alloc_info);
+} allocs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 16);
+	__type(key, struct site_key);
+	__type(value, struct site_stats);
+} sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 16);
+	__type(key, __u64); /* stack id: hash of the frames and flags */
+	__type(value, struct stack);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32); /* thread id */
+	__type(value, struct pending);
+} pendings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32); /* enum stat_index */
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack);
+} stack_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * MAX_RANGES);
+	__type(key, __u32); /* slot * MAX_RANGES + index, sorted by start */
+	__type(value, struct exec_range);
+} exec_ranges SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct range_ctl);
+} range_ctls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64); /* last range_miss sent from this CPU, ns */
+} miss_times SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} range_misses SEC(".maps");
+
+#include "track.bpf.h"
+
+/* Force the shared types into BTF for bpf2go -type. */
+const struct range_miss *unused_range_miss __attribute__((unused));
+const enum alloc_kind *unused_alloc_kind __attribute__((unused));
+const enum stat_index *unused_stat_index __attribute__((unused));
+const enum stack_flag *unused_stack_flag __attribute__((unused));
+
+/* malloc family: entries record the request, one return program completes
+ * every call (the op recorded at entry says how). */
+
+SEC("uprobe")
+int BPF_KPROBE(malloc_enter, size_t size)
+{
+	pending_enter(ctx, KIND_MALLOC, OP_RET_PTR, size, 0, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(calloc_enter, size_t n, size_t size)
+{
+	pending_enter(ctx, KIND_MALLOC, OP_RET_PTR, (__u64)n * size, 0, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(realloc_enter, void *ptr, size_t size)
+{
+	pending_enter(ctx, KIND_MALLOC, OP_REALLOC, size, (__u64)ptr, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(reallocarray_enter, void *ptr, size_t n, size_t size)
+{
+	pending_enter(ctx, KIND_MALLOC, OP_REALLOC, (__u64)n * size, (__u64)ptr, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(posix_memalign_enter, void **memptr, size_t align, size_t size)
+{
+	pending_enter(ctx, KIND_MALLOC, OP_OUT_PTR, size, 0, (__u64)memptr);
+	return 0;
+}
+
+/* memalign and aligned_alloc: (alignment, size). */
+SEC("uprobe")
+int BPF_KPROBE(memalign_enter, size_t align, size_t size)
+{
+	pending_enter(ctx, KIND_MALLOC, OP_RET_PTR, size, 0, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(valloc_enter, size_t size)
+{
+	pending_enter(ctx, KIND_MALLOC, OP_RET_PTR, size, 0, 0);
+	return 0;
+}
+
+/* pvalloc rounds the request up to whole pages; that much is held. */
+SEC("uprobe")
+int BPF_KPROBE(pvalloc_enter, size_t size)
+{
+	__u64 rounded = size ? (size + page_size - 1) & ~(page_size - 1) : page_size;
+	pending_enter(ctx, KIND_MALLOC, OP_RET_PTR, rounded, 0, 0);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(alloc_exit)
+{
+	pending_exit(ctx);
+	return 0;
+}
+
+/* free: attached at the entry or, where the first instruction would be
+ * single-stepped (glibc: test %rdi,%rdi), at the next emulated one; %rdi
+ * still holds the pointer there. */
+SEC("uprobe")
+int BPF_KPROBE(free_enter, void *ptr)
+{
+	release_enter(ctx, (__u64)ptr);
+	return 0;
+}
+
+/* A thread can die between an entry and its return probe. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(thread_exit, struct task_struct *task)
+{
+	if (!is_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	bpf_map_delete_elem(&pendings, &tid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if ((bpf_get_current_pid_tgid() >> 32) == target_tgid)
+		exec_seen = 1;
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,113 @@
+/* Structs and constants shared between the BPF programs and probe/ (Go).
+ * Mirrored in Go by bpf2go -type; regenerate after edits (make generate). */
+#ifndef LEAKSCOPE_H
+#define LEAKSCOPE_H
+
+#define MAX_STACK_DEPTH 64
+#define MAX_RANGES 2048   /* executable mappings per slot of exec_ranges */
+#define RANGE_SEARCH_STEPS 12  /* > log2(MAX_RANGES) */
+
+/* What an allocation is. Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum alloc_kind {
+	KIND_MALLOC = 0,
+	KIND_ZLIB_INFLATE = 1,
+	KIND_ZLIB_DEFLATE = 2,
+	KIND_USER = 16, /* first kind of a user-declared pair */
+};
+
+/* How the return probe of an acquire call finds the new handle. */
+enum alloc_op {
+	OP_RET_PTR = 0,   /* malloc, calloc, memalign, ...: handle is the return value */
+	OP_REALLOC = 1,   /* realloc, reallocarray: old handle released on success */
+	OP_OUT_PTR = 2,   /* posix_memalign: int return, handle stored through an argument */
+};
+
+/* Indexes into the stats map: every loss is counted, none is silent. */
+enum stat_index {
+	STAT_ALLOCS_DROPPED = 0,  /* allocs or sites table full: allocation not tracked */
+	STAT_UNKNOWN_FREES = 1,   /* release of a handle not in the table */
+	STAT_STACK_ERRORS = 2,    /* stack could not be stored or read */
+	STAT_FREES_MISSED = 3,    /* an address came back while still recorded */
+	STAT_PENDING_DROPPED = 4, /* per-thread pending table full */
+	STAT_FAILED_ALLOCS = 5,   /* allocator returned failure: not counted */
+	STAT_NESTED_CALLS = 6,    /* allocator calls made inside another tracked call */
+	STAT_ALLOCS = 7,          /* allocations tracked */
+	STAT_FREES = 8,           /* releases matched to a tracked allocation */
+	STAT_MAX = 9,
+};
+
+/* Why a stack walk stopped early (bits of struct stack.flags). */
+enum stack_flag {
+	STACK_NO_FP = 1,      /* last frame's object has no frame pointers */
+	STACK_BAD_FRAME = 2,  /* frame pointer failed a sanity check */
+	STACK_UNVERIFIED = 4, /* a frame lay outside the known executable ranges */
+	STACK_MAX_DEPTH = 8,  /* MAX_STACK_DEPTH reached */
+	STACK_READ_ERROR = 16,/* reading the target's stack faulted */
+};
+
+/* Flags of struct exec_range. */
+enum range_flag {
+	RANGE_HAS_FP = 1, /* the object keeps frame pointers: follow %rbp through it */
+};
+
+/* One live allocation, keyed by its address in allocs.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct alloc_info {
+	__u64 size_bytes;
+	__u64 ts_ns;    /* bpf_ktime_get_ns() when the allocation returned */
+	__u64 stack_id; /* key into stacks; 0 when the stack was lost */
+	__u32 kind;     /* enum alloc_kind */
+	__u32 pad;
+};
+
+/* Key of the per-site aggregates: one allocating stack and kind.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct site_key {
+	__u64 stack_id;
+	__u32 kind;
+	__u32 pad;
+};
+
+/* Per-site totals, updated atomically from every CPU.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct site_stats {
+	__u64 live_count;      /* allocations not yet released */
+	__u64 live_bytes;
+	__u64 allocs;          /* allocations ever made from this site */
+	__u64 frees;           /* of those, released */
+	__u64 live_ts_sum_ns;  /* sum of ts_ns over live allocations (mean age) */
+};
+
+/* A user stack, leaf (the allocator's caller) first.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct stack {
+	__u64 ips[MAX_STACK_DEPTH];
+	__u32 depth;
+	__u32 flags; /* enum stack_flag */
+};
+
+/* One executable mapping of the target, written by user space.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct exec_range {
+	__u64 start;
+	__u64 end;
+	__u32 flags; /* enum range_flag */
+	__u32 object;
+};
+
+/* Which half of exec_ranges is current; user space fills the other half,
+ * then flips slot, so a program never sees a half-written table. */
+struct range_ctl {
+	__u32 slot;
+	__u32 count;
+	__u64 generation;
+};
+
+/* Sent when a frame falls outside the known ranges: user space rereads
+ * /proc/PID/maps (a library was just loaded). */
+struct range_miss {
+	__u64 ip;
+	__u64 generation;
+};
+
+#endif /* LEAKSCOPE_H */

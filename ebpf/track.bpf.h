@@ -1,0 +1,298 @@
+/* Bookkeeping shared by every acquire/release probe: pending calls per thread,
+ * the live-allocation table, per-site aggregates and the stack walker.
+ * BPF-only; include after the maps are declared in leakscope.bpf.c. */
+#ifndef TRACK_BPF_H
+#define TRACK_BPF_H
+
+/* Frames more than this far above the stack pointer are not trusted. */
+#define MAX_FRAME_SPAN (8ULL << 20)
+#define RANGE_MISS_INTERVAL_NS (20ULL * 1000 * 1000)
+
+static __always_inline void stat_add(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+	if (v)
+		*v += n; /* per-CPU: no atomics needed */
+}
+
+static __always_inline bool is_target(void)
+{
+	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+		return false;
+	return !wait_exec || exec_seen;
+}
+
+/* find_range returns the executable mapping holding ip, or NULL. */
+static __always_inline struct exec_range *find_range(__u64 ip)
+{
+	__u32 zero = 0;
+	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
+	if (!ctl)
+		return NULL;
+	__u32 base = ctl->slot ? MAX_RANGES : 0;
+	__u32 lo = 0, hi = ctl->count;
+	if (hi > MAX_RANGES)
+		hi = MAX_RANGES;
+	for (int i = 0; i < RANGE_SEARCH_STEPS; i++) {
+		if (lo >= hi)
+			break;
+		__u32 mid = (lo + hi) / 2;
+		__u32 idx = base + mid;
+		struct exec_range *r = bpf_map_lookup_elem(&exec_ranges, &idx);
+		if (!r)
+			return NULL;
+		if (ip < r->start)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (lo == 0)
+		return NULL;
+	__u32 idx = base + lo - 1;
+	struct exec_range *r = bpf_map_lookup_elem(&exec_ranges, &idx);
+	if (r && ip >= r->start && ip < r->end)
+		return r;
+	return NULL;
+}
+
+/* note_range_miss asks user space, at most every RANGE_MISS_INTERVAL_NS per
+ * CPU, to reread the target's mappings. */
+static __always_inline void note_range_miss(__u64 ip)
+{
+	__u32 zero = 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&miss_times, &zero);
+	if (!last || now - *last < RANGE_MISS_INTERVAL_NS)
+		return;
+	*last = now;
+	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
+	struct range_miss m = { .ip = ip, .generation = ctl ? ctl->generation : 0 };
+	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
+}
+
+/* walk_stack follows the frame-pointer chain from a return probe, where ip is
+ * the return address into the caller and fp/sp are the caller's registers.
+ * A walk continues through an object only if that object keeps frame
+ * pointers; elsewhere %rbp holds arbitrary data (measured: heap bytes), so the
+ * walk stops there and says why. Returns the stack id, 0 if lost. */
+static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
+{
+	__u32 zero = 0;
+	struct stack *st = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!st)
+		return 0;
+	st->flags = 0;
+	st->ips[0] = ip;
+	__u32 depth = 1;
+	__u64 h = 14695981039346656037ULL ^ ip;
+	h *= 1099511628211ULL;
+
+	for (int i = 1; i < MAX_STACK_DEPTH; i++) {
+		struct exec_range *r = find_range(ip);
+		if (r) {
+			if (!(r->flags & RANGE_HAS_FP)) {
+				st->flags |= STACK_NO_FP;
+				break;
+			}
+		} else {
+			/* Unknown object: keep walking with the sanity checks
+			 * below; user space validates the frames later. */
+			st->flags |= STACK_UNVERIFIED;
+			note_range_miss(ip);
+		}
+		if (fp == 0)
+			break; /* outermost frame */
+		if (fp < sp || (fp & 7) || fp - sp > MAX_FRAME_SPAN) {
+			st->flags |= STACK_BAD_FRAME;
+			break;
+		}
+		__u64 frame[2];
+		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
+			st->flags |= STACK_READ_ERROR;
+			break;
+		}
+		if (frame[1] == 0)
+			break;
+		ip = frame[1];
+		sp = fp + 16;
+		fp = frame[0];
+		st->ips[i] = ip;
+		depth = i + 1;
+		h ^= ip;
+		h *= 1099511628211ULL;
+	}
+	if (depth == MAX_STACK_DEPTH)
+		st->flags |= STACK_MAX_DEPTH;
+	st->depth = depth;
+	h ^= st->flags;
+	h *= 1099511628211ULL;
+	if (h == 0)
+		h = 1;
+	/* Zero the unused tail so equal stacks compare equal in user space. */
+	for (int i = 1; i < MAX_STACK_DEPTH; i++)
+		if (i >= depth)
+			st->ips[i] = 0;
+	long err = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */) {
+		stat_add(STAT_STACK_ERRORS, 1);
+		return 0;
+	}
+	return h;
+}
+
+/* pending_enter records an acquire call for its return probe. A call made
+ * while an outer tracked call is running on this thread (realloc inside
+ * reallocarray, malloc inside a zlib init) is not counted twice: it is
+ * deeper on the stack than the recorded one. A record at or below the current
+ * stack pointer is stale (its return was never seen) and is replaced. */
+static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32 op,
+					  __u64 size, __u64 old_ptr, __u64 out_ptr)
+{
+	if (!is_target())
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 sp = PT_REGS_SP(ctx);
+	struct pending *p = bpf_map_lookup_elem(&pendings, &tid);
+	if (p && sp < p->sp) {
+		stat_add(STAT_NESTED_CALLS, 1);
+		return;
+	}
+	struct pending n = {
+		.size_bytes = size,
+		.old_ptr = old_ptr,
+		.out_ptr = out_ptr,
+		.sp = sp,
+		.kind = kind,
+		.op = op,
+	};
+	if (bpf_map_update_elem(&pendings, &tid, &n, BPF_ANY))
+		stat_add(STAT_PENDING_DROPPED, 1);
+}
+
+/* site_release moves one allocation out of its site's live totals. */
+static __always_inline void site_release(struct alloc_info *info)
+{
+	struct site_key key = { .stack_id = info->stack_id, .kind = info->kind };
+	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
+	if (!s)
+		return;
+	__sync_fetch_and_add(&s->live_count, -1);
+	__sync_fetch_and_add(&s->live_bytes, -info->size_bytes);
+	__sync_fetch_and_add(&s->live_ts_sum_ns, -info->ts_ns);
+	__sync_fetch_and_add(&s->frees, 1);
+}
+
+/* track_release forgets a live handle. Returns false if it was not known. */
+static __always_inline bool track_release(__u64 addr)
+{
+	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &addr);
+	if (!info)
+		return false;
+	struct alloc_info copy = *info;
+	/* Only the deleter accounts, so a racing double release counts once. */
+	if (bpf_map_delete_elem(&allocs, &addr))
+		return false;
+	site_release(&copy);
+	stat_add(STAT_FREES, 1);
+	return true;
+}
+
+/* track_alloc records a new live handle under its site. */
+static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
+					__u64 ts)
+{
+	/* The address is still recorded: its release was never seen (a path we
+	 * do not probe). Retire the old entry so nothing is counted twice. */
+	if (track_release(addr))
+		stat_add(STAT_FREES_MISSED, 1);
+
+	struct site_key key = { .stack_id = stack_id, .kind = kind };
+	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
+	if (!s) {
+		struct site_stats zero = {};
+		bpf_map_update_elem(&sites, &key, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&sites, &key);
+		if (!s) {
+			stat_add(STAT_ALLOCS_DROPPED, 1);
+			return;
+		}
+	}
+	struct alloc_info info = {
+		.size_bytes = size,
+		.ts_ns = ts,
+		.stack_id = stack_id,
+		.kind = kind,
+	};
+	if (bpf_map_update_elem(&allocs, &addr, &info, BPF_NOEXIST)) {
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+		return;
+	}
+	__sync_fetch_and_add(&s->live_count, 1);
+	__sync_fetch_and_add(&s->live_bytes, size);
+	__sync_fetch_and_add(&s->live_ts_sum_ns, ts);
+	__sync_fetch_and_add(&s->allocs, 1);
+	stat_add(STAT_ALLOCS, 1);
+}
+
+/* pending_exit completes the acquire call recorded by pending_enter. */
+static __always_inline void pending_exit(struct pt_regs *ctx)
+{
+	if (!is_target())
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending *pp = bpf_map_lookup_elem(&pendings, &tid);
+	if (!pp)
+		return;
+	/* After the return the stack pointer is one slot above the entry's:
+	 * anything else is the return of a nested call. */
+	__u64 sp = PT_REGS_SP(ctx);
+	if (sp != pp->sp + 8)
+		return;
+	struct pending p = *pp;
+	bpf_map_delete_elem(&pendings, &tid);
+
+	__u64 ret = PT_REGS_RC(ctx);
+	__u64 addr = 0;
+	switch (p.op) {
+	case OP_OUT_PTR:
+		if ((int)ret != 0 || !p.out_ptr ||
+		    bpf_probe_read_user(&addr, sizeof(addr), (void *)p.out_ptr))
+			addr = 0;
+		break;
+	case OP_REALLOC:
+		addr = ret;
+		/* realloc(p, 0) frees p and returns NULL (glibc); a failed
+		 * realloc(p, n>0) leaves p live. */
+		if (p.old_ptr && (ret || p.size_bytes == 0))
+			if (!track_release(p.old_ptr))
+				stat_add(STAT_UNKNOWN_FREES, 1);
+		break;
+	default:
+		addr = ret;
+	}
+	if (!addr) {
+		if (!(p.op == OP_REALLOC && p.size_bytes == 0))
+			stat_add(STAT_FAILED_ALLOCS, 1);
+		return;
+	}
+	__u64 stack_id = walk_stack(PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
+	track_alloc(addr, p.size_bytes, p.kind, stack_id, bpf_ktime_get_ns());
+}
+
+/* release_enter handles a release call (free, inflateEnd, ...). Releases made
+ * inside a tracked acquire call on the same thread belong to that call. */
+static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr)
+{
+	if (!is_target() || !addr)
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending *p = bpf_map_lookup_elem(&pendings, &tid);
+	if (p && PT_REGS_SP(ctx) < p->sp) {
+		stat_add(STAT_NESTED_CALLS, 1);
+		return;
+	}
+	if (!track_release(addr))
+		stat_add(STAT_UNKNOWN_FREES, 1);
+}
+
+#endif /* TRACK_BPF_H */
