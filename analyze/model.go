@@ -1,0 +1,116 @@
+package analyze
+
+import "time"
+
+// Kind says what a site acquires: heap memory or a library resource.
+type Kind string
+
+// Built-in kinds. User-declared pairs use their own names.
+const (
+	KindMalloc      Kind = "malloc"
+	KindZlibInflate Kind = "zlib.inflate"
+	KindZlibDeflate Kind = "zlib.deflate"
+)
+
+// Runtime names the kind of target process.
+type Runtime string
+
+// Runtimes leakscope recognizes.
+const (
+	RuntimeNative Runtime = "native"
+	RuntimeJVM    Runtime = "jvm"
+	RuntimeGo     Runtime = "go"
+)
+
+// Frame is one symbolized frame of a call stack.
+type Frame struct {
+	Address  uint64 `json:"address"`            // absolute address in the target
+	Function string `json:"function,omitempty"` // "" when no symbol covers Address
+	Module   string `json:"module,omitempty"`   // path of the mapped object, "" if unmapped
+	Offset   uint64 `json:"offset"`             // address relative to the module's load base (ELF vaddr)
+	File     string `json:"file,omitempty"`     // source file from DWARF, when present
+	Line     int    `json:"line,omitempty"`
+}
+
+// Stack is a call stack, leaf first: Frames[0] is the code that called the
+// allocator.
+type Stack struct {
+	Frames []Frame `json:"frames"`
+	// Truncated is empty when the walk reached the outermost frame, and
+	// otherwise says why it stopped early, naming the object (e.g.
+	// "/usr/lib/x86_64-linux-gnu/libz.so.1.2.13 has no frame pointers").
+	Truncated string `json:"truncated,omitempty"`
+}
+
+// Alloc is one allocation still live at the end of a capture.
+type Alloc struct {
+	Size uint64        `json:"size"`
+	Age  time.Duration `json:"age_ns"` // time between the allocation and the end of the capture
+}
+
+// Site is one allocating call stack and kind, with what it still holds.
+type Site struct {
+	ID        uint64  `json:"id"` // unique within a capture
+	Kind      Kind    `json:"kind"`
+	Stack     Stack   `json:"stack"`
+	LiveCount uint64  `json:"live_count"` // allocated and not yet released
+	LiveBytes uint64  `json:"live_bytes"`
+	Allocs    uint64  `json:"allocs"` // acquisitions seen during the capture
+	Frees     uint64  `json:"frees"`  // of those, released during the capture
+	Live      []Alloc `json:"live,omitempty"`
+}
+
+// SitePoint is one site's totals at one snapshot.
+type SitePoint struct {
+	ID        uint64 `json:"id"`
+	LiveCount uint64 `json:"live_count"`
+	LiveBytes uint64 `json:"live_bytes"`
+	Allocs    uint64 `json:"allocs"`
+	Frees     uint64 `json:"frees"`
+}
+
+// Snapshot is the state of every site at one moment of the capture.
+type Snapshot struct {
+	At    time.Duration `json:"at_ns"` // since Capture.StartedAt
+	Sites []SitePoint   `json:"sites"`
+}
+
+// Lost counts everything the capture could not account for. A report that
+// silently undercounts is a wrong report, so every field is shown.
+type Lost struct {
+	AllocationsDropped uint64 `json:"allocations_dropped"` // live table or site table full
+	UnknownFrees       uint64 `json:"unknown_frees"`       // releases of handles never seen acquired
+	StackErrors        uint64 `json:"stack_errors"`        // stacks that could not be stored or read
+	FreesMissed        uint64 `json:"frees_missed"`        // addresses reused while still recorded live
+	PendingDropped     uint64 `json:"pending_dropped"`     // per-thread call table full
+}
+
+// Object is one executable object mapped into the target.
+type Object struct {
+	Path         string  `json:"path"`
+	BuildID      string  `json:"build_id,omitempty"`
+	FramePointer string  `json:"frame_pointer"` // "yes", "no" or "mixed"
+	FPShare      float64 `json:"fp_share"`      // share of functions with a frame-pointer prologue
+	Allocator    bool    `json:"allocator,omitempty"`
+}
+
+// Target describes the traced process.
+type Target struct {
+	Pid      int      `json:"pid"`
+	Command  []string `json:"command"`
+	Runtime  Runtime  `json:"runtime"`
+	ExitCode *int     `json:"exit_code"` // nil while running or when not known
+}
+
+// Capture is everything one tracing session recorded, symbolized while the
+// target was alive and self-contained afterwards.
+type Capture struct {
+	Target    Target        `json:"target"`
+	StartedAt time.Time     `json:"started_at"`
+	Duration  time.Duration `json:"duration_ns"`
+	Sites     []Site        `json:"sites"`
+	Snapshots []Snapshot    `json:"snapshots,omitempty"`
+	Lost      Lost          `json:"lost"`
+	Objects   []Object      `json:"objects,omitempty"`
+	Warnings  []string      `json:"warnings,omitempty"`
+}

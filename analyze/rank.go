@@ -1,0 +1,178 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Options controls which live allocations Rank counts and how many leaks it
+// keeps.
+type Options struct {
+	// MinAge counts only live allocations at least this old. It needs
+	// per-allocation ages (Site.Live); a site without them is counted with
+	// its totals (LiveCount, LiveBytes) and says so in its Reasons.
+	MinAge time.Duration
+	// Top keeps at most Top leaks; 0 or less keeps all of them.
+	Top int
+}
+
+// Totals is what every site of a capture still holds, after the MinAge
+// filter. It covers all sites, including those Options.Top cut off.
+type Totals struct {
+	OutstandingCount uint64 // live allocations
+	OutstandingBytes uint64
+}
+
+// Leak is one ranked site.
+type Leak struct {
+	Rank         int    // 1 is the most likely leak
+	Site         *Site  // points into Result.Capture.Sites
+	Count, Bytes uint64 // live allocations counted after the MinAge filter
+	// OldestAge is the age of the oldest counted allocation at the end of
+	// the capture; 0 when AgeKnown is false.
+	OldestAge time.Duration
+	// AgeKnown is false when the site has no per-allocation ages
+	// (Site.Live is empty), so OldestAge means nothing and MinAge was not
+	// applied.
+	AgeKnown bool
+	Score    float64  // see Rank
+	Reasons  []string // human sentences stating the facts the score used
+}
+
+// Result is a ranked capture.
+type Result struct {
+	Capture *Capture
+	Options Options
+	Totals  Totals
+	// Leaks holds the sites that still hold at least one counted
+	// allocation, best rank first. It is never nil.
+	Leaks []Leak
+}
+
+// Rank scores every site of c and returns those still holding memory, most
+// likely leak first. Result.Leaks point into c, which must not be nil.
+//
+// The score (v1) is the live bytes, weighted down for young sites and for
+// sites that free most of what they allocate:
+//
+//	score      = Bytes × ageWeight × freeWeight
+//	ageWeight  = 0.5 + 0.5 × min(1, OldestAge / Capture.Duration)
+//	freeWeight = 1 − 0.5 × min(1, Frees / Allocs)
+//
+// Both weights lie in [0.5, 1], so a weight can at most halve the score:
+// bytes dominate, and age and free rate decide between sites of similar
+// size. ageWeight is 1 when the age is unknown (Site.Live empty) or the
+// capture has no duration, and freeWeight is 1 when the site allocated
+// nothing during the capture: missing evidence never lowers a score.
+//
+// Equal scores are ordered by Bytes, then Count (both descending), then
+// Site.ID (ascending), so the order is deterministic.
+func Rank(c *Capture, opts Options) *Result {
+	r := &Result{Capture: c, Options: opts, Leaks: []Leak{}}
+	for i := range c.Sites {
+		l := measure(&c.Sites[i], opts.MinAge)
+		if l.Count == 0 {
+			continue
+		}
+		r.Totals.OutstandingCount += l.Count
+		r.Totals.OutstandingBytes += l.Bytes
+		l.Score = float64(l.Bytes) * ageWeight(l, c.Duration) * freeWeight(l.Site)
+		l.Reasons = reasons(l, c.Duration, opts.MinAge)
+		r.Leaks = append(r.Leaks, l)
+	}
+	slices.SortFunc(r.Leaks, func(a, b Leak) int {
+		return cmp.Or(
+			cmp.Compare(b.Score, a.Score),
+			cmp.Compare(b.Bytes, a.Bytes),
+			cmp.Compare(b.Count, a.Count),
+			cmp.Compare(a.Site.ID, b.Site.ID),
+		)
+	})
+	if opts.Top > 0 && len(r.Leaks) > opts.Top {
+		r.Leaks = r.Leaks[:opts.Top]
+	}
+	for i := range r.Leaks {
+		r.Leaks[i].Rank = i + 1
+	}
+	return r
+}
+
+// measure counts what s holds at least minAge old. Without per-allocation
+// ages it falls back to the site totals.
+func measure(s *Site, minAge time.Duration) Leak {
+	l := Leak{Site: s}
+	if len(s.Live) == 0 {
+		l.Count, l.Bytes = s.LiveCount, s.LiveBytes
+		return l
+	}
+	l.AgeKnown = true
+	for _, a := range s.Live {
+		if a.Age < minAge {
+			continue
+		}
+		l.Count++
+		l.Bytes += a.Size
+		l.OldestAge = max(l.OldestAge, a.Age)
+	}
+	return l
+}
+
+// ageWeight is 0.5 for a site whose allocations are all brand new and 1 for
+// one that has held memory since the capture began.
+func ageWeight(l Leak, d time.Duration) float64 {
+	if !l.AgeKnown || d <= 0 {
+		return 1
+	}
+	return 0.5 + 0.5*min(1, float64(l.OldestAge)/float64(d))
+}
+
+// freeWeight is 1 for a site that never frees and 0.5 for one that frees
+// everything it allocates.
+func freeWeight(s *Site) float64 {
+	if s.Allocs == 0 {
+		return 1
+	}
+	return 1 - 0.5*min(1, float64(s.Frees)/float64(s.Allocs))
+}
+
+// reasons states, one sentence each, the facts behind l's score.
+func reasons(l Leak, d, minAge time.Duration) []string {
+	s := l.Site
+	held := fmt.Sprintf("holds %s in %d allocations", FormatBytes(l.Bytes), l.Count)
+	if l.AgeKnown && minAge > 0 {
+		held += " at least " + FormatDuration(minAge) + " old"
+		if younger := uint64(len(s.Live)) - l.Count; younger > 0 {
+			held += fmt.Sprintf("; %d younger not counted", younger)
+		}
+	}
+	rs := []string{held}
+
+	switch {
+	case s.Allocs == 0:
+		rs = append(rs, "free rate unknown: no allocations seen during the capture")
+	case s.Frees == 0:
+		rs = append(rs, fmt.Sprintf("never freed: 0 of %d allocations released", s.Allocs))
+	default:
+		share := 100 * min(1, float64(s.Frees)/float64(s.Allocs))
+		rs = append(rs, fmt.Sprintf("frees %.1f%%: %d of %d allocations released", share, s.Frees, s.Allocs))
+	}
+
+	switch {
+	case !l.AgeKnown && minAge > 0:
+		rs = append(rs, "age unknown: the capture has no per-allocation ages, so the min-age filter was not applied")
+	case !l.AgeKnown:
+		rs = append(rs, "age unknown: the capture has no per-allocation ages")
+	case d > 0:
+		share := 100 * min(1, float64(l.OldestAge)/float64(d))
+		rs = append(rs, fmt.Sprintf("oldest %s, %.0f%% of the capture", FormatDuration(l.OldestAge), share))
+	default:
+		rs = append(rs, "oldest "+FormatDuration(l.OldestAge))
+	}
+
+	if s.Stack.Truncated != "" {
+		rs = append(rs, "stack truncated: "+s.Stack.Truncated)
+	}
+	return rs
+}

@@ -1,0 +1,167 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+// SchemaV1 identifies the v1 JSON report. Within v1 fields may be added but
+// never change meaning; see docs/json-report.md.
+const SchemaV1 = "leakscope.report/v1"
+
+// V1 is the JSON report, schema SchemaV1. Its field names and meanings are
+// a contract with consumers, so it is kept apart from the analyze model.
+type V1 struct {
+	Schema          string    `json:"schema"`
+	Target          V1Target  `json:"target"`
+	StartedAt       time.Time `json:"started_at"` // RFC 3339
+	DurationSeconds float64   `json:"duration_seconds"`
+	Totals          V1Totals  `json:"totals"`
+	Lost            V1Lost    `json:"lost"`
+	Leaks           []V1Leak  `json:"leaks"`    // rank 1 first; [] when none
+	Warnings        []string  `json:"warnings"` // [] when none
+}
+
+// V1Target describes the traced process.
+type V1Target struct {
+	Pid      int      `json:"pid"`
+	Command  []string `json:"command"` // [] when unknown
+	Runtime  string   `json:"runtime"` // "native", "jvm" or "go"
+	ExitCode *int     `json:"exit_code"`
+}
+
+// V1Totals is what all sites still hold, after the min-age filter.
+type V1Totals struct {
+	OutstandingCount uint64 `json:"outstanding_count"`
+	OutstandingBytes uint64 `json:"outstanding_bytes"`
+}
+
+// V1Lost counts what the capture could not account for.
+type V1Lost struct {
+	AllocationsDropped uint64 `json:"allocations_dropped"`
+	UnknownFrees       uint64 `json:"unknown_frees"`
+	StackErrors        uint64 `json:"stack_errors"`
+	FreesMissed        uint64 `json:"frees_missed"`
+	PendingDropped     uint64 `json:"pending_dropped"`
+}
+
+// V1Leak is one ranked allocation site.
+type V1Leak struct {
+	Rank             int       `json:"rank"`
+	Kind             string    `json:"kind"`
+	OutstandingCount uint64    `json:"outstanding_count"`
+	OutstandingBytes uint64    `json:"outstanding_bytes"`
+	Allocs           uint64    `json:"allocs"`
+	Frees            uint64    `json:"frees"`
+	OldestAgeSeconds float64   `json:"oldest_age_seconds"` // 0 when unknown
+	Score            float64   `json:"score"`
+	Reasons          []string  `json:"reasons"`
+	Truncated        string    `json:"truncated,omitempty"`
+	Frames           []V1Frame `json:"frames"` // leaf first
+}
+
+// V1Frame is one frame of a leak's stack. Unknown strings are "" and an
+// unknown line is 0.
+type V1Frame struct {
+	Function string `json:"function"`
+	Module   string `json:"module"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Address  string `json:"address"` // absolute, hex with 0x prefix
+	Offset   string `json:"offset"`  // from the module's load base, hex with 0x prefix
+}
+
+// JSON writes r as a v1 JSON report, indented by two spaces.
+func JSON(w io.Writer, r *analyze.Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(toV1(r)); err != nil {
+		return fmt.Errorf("write json report: %w", err)
+	}
+	return nil
+}
+
+// ParseJSON reads a v1 JSON report. It rejects any other schema, and ignores
+// fields it does not know, which later v1 writers may add.
+func ParseJSON(r io.Reader) (*V1, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse report: %w", err)
+	}
+	var v V1
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("parse report: %w", err)
+	}
+	if v.Schema != SchemaV1 {
+		return nil, fmt.Errorf("parse report: schema %q, want %s", v.Schema, SchemaV1)
+	}
+	return &v, nil
+}
+
+func toV1(r *analyze.Result) *V1 {
+	c := r.Capture
+	v := &V1{
+		Schema: SchemaV1,
+		Target: V1Target{
+			Pid:      c.Target.Pid,
+			Command:  nonNil(c.Target.Command),
+			Runtime:  string(c.Target.Runtime),
+			ExitCode: c.Target.ExitCode,
+		},
+		StartedAt:       c.StartedAt,
+		DurationSeconds: c.Duration.Seconds(),
+		Totals: V1Totals{
+			OutstandingCount: r.Totals.OutstandingCount,
+			OutstandingBytes: r.Totals.OutstandingBytes,
+		},
+		// A conversion, not a copy by field: a counter added to
+		// analyze.Lost stops this compiling until v1 decides on it.
+		Lost:     V1Lost(c.Lost),
+		Leaks:    make([]V1Leak, 0, len(r.Leaks)),
+		Warnings: nonNil(c.Warnings),
+	}
+	for _, l := range r.Leaks {
+		s := l.Site
+		jl := V1Leak{
+			Rank:             l.Rank,
+			Kind:             string(s.Kind),
+			OutstandingCount: l.Count,
+			OutstandingBytes: l.Bytes,
+			Allocs:           s.Allocs,
+			Frees:            s.Frees,
+			OldestAgeSeconds: l.OldestAge.Seconds(),
+			Score:            l.Score,
+			Reasons:          nonNil(l.Reasons),
+			Truncated:        s.Stack.Truncated,
+			Frames:           make([]V1Frame, 0, len(s.Stack.Frames)),
+		}
+		for _, f := range s.Stack.Frames {
+			jl.Frames = append(jl.Frames, V1Frame{
+				Function: f.Function,
+				Module:   f.Module,
+				File:     f.File,
+				Line:     f.Line,
+				Address:  hex(f.Address),
+				Offset:   hex(f.Offset),
+			})
+		}
+		v.Leaks = append(v.Leaks, jl)
+	}
+	return v
+}
+
+func hex(n uint64) string { return "0x" + strconv.FormatUint(n, 16) }
+
+// nonNil returns s, or an empty slice when s is nil, so that JSON shows []
+// rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,207 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+// TextOptions controls the text report.
+type TextOptions struct {
+	// Top prints the full stacks of the first Top leaks: 0 prints all of
+	// them, like analyze.Options.Top, and a negative Top prints none.
+	Top int
+}
+
+// Text writes r for a terminal: a header, the lost-event counts when any is
+// non-zero, the capture's warnings, a table of leaks and then their stacks.
+// The output depends only on r and opts, never on the clock.
+func Text(w io.Writer, r *analyze.Result, opts TextOptions) error {
+	var b bytes.Buffer
+	writeHeader(&b, r)
+	if len(r.Leaks) == 0 {
+		b.WriteString("\nno outstanding allocations")
+		if r.Options.MinAge > 0 {
+			b.WriteString(" at least " + analyze.FormatDuration(r.Options.MinAge) + " old")
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("\n")
+		if err := writeTable(&b, r.Leaks); err != nil {
+			return err
+		}
+		n := len(r.Leaks)
+		if opts.Top > 0 {
+			n = min(n, opts.Top)
+		} else if opts.Top < 0 {
+			n = 0
+		}
+		for _, l := range r.Leaks[:n] {
+			b.WriteString("\n")
+			writeLeak(&b, l)
+		}
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("write text report: %w", err)
+	}
+	return nil
+}
+
+func writeHeader(b *bytes.Buffer, r *analyze.Result) {
+	c := r.Capture
+	t := c.Target
+	target := fmt.Sprintf("pid %d", t.Pid)
+	if len(t.Command) > 0 {
+		target += ", " + command(t.Command)
+	}
+	target += " (" + string(t.Runtime)
+	if t.ExitCode != nil {
+		target += fmt.Sprintf(", exited with code %d", *t.ExitCode)
+	}
+	target += ")"
+
+	line := func(label, value string) { fmt.Fprintf(b, "%-13s%s\n", label+":", value) }
+	line("target", target)
+	line("started", c.StartedAt.Format(time.RFC3339))
+	line("duration", analyze.FormatDuration(c.Duration))
+	if r.Options.MinAge > 0 {
+		line("min age", analyze.FormatDuration(r.Options.MinAge))
+	}
+	line("outstanding", fmt.Sprintf("%s in %d allocations",
+		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
+	if l := c.Lost; l != (analyze.Lost{}) {
+		line("lost", fmt.Sprintf("the capture missed events, so these numbers may be wrong: "+
+			"allocations dropped %d, unknown frees %d, stack errors %d, frees missed %d, pending dropped %d",
+			l.AllocationsDropped, l.UnknownFrees, l.StackErrors, l.FreesMissed, l.PendingDropped))
+	}
+	for _, w := range c.Warnings {
+		line("warning", w)
+	}
+}
+
+func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
+	align := []tw.Align{
+		tw.AlignRight, tw.AlignLeft, tw.AlignRight, tw.AlignRight,
+		tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft,
+	}
+	var out bytes.Buffer
+	table := tablewriter.NewTable(&out,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleNone),
+			Settings: tw.Settings{
+				Lines:      tw.LinesNone,
+				Separators: tw.SeparatorsNone,
+			},
+		})),
+		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithPadding(tw.Padding{Right: "  ", Overwrite: true}),
+		tablewriter.WithTrimSpace(tw.Off),
+	)
+	table.Header("RANK", "KIND", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "TOP FRAME")
+	for _, l := range leaks {
+		s := l.Site
+		oldest := "-"
+		if l.AgeKnown {
+			oldest = analyze.FormatDuration(l.OldestAge)
+		}
+		top := "-"
+		if len(s.Stack.Frames) > 0 {
+			top = shortFrame(s.Stack.Frames[0])
+		}
+		err := table.Append(
+			strconv.Itoa(l.Rank), string(s.Kind), strconv.FormatUint(l.Count, 10),
+			analyze.FormatBytes(l.Bytes), strconv.FormatUint(s.Allocs, 10),
+			strconv.FormatUint(s.Frees, 10), oldest, top,
+		)
+		if err != nil {
+			return fmt.Errorf("add table row %d: %w", l.Rank, err)
+		}
+	}
+	if err := table.Render(); err != nil {
+		return fmt.Errorf("render table: %w", err)
+	}
+	// Padding leaves spaces at the end of every line; drop them so the
+	// output diffs and copies cleanly.
+	for line := range strings.Lines(out.String()) {
+		b.WriteString(strings.TrimRight(line, " \n"))
+		b.WriteString("\n")
+	}
+	return nil
+}
+
+// writeLeak prints why l ranks where it does and its full stack, leaf first.
+func writeLeak(b *bytes.Buffer, l analyze.Leak) {
+	s := l.Site
+	fmt.Fprintf(b, "rank %d: %s, score %.0f\n", l.Rank, s.Kind, l.Score)
+	for _, r := range l.Reasons {
+		fmt.Fprintf(b, "  - %s\n", r)
+	}
+	if len(s.Stack.Frames) == 0 {
+		b.WriteString("  (no frames)\n")
+	}
+	for i, f := range s.Stack.Frames {
+		fmt.Fprintf(b, "  #%d %s\n", i, frame(f))
+	}
+	if s.Stack.Truncated != "" {
+		fmt.Fprintf(b, "  … stack truncated: %s\n", s.Stack.Truncated)
+	}
+}
+
+// frame renders f as "function (module+0xoffset) file:line", dropping what
+// is unknown: without a function it is just the location, and without a
+// module the location is the absolute address.
+func frame(f analyze.Frame) string {
+	loc := fmt.Sprintf("0x%x", f.Address)
+	if f.Module != "" {
+		loc = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+	}
+	s := loc
+	if f.Function != "" {
+		s = f.Function + " (" + loc + ")"
+	}
+	if f.File != "" {
+		s += " " + f.File
+		if f.Line > 0 {
+			s += ":" + strconv.Itoa(f.Line)
+		}
+	}
+	return s
+}
+
+// shortFrame renders f for a table cell: the function, or else the module's
+// base name plus offset, or else the absolute address.
+func shortFrame(f analyze.Frame) string {
+	switch {
+	case f.Function != "":
+		return f.Function
+	case f.Module != "":
+		return fmt.Sprintf("%s+0x%x", filepath.Base(f.Module), f.Offset)
+	default:
+		return fmt.Sprintf("0x%x", f.Address)
+	}
+}
+
+// command joins argv for display, quoting arguments that would otherwise
+// be ambiguous.
+func command(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\") {
+			a = strconv.Quote(a)
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}

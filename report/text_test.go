@@ -1,0 +1,105 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+func TestFrame(t *testing.T) {
+	tests := []struct {
+		f           analyze.Frame
+		full, short string
+	}{
+		{
+			analyze.Frame{Address: 0x7f0010001234, Function: "inflateInit2_", Module: "/usr/lib/libz.so.1", Offset: 0x1234, File: "inflate.c", Line: 227},
+			"inflateInit2_ (/usr/lib/libz.so.1+0x1234) inflate.c:227", "inflateInit2_",
+		},
+		{
+			analyze.Frame{Address: 0x7f0010001234, Function: "f", Module: "/lib/m.so", Offset: 0x34, File: "m.c"},
+			"f (/lib/m.so+0x34) m.c", "f",
+		},
+		{
+			analyze.Frame{Address: 0x7f0010001234, Module: "/usr/lib/libz.so.1", Offset: 0x1234},
+			"/usr/lib/libz.so.1+0x1234", "libz.so.1+0x1234",
+		},
+		{
+			analyze.Frame{Address: 0x7ffd0badf00d},
+			"0x7ffd0badf00d", "0x7ffd0badf00d",
+		},
+		{
+			analyze.Frame{Address: 0xdead, Function: "jitted"},
+			"jitted (0xdead)", "jitted",
+		},
+	}
+	for _, tt := range tests {
+		if got := frame(tt.f); got != tt.full {
+			t.Errorf("frame(%+v) = %q, want %q", tt.f, got, tt.full)
+		}
+		if got := shortFrame(tt.f); got != tt.short {
+			t.Errorf("shortFrame(%+v) = %q, want %q", tt.f, got, tt.short)
+		}
+	}
+}
+
+func TestCommand(t *testing.T) {
+	got := command([]string{"/bin/app", "-x", "two words", "", `q"uote`})
+	want := `/bin/app -x "two words" "" "q\"uote"`
+	if got != want {
+		t.Errorf("command = %s, want %s", got, want)
+	}
+}
+
+func TestTextTop(t *testing.T) {
+	r := analyze.Rank(loadCapture(t, "leaky"), analyze.Options{})
+	tests := []struct {
+		top, stacks int
+	}{
+		{top: 0, stacks: len(r.Leaks)},
+		{top: 1, stacks: 1},
+		{top: 100, stacks: len(r.Leaks)},
+		{top: -1, stacks: 0},
+	}
+	for _, tt := range tests {
+		var b bytes.Buffer
+		if err := Text(&b, r, TextOptions{Top: tt.top}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(b.String(), "\nrank "); got != tt.stacks {
+			t.Errorf("Top %d printed %d stacks, want %d", tt.top, got, tt.stacks)
+		}
+	}
+}
+
+func TestLostLine(t *testing.T) {
+	for _, lost := range []analyze.Lost{
+		{AllocationsDropped: 1}, {UnknownFrees: 1}, {StackErrors: 1}, {FreesMissed: 1}, {PendingDropped: 1},
+	} {
+		var b bytes.Buffer
+		if err := Text(&b, analyze.Rank(&analyze.Capture{Lost: lost}, analyze.Options{}), TextOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "\nlost:") {
+			t.Errorf("no lost line for %+v:\n%s", lost, b.String())
+		}
+	}
+}
+
+type failWriter struct{}
+
+var errWrite = errors.New("disk full")
+
+func (failWriter) Write([]byte) (int, error) { return 0, errWrite }
+
+func TestWriteErrors(t *testing.T) {
+	r := analyze.Rank(loadCapture(t, "leaky"), analyze.Options{})
+	if err := Text(failWriter{}, r, TextOptions{}); !errors.Is(err, errWrite) {
+		t.Errorf("Text error = %v, want %v wrapped", err, errWrite)
+	}
+	if err := JSON(failWriter{}, r); !errors.Is(err, errWrite) {
+		t.Errorf("JSON error = %v, want %v wrapped", err, errWrite)
+	}
+}
