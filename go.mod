@@ -24,5 +24,6 @@ require (
 	github.com/olekukonko/tablewriter v1.1.5 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	golang.org/x/arch v0.33.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )

@@ -34,7 +34,7 @@ struct pending {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1 << 20);
-	__type(key, __u64); /* address of the live allocation or handle */
+	__type(key, struct handle_key);
 	__type(value, struct alloc_info);
 } allocs SEC(".maps");
 
@@ -182,7 +182,7 @@ int BPF_KRETPROBE(alloc_exit)
 SEC("uprobe")
 int BPF_KPROBE(free_enter, void *ptr)
 {
-	release_enter(ctx, (__u64)ptr);
+	release_enter(ctx, (__u64)ptr, KIND_MALLOC);
 	return 0;
 }
 

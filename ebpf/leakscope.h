@@ -50,7 +50,16 @@ enum range_flag {
 	RANGE_HAS_FP = 1, /* the object keeps frame pointers: follow %rbp through it */
 };
 
-/* One live allocation, keyed by its address in allocs.
+/* Key of allocs: a handle and its kind, since one address can be both a
+ * heap block and a resource (a malloc'd z_stream passed to inflateInit2_).
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct handle_key {
+	__u64 addr;
+	__u32 kind; /* enum alloc_kind */
+	__u32 pad;
+};
+
+/* One live allocation, keyed by struct handle_key in allocs.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct alloc_info {
 	__u64 size_bytes;

@@ -22,33 +22,44 @@ static __always_inline bool is_target(void)
 	return !wait_exec || exec_seen;
 }
 
-/* find_range returns the executable mapping holding ip, or NULL. */
+/* State of one binary search of exec_ranges, shared with search_step. */
+struct search_ctx {
+	__u64 ip;
+	__u32 base; /* first index of the current slot */
+	__u32 lo, hi; /* search [lo, hi) for the first start > ip */
+};
+
+static long search_step(__u64 i, struct search_ctx *c)
+{
+	if (c->lo >= c->hi)
+		return 1;
+	__u32 mid = (c->lo + c->hi) / 2;
+	__u32 idx = c->base + mid;
+	struct exec_range *r = bpf_map_lookup_elem(&exec_ranges, &idx);
+	if (!r)
+		return 1;
+	if (c->ip < r->start)
+		c->hi = mid;
+	else
+		c->lo = mid + 1;
+	return 0;
+}
+
+/* find_range returns the executable mapping holding ip, or NULL. The steps
+ * run under bpf_loop so the verifier checks one step, not every path. */
 static __always_inline struct exec_range *find_range(__u64 ip)
 {
 	__u32 zero = 0;
 	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
 	if (!ctl)
 		return NULL;
-	__u32 base = ctl->slot ? MAX_RANGES : 0;
-	__u32 lo = 0, hi = ctl->count;
-	if (hi > MAX_RANGES)
-		hi = MAX_RANGES;
-	for (int i = 0; i < RANGE_SEARCH_STEPS; i++) {
-		if (lo >= hi)
-			break;
-		__u32 mid = (lo + hi) / 2;
-		__u32 idx = base + mid;
-		struct exec_range *r = bpf_map_lookup_elem(&exec_ranges, &idx);
-		if (!r)
-			return NULL;
-		if (ip < r->start)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	if (lo == 0)
+	struct search_ctx c = { .ip = ip, .base = ctl->slot ? MAX_RANGES : 0, .hi = ctl->count };
+	if (c.hi > MAX_RANGES)
+		c.hi = MAX_RANGES;
+	bpf_loop(RANGE_SEARCH_STEPS, search_step, &c, 0);
+	if (c.lo == 0)
 		return NULL;
-	__u32 idx = base + lo - 1;
+	__u32 idx = c.base + c.lo - 1;
 	struct exec_range *r = bpf_map_lookup_elem(&exec_ranges, &idx);
 	if (r && ip >= r->start && ip < r->end)
 		return r;
@@ -70,6 +81,60 @@ static __always_inline void note_range_miss(__u64 ip)
 	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 }
 
+/* State of one stack walk, shared with walk_step through bpf_loop. */
+struct walk_ctx {
+	struct stack *st;
+	__u64 ip; /* return address of the current frame */
+	__u64 fp; /* frame pointer of the current frame's caller */
+	__u64 sp; /* lowest address the next frame may lie at */
+	__u64 hash;
+	__u32 depth;
+};
+
+/* walk_step appends one frame; returns 1 to stop the walk. */
+static long walk_step(__u64 i, struct walk_ctx *w)
+{
+	struct stack *st = w->st;
+	struct exec_range *r = find_range(w->ip);
+	if (r) {
+		if (!(r->flags & RANGE_HAS_FP)) {
+			st->flags |= STACK_NO_FP;
+			return 1;
+		}
+	} else {
+		/* Unknown object: keep walking with the sanity checks below;
+		 * user space validates the frames later. */
+		st->flags |= STACK_UNVERIFIED;
+		note_range_miss(w->ip);
+	}
+	__u64 fp = w->fp;
+	if (fp == 0)
+		return 1; /* outermost frame */
+	if (fp < w->sp || (fp & 7) || fp - w->sp > MAX_FRAME_SPAN) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	__u64 frame[2];
+	if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	if (frame[1] == 0)
+		return 1;
+	__u32 d = w->depth;
+	if (d >= MAX_STACK_DEPTH) {
+		st->flags |= STACK_MAX_DEPTH;
+		return 1;
+	}
+	st->ips[d] = frame[1];
+	w->depth = d + 1;
+	w->ip = frame[1];
+	w->sp = fp + 16;
+	w->fp = frame[0];
+	w->hash = (w->hash ^ frame[1]) * 1099511628211ULL;
+	return 0;
+}
+
 /* walk_stack follows the frame-pointer chain from a return probe, where ip is
  * the return address into the caller and fp/sp are the caller's registers.
  * A walk continues through an object only if that object keeps frame
@@ -83,55 +148,20 @@ static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
 		return 0;
 	st->flags = 0;
 	st->ips[0] = ip;
-	__u32 depth = 1;
-	__u64 h = 14695981039346656037ULL ^ ip;
-	h *= 1099511628211ULL;
-
-	for (int i = 1; i < MAX_STACK_DEPTH; i++) {
-		struct exec_range *r = find_range(ip);
-		if (r) {
-			if (!(r->flags & RANGE_HAS_FP)) {
-				st->flags |= STACK_NO_FP;
-				break;
-			}
-		} else {
-			/* Unknown object: keep walking with the sanity checks
-			 * below; user space validates the frames later. */
-			st->flags |= STACK_UNVERIFIED;
-			note_range_miss(ip);
-		}
-		if (fp == 0)
-			break; /* outermost frame */
-		if (fp < sp || (fp & 7) || fp - sp > MAX_FRAME_SPAN) {
-			st->flags |= STACK_BAD_FRAME;
-			break;
-		}
-		__u64 frame[2];
-		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
-			st->flags |= STACK_READ_ERROR;
-			break;
-		}
-		if (frame[1] == 0)
-			break;
-		ip = frame[1];
-		sp = fp + 16;
-		fp = frame[0];
-		st->ips[i] = ip;
-		depth = i + 1;
-		h ^= ip;
-		h *= 1099511628211ULL;
-	}
-	if (depth == MAX_STACK_DEPTH)
-		st->flags |= STACK_MAX_DEPTH;
-	st->depth = depth;
-	h ^= st->flags;
-	h *= 1099511628211ULL;
+	struct walk_ctx w = {
+		.st = st,
+		.ip = ip,
+		.fp = fp,
+		.sp = sp,
+		.hash = (14695981039346656037ULL ^ ip) * 1099511628211ULL,
+		.depth = 1,
+	};
+	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
+	st->depth = w.depth;
+	/* ips past depth keep stale frames; readers use depth only. */
+	__u64 h = (w.hash ^ st->flags) * 1099511628211ULL;
 	if (h == 0)
 		h = 1;
-	/* Zero the unused tail so equal stacks compare equal in user space. */
-	for (int i = 1; i < MAX_STACK_DEPTH; i++)
-		if (i >= depth)
-			st->ips[i] = 0;
 	long err = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST */) {
 		stat_add(STAT_STACK_ERRORS, 1);
@@ -183,14 +213,15 @@ static __always_inline void site_release(struct alloc_info *info)
 }
 
 /* track_release forgets a live handle. Returns false if it was not known. */
-static __always_inline bool track_release(__u64 addr)
+static __always_inline bool track_release(__u64 addr, __u32 kind)
 {
-	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &addr);
+	struct handle_key hk = { .addr = addr, .kind = kind };
+	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
 	if (!info)
 		return false;
 	struct alloc_info copy = *info;
 	/* Only the deleter accounts, so a racing double release counts once. */
-	if (bpf_map_delete_elem(&allocs, &addr))
+	if (bpf_map_delete_elem(&allocs, &hk))
 		return false;
 	site_release(&copy);
 	stat_add(STAT_FREES, 1);
@@ -203,7 +234,7 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 {
 	/* The address is still recorded: its release was never seen (a path we
 	 * do not probe). Retire the old entry so nothing is counted twice. */
-	if (track_release(addr))
+	if (track_release(addr, kind))
 		stat_add(STAT_FREES_MISSED, 1);
 
 	struct site_key key = { .stack_id = stack_id, .kind = kind };
@@ -223,7 +254,8 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		.stack_id = stack_id,
 		.kind = kind,
 	};
-	if (bpf_map_update_elem(&allocs, &addr, &info, BPF_NOEXIST)) {
+	struct handle_key hk = { .addr = addr, .kind = kind };
+	if (bpf_map_update_elem(&allocs, &hk, &info, BPF_NOEXIST)) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
 		return;
 	}
@@ -264,7 +296,7 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 		/* realloc(p, 0) frees p and returns NULL (glibc); a failed
 		 * realloc(p, n>0) leaves p live. */
 		if (p.old_ptr && (ret || p.size_bytes == 0))
-			if (!track_release(p.old_ptr))
+			if (!track_release(p.old_ptr, p.kind))
 				stat_add(STAT_UNKNOWN_FREES, 1);
 		break;
 	default:
@@ -281,7 +313,7 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 
 /* release_enter handles a release call (free, inflateEnd, ...). Releases made
  * inside a tracked acquire call on the same thread belong to that call. */
-static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr)
+static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32 kind)
 {
 	if (!is_target() || !addr)
 		return;
@@ -291,7 +323,7 @@ static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr)
 		stat_add(STAT_NESTED_CALLS, 1);
 		return;
 	}
-	if (!track_release(addr))
+	if (!track_release(addr, kind))
 		stat_add(STAT_UNKNOWN_FREES, 1);
 }
 

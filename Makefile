@@ -1,0 +1,72 @@
+# leakscope build, test and demo targets. See README.md.
+
+GO        ?= go
+CLANG     ?= clang-19
+STRIP     ?= llvm-strip-19
+BIN       := bin/leakscope
+EXAMPLES  := bin/examples
+CFLAGS_EX := -O2 -g -Wall -Wextra -pthread
+
+export BPF2GO_CC     := $(CLANG)
+export BPF2GO_STRIP  := $(STRIP)
+export BPF2GO_CFLAGS := -O2 -g -Wall -Werror
+# leakscope must not use libc: "run" execs the target from a leakscope
+# process, which must make no malloc calls of its own.
+export CGO_ENABLED   := 0
+
+.PHONY: all build generate check-generated test test-short bench fmt vet lint examples demo clean
+
+all: build
+
+build: $(BIN)
+
+$(BIN): FORCE
+	$(GO) build -o $(BIN) ./cmd/leakscope
+
+FORCE:
+
+## generate: rebuild the BPF objects (needs clang-19: apt-get install -y clang-19 llvm-19)
+generate:
+	$(GO) generate ./probe/...
+
+## check-generated: fail if the committed BPF objects are stale
+check-generated: generate
+	git diff --exit-code -- probe/ || { echo "BPF objects are stale: run make generate and commit" >&2; exit 1; }
+
+examples: $(EXAMPLES)/leaky $(EXAMPLES)/leaky-nofp $(EXAMPLES)/clean $(EXAMPLES)/churn
+
+$(EXAMPLES)/leaky: examples/c/leaky.c examples/c/common.h
+	@mkdir -p $(EXAMPLES)
+	gcc $(CFLAGS_EX) -fno-omit-frame-pointer -o $@ $<
+
+$(EXAMPLES)/leaky-nofp: examples/c/leaky.c examples/c/common.h
+	@mkdir -p $(EXAMPLES)
+	gcc $(CFLAGS_EX) -o $@ $<
+
+$(EXAMPLES)/%: examples/c/%.c examples/c/common.h
+	@mkdir -p $(EXAMPLES)
+	gcc $(CFLAGS_EX) -fno-omit-frame-pointer -o $@ $<
+
+## demo: trace the leaky example and print the report (needs root)
+demo: build examples
+	./$(BIN) run --top 3 -- ./$(EXAMPLES)/leaky
+
+## test: every test; the BPF tests run as root and skip with a reason otherwise
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+test-short:
+	$(GO) test -short ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go' | grep -v '_bpfel.go$$')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

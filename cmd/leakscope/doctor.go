@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leakscope/leakscope/probe"
+)
+
+type doctorOptions struct {
+	Pid int
+}
+
+func newDoctorCmd(io ioStreams, runF func(context.Context, *doctorOptions) error) *cobra.Command {
+	opts := &doctorOptions{}
+	cmd := &cobra.Command{
+		Use:   "doctor [--pid PID]",
+		Short: "Check what will and won't work on this host and target",
+		Long: `doctor checks the host (kernel BTF, privileges, uprobes, loading the BPF
+programs) and, with --pid, the target: which allocator will be traced and,
+for each loaded object, whether stacks can be walked through it.
+It exits 2 when a host check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runDoctor(opts, io)
+		},
+	}
+	cmd.Flags().IntVarP(&opts.Pid, "pid", "p", 0, "also check this process")
+	return cmd
+}
+
+func runDoctor(opts *doctorOptions, io ioStreams) error {
+	failed := 0
+	for _, c := range probe.Doctor(opts.Pid) {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+			if len(c.Name) > 7 && c.Name[:7] == "object " {
+				mark = "note"
+			} else {
+				failed++
+			}
+		}
+		fmt.Fprintf(io.Out, "%s %-22s %s\n", mark, c.Name, c.Detail)
+	}
+	if failed > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("%d check(s) failed", failed)}
+	}
+	return nil
+}

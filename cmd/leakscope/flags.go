@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/leakscope/leakscope/probe"
+)
+
+// captureOptions are the flags shared by run and attach.
+type captureOptions struct {
+	Format         string
+	Output         string
+	Interval       time.Duration
+	Duration       time.Duration
+	MinAge         time.Duration
+	Top            int
+	MaxAllocations uint32
+	MaxSites       uint32
+	MaxStacks      uint32
+	Progress       string // auto, always, never
+}
+
+var formats = []string{"text", "json"}
+
+func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Format, "format", "text", "report format: text or json")
+	fs.StringVarP(&o.Output, "output", "o", "", "write the report to this file (default: standard output)")
+	fs.DurationVar(&o.Interval, "interval", time.Second, "time between snapshots of the kernel tables")
+	fs.DurationVar(&o.Duration, "duration", 0, "stop tracing after this long (default: until the target exits or Ctrl-C)")
+	fs.DurationVar(&o.MinAge, "min-age", 0, "count only allocations at least this old at the end")
+	fs.IntVar(&o.Top, "top", 10, "leaks listed in the report, and stacks printed in full by the text format")
+	fs.Uint32Var(&o.MaxAllocations, "max-allocations", probe.DefaultMaxAllocations, "size of the kernel's live-allocation table")
+	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
+	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
+	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
+}
+
+func (o *captureOptions) validate() error {
+	ok := false
+	for _, f := range formats {
+		ok = ok || o.Format == f
+	}
+	if !ok {
+		return fmt.Errorf("unknown --format %q: use text or json", o.Format)
+	}
+	if o.Interval <= 0 {
+		return fmt.Errorf("--interval must be positive, got %s", o.Interval)
+	}
+	if o.Duration < 0 || o.MinAge < 0 {
+		return fmt.Errorf("--duration and --min-age cannot be negative")
+	}
+	if o.Top < 0 {
+		return fmt.Errorf("--top cannot be negative")
+	}
+	if o.MaxAllocations == 0 || o.MaxSites == 0 || o.MaxStacks == 0 {
+		return fmt.Errorf("--max-allocations, --max-sites and --max-stacks must be positive")
+	}
+	switch o.Progress {
+	case "auto", "always", "never":
+	default:
+		return fmt.Errorf("unknown --progress %q: use auto, always or never", o.Progress)
+	}
+	return nil
+}
+
+func (o *captureOptions) probeOptions(warnf func(string, ...any)) probe.Options {
+	return probe.Options{
+		MaxAllocations: o.MaxAllocations,
+		MaxSites:       o.MaxSites,
+		MaxStacks:      o.MaxStacks,
+		Warnf:          warnf,
+	}
+}

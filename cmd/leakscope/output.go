@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/report"
+)
+
+// writeReport ranks the capture and renders it to opts.Output or stdout.
+// A file is written whole or not at all: it is rendered in memory, written
+// to a temporary file beside the target (mode 0600) and renamed into place.
+func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*analyze.Result, error) {
+	res := analyze.Rank(c, analyze.Options{MinAge: opts.MinAge, Top: opts.Top})
+	var buf bytes.Buffer
+	var err error
+	switch opts.Format {
+	case "json":
+		err = report.JSON(&buf, res)
+	default:
+		err = report.Text(&buf, res, report.TextOptions{Top: opts.Top})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("render %s report: %w", opts.Format, err)
+	}
+	if opts.Output == "" || opts.Output == "-" {
+		_, err := stdout.Write(buf.Bytes())
+		return res, err
+	}
+	return res, writeFileAtomic(opts.Output, buf.Bytes())
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// checkOutputWritable fails early, before a long capture, when -o cannot
+// be written.
+func checkOutputWritable(path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".leakscope-check-*")
+	if err != nil {
+		return fmt.Errorf("output %s is not writable: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leakscope/leakscope/probe"
+)
+
+type runOptions struct {
+	captureOptions
+	Command []string
+}
+
+func newRunCmd(io ioStreams, runF func(context.Context, *runOptions) error) *cobra.Command {
+	opts := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARGS...]",
+		Short: "Start a command with tracing attached and report what it leaked",
+		Long: `run starts COMMAND with the probes attached before its first instruction,
+traces until it exits (or --duration passes, or Ctrl-C), then reports the
+call stacks that still hold memory. The command's own output is passed through.`,
+		Example: `  leakscope run -- ./examples/leaky
+  leakscope run --format json -o leaks.json -- ./server --port 8080`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Command = args
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runRun(cmd.Context(), opts, io)
+		},
+	}
+	opts.addFlags(cmd.Flags())
+	return cmd
+}
+
+func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
+	if err := checkOutputWritable(opts.Output); err != nil {
+		return err
+	}
+	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }
+	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(warnf))
+	if err != nil {
+		return err
+	}
+	// On Ctrl-C the terminal signals the command too; on SIGTERM, pass it on.
+	stopFwd := context.AfterFunc(ctx, func() { _ = proc.Signal(os.Interrupt) })
+	defer stopFwd()
+	c, why, err := traceLoop(ctx, t, proc.Done(), &opts.captureOptions, io.Err)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-proc.Done():
+		code := proc.ExitCode()
+		c.Target.ExitCode = &code
+	default:
+	}
+	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), malloc family in %s; %s\n", t.Pid(), c.Duration.Round(1e6), t.Allocator(), why)
+	_, err = writeReport(c, &opts.captureOptions, io.Out)
+	return err
+}

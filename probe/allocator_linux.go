@@ -1,0 +1,226 @@
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/symbolize"
+)
+
+// allocator is the object whose malloc the target calls.
+type allocator struct {
+	Path    string // where leakscope opens it (under /proc/PID/root)
+	Display string // the path as the target sees it
+	Obj     *symbolize.Object
+}
+
+// allocatorInMaps picks the allocator among the objects mapped by a running
+// target, in the order the dynamic linker resolves malloc: the executable
+// itself (static or self-contained allocators), then an interposing library
+// (jemalloc, tcmalloc, mimalloc, usually LD_PRELOADed), then libc.
+func allocatorInMaps(pid int, maps []procfs.Mapping, cache *symbolize.Cache) (allocator, error) {
+	var exe, interposer, libc *allocator
+	seen := map[string]bool{}
+	exePath, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	exePath = strings.TrimSuffix(exePath, " (deleted)")
+	for _, m := range maps {
+		if !m.Exec() || !strings.HasPrefix(m.Path, "/") || seen[m.Path] {
+			continue
+		}
+		seen[m.Path] = true
+		path := procfs.ObjectPath(pid, m)
+		obj, err := cache.Object(path)
+		if err != nil {
+			continue
+		}
+		a := &allocator{Path: path, Display: m.Path, Obj: obj}
+		switch {
+		case m.Path == exePath:
+			if obj.Exports("malloc") || definesStatic(obj, "malloc") {
+				exe = a
+			}
+		case isLibc(m.Path):
+			if obj.Exports("malloc") {
+				libc = a
+			}
+		case obj.Exports("malloc") && obj.Exports("free"):
+			if interposer == nil {
+				interposer = a
+			}
+		}
+	}
+	for _, a := range []*allocator{exe, interposer, libc} {
+		if a != nil {
+			return *a, nil
+		}
+	}
+	return allocator{}, fmt.Errorf("process %d: no mapped object exports malloc: %w", pid, ErrNoAllocator)
+}
+
+// definesStatic reports whether a statically linked executable defines name.
+func definesStatic(obj *symbolize.Object, name string) bool {
+	_, ok := obj.Lookup(name)
+	return ok
+}
+
+func isLibc(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasPrefix(base, "libc.so") || strings.HasPrefix(base, "libc-")
+}
+
+// allocatorForExec predicts the allocator of a program before it runs, so
+// probes are in place at its first instruction. It asks the program's own
+// dynamic linker (ld.so --list, what ldd does, without running the program)
+// with the program's environment, so LD_PRELOAD and LD_LIBRARY_PATH count.
+func allocatorForExec(path string, env []string, cache *symbolize.Cache) (allocator, error) {
+	obj, err := cache.Object(path)
+	if err != nil {
+		return allocator{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	interp, err := interpreter(path)
+	if err != nil {
+		return allocator{}, err
+	}
+	if interp == "" { // static executable
+		if definesStatic(obj, "malloc") {
+			return allocator{Path: path, Display: path, Obj: obj}, nil
+		}
+		return allocator{}, fmt.Errorf("%s is static and defines no malloc: %w", path, ErrNoAllocator)
+	}
+	if obj.Exports("malloc") {
+		return allocator{Path: path, Display: path, Obj: obj}, nil
+	}
+	libs, err := listLibraries(interp, path, env)
+	if err != nil {
+		return allocator{}, err
+	}
+	var libc *allocator
+	for _, lib := range libs {
+		o, err := cache.Object(lib)
+		if err != nil || !o.Exports("malloc") {
+			continue
+		}
+		a := &allocator{Path: lib, Display: lib, Obj: o}
+		if isLibc(lib) {
+			if libc == nil {
+				libc = a
+			}
+			continue
+		}
+		if o.Exports("free") {
+			return *a, nil
+		}
+	}
+	if libc != nil {
+		return *libc, nil
+	}
+	return allocator{}, fmt.Errorf("%s: none of its libraries exports malloc: %w", path, ErrNoAllocator)
+}
+
+// interpreter returns the PT_INTERP of an executable, "" for a static one.
+func interpreter(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(b, 0); err != nil {
+			return "", fmt.Errorf("read interpreter of %s: %w", path, err)
+		}
+		return string(bytes.TrimRight(b, "\x00")), nil
+	}
+	return "", nil
+}
+
+// listLibraries runs "INTERP --list PATH" and returns the resolved paths in
+// load order (preloaded libraries first).
+func listLibraries(interp, path string, env []string) ([]string, error) {
+	cmd := exec.Command(interp, "--list", path)
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("list libraries of %s with %s: %w", path, interp, err)
+	}
+	var libs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		libs = append(libs, parseListLine(sc.Text())...)
+	}
+	return libs, nil
+}
+
+// parseListLine extracts the resolved path from one line of ld.so --list:
+// "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or
+// "\t/lib64/ld-linux-x86-64.so.2 (0x...)".
+func parseListLine(line string) []string {
+	line = strings.TrimSpace(line)
+	if i := strings.Index(line, "=>"); i >= 0 {
+		line = strings.TrimSpace(line[i+2:])
+	}
+	if i := strings.LastIndex(line, " ("); i >= 0 {
+		line = line[:i]
+	}
+	if strings.HasPrefix(line, "/") {
+		return []string{line}
+	}
+	return nil
+}
+
+// scriptInterpreter follows a "#!" line to the program the kernel will run.
+func scriptInterpreter(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if !strings.HasPrefix(line, "#!") {
+		return "", false
+	}
+	fields := strings.Fields(line[2:])
+	if len(fields) == 0 {
+		return "", false
+	}
+	return fields[0], true
+}
+
+// fileOffset converts an ELF virtual address to the file offset uprobes take.
+func fileOffset(path string, vaddr uint64) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			return vaddr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: address 0x%x is in no executable segment", path, vaddr)
+}
+
+// readAt reads n bytes of the file at off.
+func readAt(path string, off uint64, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, int64(off)); err != nil {
+		return nil, fmt.Errorf("read %s at 0x%x: %w", path, off, err)
+	}
+	return b, nil
+}

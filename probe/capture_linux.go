@@ -1,0 +1,214 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+// sitePoint is one merged site's totals at one read.
+type sitePoint struct {
+	analyze.SitePoint
+	kind  analyze.Kind
+	stack resolvedStack
+}
+
+// readSitesLocked reads the kernel's per-site totals, resolving new stacks,
+// and merges kernel sites that are the same site after validation.
+func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
+	merged := map[uint64]*sitePoint{}
+	var order []uint64
+	var key leakSiteKey
+	var val leakSiteStats
+	it := t.objs.Sites.Iterate()
+	for it.Next(&key, &val) {
+		rs := t.resolveLocked(key.StackId)
+		kind := kindName(key.Kind)
+		id := siteID(kind, rs.key)
+		p, ok := merged[id]
+		if !ok {
+			p = &sitePoint{SitePoint: analyze.SitePoint{ID: id}, kind: kind, stack: rs}
+			merged[id] = p
+			order = append(order, id)
+		}
+		p.LiveCount += val.LiveCount
+		p.LiveBytes += val.LiveBytes
+		p.Allocs += val.Allocs
+		p.Frees += val.Frees
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read site table: %w", err)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	out := make([]sitePoint, 0, len(order))
+	for _, id := range order {
+		out = append(out, *merged[id])
+	}
+	return out, nil
+}
+
+func (t *Tracer) resolveLocked(stackID uint64) resolvedStack {
+	if stackID == 0 {
+		return lostStack
+	}
+	if rs, ok := t.sym.byID[stackID]; ok {
+		return rs
+	}
+	var raw leakStack
+	if err := t.objs.Stacks.Lookup(stackID, &raw); err != nil {
+		return t.sym.resolve(0, nil)
+	}
+	return t.sym.resolve(stackID, &raw)
+}
+
+// Stop detaches every probe, reads the final state and returns the capture.
+// The probes go first, so the tables read afterwards are consistent.
+func (t *Tracer) Stop() (*analyze.Capture, error) {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+	t.misses.Close()
+	t.wg.Wait()
+	defer t.objs.Close()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	end := time.Now()
+	nowMono := monotonicNow()
+	t.refreshLocked()
+	points, err := t.readSitesLocked()
+	if err != nil {
+		return nil, err
+	}
+	t.snapshots = append(t.snapshots, snapshotOf(points, end.Sub(t.started)))
+
+	c := &analyze.Capture{
+		Target: analyze.Target{
+			Pid:     t.pid,
+			Command: t.command,
+			Runtime: analyze.RuntimeNative,
+		},
+		StartedAt: t.started,
+		Duration:  end.Sub(t.started),
+		Snapshots: t.snapshots,
+		Objects:   t.view.objects(t.alloc.Display),
+	}
+	byStack := map[uint64]int{}
+	for i, p := range points {
+		c.Sites = append(c.Sites, analyze.Site{
+			ID:        p.ID,
+			Kind:      p.kind,
+			Stack:     p.stack.stack,
+			LiveCount: p.LiveCount,
+			LiveBytes: p.LiveBytes,
+			Allocs:    p.Allocs,
+			Frees:     p.Frees,
+		})
+		byStack[p.ID] = i
+	}
+	if err := t.readLiveLocked(c, byStack, nowMono); err != nil {
+		return nil, err
+	}
+	if err := t.readLostLocked(&c.Lost); err != nil {
+		return nil, err
+	}
+	c.Warnings = append(c.Warnings, t.warnings...)
+	return c, nil
+}
+
+func snapshotOf(points []sitePoint, at time.Duration) analyze.Snapshot {
+	s := analyze.Snapshot{At: at}
+	for _, p := range points {
+		s.Sites = append(s.Sites, p.SitePoint)
+	}
+	return s
+}
+
+// readLiveLocked lists every live allocation with its age, in batches.
+func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMono uint64) error {
+	add := func(info *leakAllocInfo) {
+		rs := t.resolveLocked(info.StackId)
+		id := siteID(kindName(info.Kind), rs.key)
+		i, ok := index[id]
+		if !ok {
+			return
+		}
+		age := time.Duration(0)
+		if nowMono > info.TsNs {
+			age = time.Duration(nowMono - info.TsNs)
+		}
+		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: info.SizeBytes, Age: age})
+	}
+	keys := make([]leakHandleKey, 4096)
+	vals := make([]leakAllocInfo, 4096)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := t.objs.Allocs.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			add(&vals[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read live allocations: %w", err)
+		}
+	}
+	// Kernels without batch lookups: one element at a time.
+	var key leakHandleKey
+	var val leakAllocInfo
+	it := t.objs.Allocs.Iterate()
+	for it.Next(&key, &val) {
+		add(&val)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read live allocations: %w", err)
+	}
+	return nil
+}
+
+// Stat indexes (enum stat_index in ebpf/leakscope.h).
+const (
+	statAllocsDropped  = 0
+	statUnknownFrees   = 1
+	statStackErrors    = 2
+	statFreesMissed    = 3
+	statPendingDropped = 4
+	statMax            = 9
+)
+
+func (t *Tracer) readLostLocked(l *analyze.Lost) error {
+	var s [statMax]uint64
+	for i := range s {
+		var perCPU []uint64
+		if err := t.objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
+			return fmt.Errorf("read stats: %w", err)
+		}
+		for _, v := range perCPU {
+			s[i] += v
+		}
+	}
+	l.AllocationsDropped = s[statAllocsDropped]
+	l.UnknownFrees = s[statUnknownFrees]
+	l.StackErrors = s[statStackErrors]
+	l.FreesMissed = s[statFreesMissed]
+	l.PendingDropped = s[statPendingDropped]
+	return nil
+}
+
+// monotonicNow is CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}

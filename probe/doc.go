@@ -1,0 +1,7 @@
+// Package probe traces a live process with eBPF uprobes: it finds the
+// target's allocator, loads and attaches the programs built from ebpf/,
+// keeps the kernel's view of the target's executable mappings current, reads
+// the per-site aggregates at an interval and symbolizes every stack while the
+// target is still alive. It converts everything to analyze types at its
+// boundary; nothing outside probe sees a BPF map.
+package probe

@@ -1,0 +1,147 @@
+package probe
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/symbolize"
+)
+
+// Check is one finding of Doctor.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string // what was found, and what to do when !OK
+}
+
+// Capability numbers from linux/capability.h.
+const (
+	capSysAdmin  = 21
+	capSysPtrace = 19
+	capPerfmon   = 38
+	capBPF       = 39
+)
+
+// Doctor checks the host and, when pid > 0, the target: what will work and
+// what will not, in plain words.
+func Doctor(pid int) []Check {
+	var cs []Check
+	_, err := os.Stat("/sys/kernel/btf/vmlinux")
+	cs = append(cs, Check{"kernel BTF", err == nil, detail(err == nil,
+		"/sys/kernel/btf/vmlinux present",
+		"no /sys/kernel/btf/vmlinux: the kernel needs CONFIG_DEBUG_INFO_BTF=y")})
+
+	caps, err := effectiveCaps()
+	missing := []string{}
+	for _, c := range []struct {
+		bit  uint
+		name string
+	}{{capBPF, "CAP_BPF"}, {capPerfmon, "CAP_PERFMON"}, {capSysPtrace, "CAP_SYS_PTRACE"}} {
+		if err != nil || caps&(1<<c.bit) == 0 {
+			if c.bit != capSysPtrace && caps&(1<<capSysAdmin) != 0 {
+				continue // CAP_SYS_ADMIN implies both on older kernels
+			}
+			missing = append(missing, c.name)
+		}
+	}
+	cs = append(cs, Check{"privileges", len(missing) == 0, detail(len(missing) == 0,
+		"CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE are effective",
+		"missing "+strings.Join(missing, ", ")+": run as root or grant them (setcap or a container's cap_add)")})
+
+	_, err = os.Stat("/sys/bus/event_source/devices/uprobe/type")
+	cs = append(cs, Check{"uprobes", err == nil, detail(err == nil,
+		"perf uprobe PMU available",
+		"no /sys/bus/event_source/devices/uprobe: the kernel needs CONFIG_UPROBE_EVENTS=y")})
+
+	if err := tryLoad(); err != nil {
+		cs = append(cs, Check{"BPF programs", false, err.Error()})
+	} else {
+		cs = append(cs, Check{"BPF programs", true, "loaded and verified by this kernel"})
+	}
+	if pid > 0 {
+		cs = append(cs, doctorTarget(pid)...)
+	}
+	return cs
+}
+
+func detail(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}
+
+func tryLoad() error {
+	spec, err := loadLeak()
+	if err != nil {
+		return fmt.Errorf("parse embedded BPF object: %w", err)
+	}
+	spec.Maps["allocs"].MaxEntries = 1024
+	var objs leakObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		if isPerm(err) {
+			return fmt.Errorf("load BPF programs: %w", ErrPrivilege)
+		}
+		return fmt.Errorf("load BPF programs: %w", err)
+	}
+	return objs.Close()
+}
+
+func doctorTarget(pid int) []Check {
+	maps, err := procfs.ReadMaps(pid)
+	if err != nil {
+		return []Check{{"target", false, err.Error()}}
+	}
+	cmd, _ := procfs.Command(pid)
+	cs := []Check{{"target", true, fmt.Sprintf("pid %d: %s", pid, strings.Join(cmd, " "))}}
+	cache := symbolize.NewCache()
+	alloc, err := allocatorInMaps(pid, maps, cache)
+	if err != nil {
+		cs = append(cs, Check{"allocator", false, err.Error()})
+	} else {
+		cs = append(cs, Check{"allocator", true, "malloc family traced in " + alloc.Display})
+	}
+	view := newMappingView(pid, cache)
+	if _, err := view.refresh(); err != nil {
+		return append(cs, Check{"objects", false, err.Error()})
+	}
+	objs := view.objects(alloc.Display)
+	sort.Slice(objs, func(i, j int) bool { return objs[i].Path < objs[j].Path })
+	for _, o := range objs {
+		var what string
+		switch o.FramePointer {
+		case fpYes:
+			what = "keeps frame pointers: stacks walk through it"
+		case fpMixed:
+			what = "keeps frame pointers in some functions: walked, and every frame is checked; frames of the others can be skipped"
+		case fpNo:
+			what = "no frame pointers: a stack that reaches it ends at its function (its callers are unknown)"
+		default:
+			what = "could not be read: frames in it are validated only by address"
+		}
+		cs = append(cs, Check{"object " + o.Path, o.FramePointer != fpNo,
+			fmt.Sprintf("%s (%.0f%% of functions)", what, 100*o.FPShare)})
+	}
+	return cs
+}
+
+// effectiveCaps reads CapEff of this process.
+func effectiveCaps() (uint64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, fmt.Errorf("no CapEff in /proc/self/status")
+}

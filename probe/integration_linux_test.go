@@ -1,0 +1,330 @@
+package probe
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	RunShim() // Launch re-executes this test binary as the exec shim
+	os.Exit(m.Run())
+}
+
+// buildExample compiles examples/c/<name>.c into a temporary directory.
+func buildExample(t *testing.T, name string, framePointers bool) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	args := []string{"-O2", "-g", "-Wall", "-pthread", "-o", out, filepath.Join("..", "examples", "c", name+".c")}
+	if framePointers {
+		args = append(args, "-fno-omit-frame-pointer")
+	}
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", name, err, b)
+	}
+	return out
+}
+
+// launch runs argv under the tracer until it exits and returns the capture.
+func launch(t *testing.T, argv ...string) (*analyze.Capture, string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: &stderr}, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatalf("launch %s: %v", argv[0], err)
+	}
+	select {
+	case <-proc.Done():
+	case <-time.After(60 * time.Second):
+		proc.Signal(syscall.SIGKILL)
+		t.Fatalf("%s did not exit within 60s", argv[0])
+	}
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if code := proc.ExitCode(); code != 0 {
+		t.Fatalf("%s exited %d: %s", argv[0], code, stderr.String())
+	}
+	return c, stderr.String()
+}
+
+// sitesIn returns the sites whose first frame is function fn of module.
+func siteOf(c *analyze.Capture, fn string) []analyze.Site {
+	var out []analyze.Site
+	for _, s := range c.Sites {
+		if len(s.Stack.Frames) > 0 && s.Stack.Frames[0].Function == fn {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func functions(s analyze.Site) []string {
+	var fs []string
+	for _, f := range s.Stack.Frames {
+		fs = append(fs, f.Function)
+	}
+	return fs
+}
+
+func checkNoLoss(t *testing.T, c *analyze.Capture) {
+	t.Helper()
+	if c.Lost.AllocationsDropped != 0 || c.Lost.StackErrors != 0 || c.Lost.PendingDropped != 0 {
+		t.Errorf("lost: %+v", c.Lost)
+	}
+}
+
+func TestLaunchLeakyExact(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "leaky", true)
+	c, stderr := launch(t, bin)
+	checkNoLoss(t, c)
+
+	res := analyze.Rank(c, analyze.Options{})
+	if len(res.Leaks) < 2 {
+		t.Fatalf("want at least 2 leaks, got %d\n%s", len(res.Leaks), stderr)
+	}
+	first, second := res.Leaks[0], res.Leaks[1]
+	if fn := first.Site.Stack.Frames[0].Function; fn != "leak_request_buffer" || first.Count != 100 || first.Bytes != 409600 {
+		t.Errorf("rank 1 = %s %d blocks %d bytes, want leak_request_buffer 100 blocks 409600 bytes", fn, first.Count, first.Bytes)
+	}
+	if fn := second.Site.Stack.Frames[0].Function; fn != "leak_small_tag" || second.Count != 25 || second.Bytes != 1200 {
+		t.Errorf("rank 2 = %s %d blocks %d bytes, want leak_small_tag 25 blocks 1200 bytes", fn, second.Count, second.Bytes)
+	}
+	// With frame pointers the whole chain to main is there, and complete.
+	want := []string{"leak_request_buffer", "parse_request", "handle_requests", "main", "__libc_start_call_main"}
+	got := functions(*first.Site)
+	if strings.Join(got, ",") != strings.Join(want, ",") || first.Site.Stack.Truncated != "" {
+		t.Errorf("rank 1 stack = %v (truncated %q), want %v", got, first.Site.Stack.Truncated, want)
+	}
+	if f := first.Site.Stack.Frames[0]; !strings.HasSuffix(f.File, "leaky.c") || f.Line == 0 || f.Module != bin {
+		t.Errorf("rank 1 frame 0 = %+v, want leaky.c:line in %s", f, bin)
+	}
+	// Nothing else from the example's own functions is outstanding.
+	for _, l := range res.Leaks[2:] {
+		if l.Site.Stack.Frames[0].Module == bin {
+			t.Errorf("unexpected leak from the example: %v (%d blocks)", functions(*l.Site), l.Count)
+		}
+	}
+	// The churn was seen: 200000 message buffers allocated and freed.
+	var churn uint64
+	for _, s := range c.Sites {
+		if len(s.Stack.Frames) > 0 && s.Stack.Frames[0].Module == bin {
+			churn += s.Allocs
+		}
+	}
+	if churn < 200000+125 {
+		t.Errorf("example allocations seen = %d, want >= 200125", churn)
+	}
+}
+
+func TestLaunchLeakyWithoutFramePointers(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "leaky", false)
+	c, _ := launch(t, bin)
+	checkNoLoss(t, c)
+	res := analyze.Rank(c, analyze.Options{})
+	if len(res.Leaks) == 0 {
+		t.Fatal("no leaks")
+	}
+	first := res.Leaks[0]
+	// One leak site is one row: the direct caller is always known (the
+	// return address), and the walk stops at code without frame pointers.
+	if fn := first.Site.Stack.Frames[0].Function; fn != "leak_request_buffer" || first.Count != 100 || first.Bytes != 409600 {
+		t.Errorf("rank 1 = %s %d blocks %d bytes, want leak_request_buffer 100 blocks 409600 bytes", fn, first.Count, first.Bytes)
+	}
+	if n := len(siteOf(c, "leak_request_buffer")); n != 1 {
+		t.Errorf("leak_request_buffer appears as %d sites, want 1", n)
+	}
+	if tr := first.Site.Stack.Truncated; !strings.Contains(tr, filepath.Base(bin)) || !strings.Contains(tr, "no frame pointers") {
+		t.Errorf("truncation reason = %q, want it to name %s and missing frame pointers", tr, filepath.Base(bin))
+	}
+}
+
+func TestLaunchCleanControl(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "clean", true)
+	c, _ := launch(t, bin)
+	checkNoLoss(t, c)
+	var allocs uint64
+	for _, s := range c.Sites {
+		if len(s.Stack.Frames) == 0 || s.Stack.Frames[0].Module != bin {
+			continue
+		}
+		allocs += s.Allocs
+		if s.LiveCount != 0 || s.LiveBytes != 0 {
+			t.Errorf("clean example holds %d blocks (%d bytes) from %v", s.LiveCount, s.LiveBytes, functions(s))
+		}
+	}
+	if allocs == 0 {
+		t.Fatal("saw no allocations from the clean example at all")
+	}
+}
+
+// sumSites adds up the sites whose first frame is fn.
+func sumSites(c *analyze.Capture, fn string) (count, bytes uint64, stacks [][]string) {
+	for _, s := range siteOf(c, fn) {
+		count += s.LiveCount
+		bytes += s.LiveBytes
+		stacks = append(stacks, functions(s))
+	}
+	return count, bytes, stacks
+}
+
+func TestLaunchChurnThreadsExact(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "churn", true)
+	const threads = 4
+	c, _ := launch(t, bin, "--threads", "4", "--iterations", "20000")
+	checkNoLoss(t, c)
+	if n, b, st := sumSites(c, "leak_in_worker"); n != 25*threads || b != 8000*threads {
+		t.Errorf("leak_in_worker: %d blocks %d bytes (stacks %v), want %d blocks %d bytes", n, b, st, 25*threads, 8000*threads)
+	}
+	if n, b, st := sumSites(c, "leak_grown_buffer"); n != threads || b != 5000*threads {
+		t.Errorf("leak_grown_buffer: %d blocks %d bytes (stacks %v), want %d blocks %d bytes", n, b, st, threads, 5000*threads)
+	}
+	// One site per leak, with the whole chain from the thread's start.
+	sites := siteOf(c, "leak_in_worker")
+	if len(sites) != 1 {
+		t.Fatalf("leak_in_worker is %d sites, want 1", len(sites))
+	}
+	want := "leak_in_worker,run_round,worker_main,start_thread"
+	if got := strings.Join(functions(sites[0]), ","); !strings.HasPrefix(got, want) || sites[0].Stack.Truncated != "" {
+		t.Errorf("stack %s (truncated %q), want %s", got, sites[0].Stack.Truncated, want)
+	}
+	// Every other site of the example's own code freed everything.
+	for _, s := range c.Sites {
+		f := s.Stack.Frames
+		if len(f) == 0 || f[0].Module != bin || f[0].Function == "leak_in_worker" || f[0].Function == "leak_grown_buffer" {
+			continue
+		}
+		if s.LiveCount != 0 {
+			t.Errorf("churn site %v holds %d blocks", functions(s), s.LiveCount)
+		}
+	}
+	// Live allocations listed with ages agree with the site totals.
+	for _, s := range c.Sites {
+		var n, b uint64
+		for _, a := range s.Live {
+			n++
+			b += a.Size
+		}
+		if n != s.LiveCount || b != s.LiveBytes {
+			t.Errorf("site %v: live list %d/%d, totals %d/%d", functions(s), n, b, s.LiveCount, s.LiveBytes)
+		}
+	}
+}
+
+// startExample runs bin untraced and returns it once it is running.
+func startExample(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	// Wait until the dynamic linker has mapped libc.
+	for i := 0; i < 100; i++ {
+		b, _ := os.ReadFile("/proc/" + itoa(cmd.Process.Pid) + "/maps")
+		if bytes.Contains(b, []byte("libc.so")) {
+			return cmd
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("example never mapped libc")
+	return nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestAttachRunningProcess(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "leaky", true)
+	// The example sleeps 1.5s before working and holds its leaks for 30s.
+	cmd := startExample(t, bin, "--pause-before", "1500", "--hold", "30000")
+	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tr.Allocator(), "libc.so") {
+		t.Errorf("allocator = %s, want libc", tr.Allocator())
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.LiveBytes >= 409600+1200 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The process keeps running, unharmed, after the detach.
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("target gone after detach: %v", err)
+	}
+	if n, b, _ := sumSites(c, "leak_request_buffer"); n != 100 || b != 409600 {
+		t.Errorf("leak_request_buffer: %d blocks %d bytes, want 100 and 409600", n, b)
+	}
+	if n, b, _ := sumSites(c, "leak_small_tag"); n != 25 || b != 1200 {
+		t.Errorf("leak_small_tag: %d blocks %d bytes, want 25 and 1200", n, b)
+	}
+	if len(c.Snapshots) < 2 {
+		t.Errorf("%d snapshots, want a series", len(c.Snapshots))
+	}
+}
+
+func TestAttachTargetExitsMidCapture(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "leaky", true)
+	cmd := startExample(t, bin, "--pause-before", "500", "--hold", "200")
+	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for done := false; !done; {
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Fatalf("target: %v", err)
+			}
+			done = true
+		case <-time.After(100 * time.Millisecond):
+			tr.Snapshot()
+		}
+	}
+	// The target is gone: its maps cannot be read any more, yet the
+	// capture is complete and symbolized from what was seen while alive.
+	if _, err := tr.Snapshot(); err != nil {
+		t.Logf("snapshot after exit: %v", err)
+	}
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatalf("stop after exit: %v", err)
+	}
+	if n, b, _ := sumSites(c, "leak_request_buffer"); n != 100 || b != 409600 {
+		t.Errorf("leak_request_buffer: %d blocks %d bytes, want 100 and 409600", n, b)
+	}
+}

@@ -1,0 +1,173 @@
+package probe
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/symbolize"
+)
+
+// maxRanges mirrors MAX_RANGES in ebpf/leakscope.h.
+const maxRanges = 2048
+
+// Frame-pointer classes of an object (symbolize.FramePointerClass), plus
+// "unknown" for anonymous executable memory such as JIT code.
+const (
+	fpYes     = "yes"
+	fpNo      = "no"
+	fpMixed   = "mixed"
+	fpUnknown = "unknown"
+)
+
+// mappingView is leakscope's record of the target's executable mappings:
+// the current ones, and every one ever seen, so frames in code that was
+// unmapped (or a target that exited) still resolve.
+type mappingView struct {
+	pid     int
+	cache   *symbolize.Cache
+	current []procfs.Mapping
+	history []procfs.Mapping
+	fp      map[string]analyze.Object // by path as the target sees it
+	objs    map[string]*symbolize.Object
+	gone    bool // target exited: maps no longer readable
+}
+
+func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
+	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}}
+}
+
+// refresh rereads /proc/PID/maps; changed reports whether the executable
+// mappings differ from the last read.
+func (v *mappingView) refresh() (changed bool, err error) {
+	if v.gone {
+		return false, nil
+	}
+	maps, err := procfs.ReadMaps(v.pid)
+	if err != nil {
+		v.gone = true
+		return false, err
+	}
+	var exec []procfs.Mapping
+	for _, m := range maps {
+		if m.Exec() && m.Path != "[vsyscall]" {
+			exec = append(exec, m)
+		}
+	}
+	if len(exec) == 0 {
+		// An exited (zombie) process has an empty map: keep what we had.
+		return false, nil
+	}
+	if equalMappings(exec, v.current) {
+		return false, nil
+	}
+	v.current = exec
+	for _, m := range exec {
+		if !containsMapping(v.history, m) {
+			v.history = append(v.history, m)
+			v.classify(m)
+		}
+	}
+	return true, nil
+}
+
+func equalMappings(a, b []procfs.Mapping) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func containsMapping(ms []procfs.Mapping, m procfs.Mapping) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+func fileBacked(m procfs.Mapping) bool { return strings.HasPrefix(m.Path, "/") }
+
+// classify records the object's frame-pointer class the first time it is seen.
+func (v *mappingView) classify(m procfs.Mapping) {
+	if !fileBacked(m) {
+		return
+	}
+	if _, ok := v.fp[m.Path]; ok {
+		return
+	}
+	o := analyze.Object{Path: m.Path, FramePointer: fpUnknown}
+	if obj, err := v.cache.Object(procfs.ObjectPath(v.pid, m)); err == nil {
+		v.objs[m.Path] = obj // opened while the target is alive
+		share, funcs := obj.FramePointerShare()
+		o.BuildID = obj.BuildID
+		o.FPShare = share
+		o.FramePointer = symbolize.FramePointerClass(share, funcs)
+	}
+	v.fp[m.Path] = o
+}
+
+// fpClass is the frame-pointer class of the object behind m.
+func (v *mappingView) fpClass(m procfs.Mapping) string {
+	if o, ok := v.fp[m.Path]; ok {
+		return o.FramePointer
+	}
+	return fpUnknown
+}
+
+// execRanges is the kernel's range table: current executable mappings,
+// sorted by start, flagged where a frame-pointer walk may continue. Objects
+// without frame pointers stop the walk; anonymous code (JIT) is walked with
+// the kernel's sanity checks and validated here afterwards.
+func (v *mappingView) execRanges() []leakExecRange {
+	rs := make([]leakExecRange, 0, len(v.current))
+	for i, m := range v.current {
+		r := leakExecRange{Start: m.Start, End: m.End, Object: uint32(i)}
+		if v.fpClass(m) != fpNo {
+			r.Flags = 1 // RANGE_HAS_FP
+		}
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
+	return rs
+}
+
+// lookup finds the mapping that holds addr, preferring current mappings.
+func (v *mappingView) lookup(addr uint64) (procfs.Mapping, bool) {
+	for _, set := range [][]procfs.Mapping{v.current, v.history} {
+		for _, m := range set {
+			if addr >= m.Start && addr < m.End {
+				return m, true
+			}
+		}
+	}
+	return procfs.Mapping{}, false
+}
+
+// object returns the ELF object behind a file-backed mapping, as opened
+// when the mapping was first seen: /proc/PID/root is gone once the target
+// exits.
+func (v *mappingView) object(m procfs.Mapping) (*symbolize.Object, error) {
+	if o, ok := v.objs[m.Path]; ok {
+		return o, nil
+	}
+	return v.cache.Object(procfs.ObjectPath(v.pid, m))
+}
+
+// objects lists every object seen, sorted by path.
+func (v *mappingView) objects(allocator string) []analyze.Object {
+	out := make([]analyze.Object, 0, len(v.fp))
+	for _, o := range v.fp {
+		o.Allocator = o.Path == allocator
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}

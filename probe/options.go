@@ -1,0 +1,61 @@
+package probe
+
+import (
+	"errors"
+	"time"
+)
+
+// Errors callers match with errors.Is.
+var (
+	// ErrTargetExited means the target process ended while it was traced.
+	ErrTargetExited = errors.New("target exited")
+	// ErrNoAllocator means no loaded object of the target exports malloc.
+	ErrNoAllocator = errors.New("no allocator found")
+	// ErrPrivilege means the kernel refused to load or attach BPF programs.
+	ErrPrivilege = errors.New("not permitted: run as root or grant CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE")
+)
+
+// Options size the kernel tables. Zero values take the defaults.
+type Options struct {
+	// MaxAllocations is the size of the live-allocation table. Allocations
+	// made while it is full are not tracked and are counted as dropped.
+	MaxAllocations uint32
+	// MaxSites bounds the distinct (stack, kind) aggregates.
+	MaxSites uint32
+	// MaxStacks bounds the distinct stacks stored.
+	MaxStacks uint32
+	// Warnf receives notices worth a user's attention (a library that
+	// could not be read, a range table that overflowed). May be nil.
+	Warnf func(format string, args ...any)
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxAllocations = 1 << 20
+	DefaultMaxSites       = 1 << 16
+	DefaultMaxStacks      = 1 << 16
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxAllocations == 0 {
+		o.MaxAllocations = DefaultMaxAllocations
+	}
+	if o.MaxSites == 0 {
+		o.MaxSites = DefaultMaxSites
+	}
+	if o.MaxStacks == 0 {
+		o.MaxStacks = DefaultMaxStacks
+	}
+	if o.Warnf == nil {
+		o.Warnf = func(string, ...any) {}
+	}
+	return o
+}
+
+// Progress is the target's state at the latest snapshot.
+type Progress struct {
+	Elapsed   time.Duration
+	LiveCount uint64
+	LiveBytes uint64
+	Sites     int
+}

@@ -1,0 +1,9 @@
+// Package procfs reads what leakscope needs to know about a target process
+// from /proc: its memory mappings, its command line and whether it is a
+// kernel thread.
+//
+// It only parses text; opening and symbolizing the mapped objects is the job
+// of package symbolize. Functions that take a pid read /proc/<pid>/...; the
+// parsers behind them take an io.Reader or bytes so they can be tested on
+// fixtures and fuzzed.
+package procfs

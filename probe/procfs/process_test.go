@@ -1,0 +1,88 @@
+package procfs
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"testing"
+)
+
+func TestCommandSelf(t *testing.T) {
+	got, err := Command(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, os.Args) {
+		t.Errorf("Command(self) = %q, want os.Args %q", got, os.Args)
+	}
+	if _, err := Command(1 << 30); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("Command(missing pid) error %v, want ErrNoProcess", err)
+	}
+}
+
+func TestParseCmdline(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{}},
+		{"/bin/sh\x00-c\x00echo a b\x00", []string{"/bin/sh", "-c", "echo a b"}},
+		{"nginx: worker process", []string{"nginx: worker process"}},
+		{"a\x00\x00b\x00", []string{"a", "", "b"}},
+	}
+	for _, tt := range tests {
+		if got := parseCmdline([]byte(tt.in)); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("parseCmdline(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestParseStatFlags(t *testing.T) {
+	tests := []struct {
+		stat    string
+		want    uint64
+		kthread bool
+	}{
+		// kthreadd and a user process, captured from this machine.
+		{"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 2129984, true},
+		{"4864 (cat) R 4859 4859 3437 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 41047 3133440 389\n", 4194304, false},
+		// A command name with spaces and parentheses.
+		{"77 (a) b (c)) S 1 77 77 0 -1 4194560 0 0\n", 4194560, false},
+	}
+	for _, tt := range tests {
+		got, err := parseStatFlags([]byte(tt.stat))
+		if err != nil {
+			t.Errorf("parseStatFlags(%q): %v", tt.stat, err)
+			continue
+		}
+		if got != tt.want || (got&pfKthread != 0) != tt.kthread {
+			t.Errorf("parseStatFlags(%q) = %d, want %d (kernel thread %v)", tt.stat, got, tt.want, tt.kthread)
+		}
+	}
+	for _, bad := range []string{"", "1 (x", "1 (x) S 0 0 0 0 -1", "1 (x) S 0 0 0 0 -1 abc"} {
+		if _, err := parseStatFlags([]byte(bad)); err == nil {
+			t.Errorf("parseStatFlags(%q): no error", bad)
+		}
+	}
+}
+
+func TestIsKernelThread(t *testing.T) {
+	if kt, err := IsKernelThread(os.Getpid()); err != nil || kt {
+		t.Errorf("IsKernelThread(self) = %v, %v; want false, nil", kt, err)
+	}
+	if _, err := IsKernelThread(1 << 30); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("IsKernelThread(missing pid) error %v, want ErrNoProcess", err)
+	}
+	// kthreadd is pid 2 in the initial PID namespace; inside a container
+	// pid 2 is an ordinary process, so only check it when it is kthreadd.
+	comm, err := os.ReadFile("/proc/2/comm")
+	if err != nil || string(comm) != "kthreadd\n" {
+		t.Skipf("pid 2 is not kthreadd here (comm %q, %v): live kernel-thread check skipped", comm, err)
+	}
+	if kt, err := IsKernelThread(2); err != nil || !kt {
+		t.Errorf("IsKernelThread(2) = %v, %v; want true, nil", kt, err)
+	}
+	if cmd, err := Command(2); err != nil || len(cmd) != 0 {
+		t.Errorf("Command(2) = %q, %v; want empty", cmd, err)
+	}
+}

@@ -1,0 +1,275 @@
+package symbolize
+
+import (
+	"cmp"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+)
+
+// Object is one parsed ELF object (executable, shared library or its
+// separate debug file's contents merged in). It keeps the file open to read
+// code bytes; Cache.Close closes it. Methods are safe for concurrent use.
+type Object struct {
+	// BuildID is the GNU build ID in lowercase hex, "" when the object has
+	// none. Objects with equal build IDs are the same object.
+	BuildID string
+	// Path is the path the object was first opened from; another path to
+	// the same build ID returns this Object unchanged.
+	Path string
+	// DebugPath is the separate debug file that supplied symbols or DWARF,
+	// "" when none was used.
+	DebugPath string
+
+	machine  elf.Machine
+	file     *os.File
+	loads    []elf.ProgHeader // PT_LOAD segments sorted by file offset
+	sections []elf.SectionHeader
+	syms     symtab
+	funcs    funcIndex
+
+	dwarfELF   *elf.File // source of DWARF, nil when none; dropped once indexed
+	dwarfDebug *debugFile
+	linesOnce  sync.Once
+	lines      lineTable
+
+	fpOnce  sync.Once
+	fpShare float64
+	fpFuncs int
+}
+
+// openObject reads path and the separate debug file found for it under
+// root (see findDebugFile). It returns the object, or the build ID alone
+// with a nil object when seen reports that build ID as already loaded.
+func openObject(path, root string, seen func(id string) *Object) (*Object, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // *PathError already says "open <path>: ..."
+	}
+	o := &Object{Path: path, file: f}
+	keep := false
+	defer func() {
+		if !keep {
+			o.close()
+		}
+	}()
+	var ef *elf.File
+	err = safely("parse elf "+path, func() error {
+		var err error
+		if ef, err = elf.NewFile(f); err != nil {
+			return fmt.Errorf("parse elf %s: %w", path, err)
+		}
+		if o.BuildID, err = buildID(ef); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if prev := seen(o.BuildID); prev != nil {
+		return prev, nil
+	}
+	err = safely("parse elf "+path, func() error { return o.load(ef, root) })
+	if err != nil {
+		return nil, err
+	}
+	keep = true
+	return o, nil
+}
+
+// load reads segments, sections and symbols, completing them from a
+// separate debug file when the object lacks .symtab or DWARF.
+func (o *Object) load(ef *elf.File, root string) error {
+	o.machine = ef.Machine
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			o.loads = append(o.loads, p.ProgHeader)
+		}
+	}
+	slices.SortFunc(o.loads, func(a, b elf.ProgHeader) int { return cmp.Compare(a.Off, b.Off) })
+	for _, s := range ef.Sections {
+		if s.Flags&elf.SHF_ALLOC != 0 && s.Size > 0 {
+			o.sections = append(o.sections, s.SectionHeader)
+		}
+	}
+
+	symSyms, err := ef.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return fmt.Errorf("read symbols of %s: %w", o.Path, err)
+	}
+	dynSyms, err := ef.DynamicSymbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return fmt.Errorf("read dynamic symbols of %s: %w", o.Path, err)
+	}
+	if hasDWARF(ef) {
+		o.dwarfELF = ef
+	}
+
+	if symSyms == nil || o.dwarfELF == nil {
+		link, _ := readDebuglink(ef) // a bad debuglink only loses the debug file
+		if d := findDebugFile(o.Path, root, o.BuildID, link); d != nil {
+			used := false
+			if symSyms == nil {
+				if s, err := d.elf.Symbols(); err == nil {
+					symSyms, used = s, true
+				}
+			}
+			if o.dwarfELF == nil && hasDWARF(d.elf) {
+				o.dwarfELF, o.dwarfDebug, used = d.elf, d, true
+			}
+			if used {
+				o.DebugPath = d.path
+			}
+			if o.dwarfDebug == nil {
+				d.close()
+			}
+		}
+	}
+	o.syms = newSymtab(symSyms, dynSyms)
+	o.funcs = newFuncIndex(symSyms, dynSyms)
+	return nil
+}
+
+// hasDWARF reports whether f carries DWARF line information of its own,
+// rather than NOBITS placeholders.
+func hasDWARF(f *elf.File) bool {
+	for _, name := range []string{".debug_info", ".zdebug_info"} {
+		if s := f.Section(name); s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *Object) close() {
+	o.file.Close()
+	o.dwarfDebug.close()
+}
+
+// Symbolize returns the function containing vaddr (demangled), and the
+// source file and line from DWARF. vaddr is an ELF virtual address; see
+// VAddr. Empty results mean unknown: function "" when no symbol covers
+// vaddr, file "" and line 0 when the object has no line information for it.
+//
+// The line is that of the innermost inlined code at vaddr while the
+// function is the symbol, so for inlined calls the file may be a header
+// and not the function's own source file. For a return address, pass the
+// return address minus 1 to get the line of the call.
+func (o *Object) Symbolize(vaddr uint64) (function, file string, line int) {
+	if s, ok := o.syms.lookup(vaddr, o.sectionOf); ok {
+		function = demangled(s.name)
+	}
+	o.linesOnce.Do(o.indexLines)
+	file, line = o.lines.lookup(vaddr)
+	return function, file, line
+}
+
+// indexLines builds the line index on first use: it can take seconds and
+// hundreds of megabytes for large C++ libraries, and most objects on a
+// stack never need it.
+func (o *Object) indexLines() {
+	if o.dwarfELF == nil {
+		return
+	}
+	defer func() {
+		o.dwarfELF = nil
+		o.dwarfDebug.close()
+		o.dwarfDebug = nil
+	}()
+	_ = safely("read dwarf", func() error {
+		d, err := o.dwarfELF.DWARF()
+		if err != nil {
+			return err
+		}
+		// Keep what was read before a malformed unit.
+		o.lines, _ = newLineTable(d, func(start uint64) bool { return start != 0 || o.isCode(0) })
+		return nil
+	})
+}
+
+// sectionOf returns the index of the allocated section holding vaddr, or
+// -1 when none does.
+func (o *Object) sectionOf(vaddr uint64) int {
+	for i, s := range o.sections {
+		if s.Addr <= vaddr && vaddr-s.Addr < s.Size {
+			return i
+		}
+	}
+	return -1
+}
+
+// isCode reports whether vaddr lies in the file-backed part of an
+// executable PT_LOAD segment.
+func (o *Object) isCode(vaddr uint64) bool {
+	p := o.segment(vaddr)
+	return p != nil && p.Flags&elf.PF_X != 0
+}
+
+// segment returns the PT_LOAD segment whose file-backed part holds vaddr.
+func (o *Object) segment(vaddr uint64) *elf.ProgHeader {
+	for i := range o.loads {
+		p := &o.loads[i]
+		if p.Vaddr <= vaddr && vaddr-p.Vaddr < p.Filesz {
+			return p
+		}
+	}
+	return nil
+}
+
+// readCode reads up to len(buf) bytes of the object's file image at vaddr,
+// stopping at the end of the segment. It returns the count read.
+func (o *Object) readCode(vaddr uint64, buf []byte) int {
+	p := o.segment(vaddr)
+	if p == nil {
+		return 0
+	}
+	off := vaddr - p.Vaddr
+	if avail := p.Filesz - off; uint64(len(buf)) > avail {
+		buf = buf[:avail]
+	}
+	if p.Off+off > 1<<62 {
+		return 0
+	}
+	n, _ := o.file.ReadAt(buf, int64(p.Off+off))
+	return n
+}
+
+// VAddr converts addr, a runtime address inside a mapping of this object
+// that starts at mapStart and maps the file from byte mapOffset (the Start
+// and Offset of a procfs.Mapping), to the ELF virtual address that
+// Symbolize, Lookup and the symbol tables use.
+//
+// The file offset addr-mapStart+mapOffset is located in the PT_LOAD
+// segment whose file range holds it, and translated with that segment's
+// vaddr-offset difference; this is correct for PIE and non-PIE
+// executables and shared libraries alike, whatever the load bias. The
+// dynamic loader maps a segment from the page holding its first byte, so
+// an offset in that page but before the segment still belongs to it; an
+// offset outside every segment is translated with the nearest segment
+// below it, or returned unchanged when there is none.
+func (o *Object) VAddr(addr, mapStart, mapOffset uint64) uint64 {
+	off := addr - mapStart + mapOffset
+	page := uint64(os.Getpagesize())
+	var below *elf.ProgHeader
+	for i := range o.loads {
+		p := &o.loads[i]
+		mapped := p.Off &^ (page - 1) // where the loader's mapping starts
+		if mapped > off {
+			break // sorted by offset
+		}
+		if off-mapped < p.Off-mapped+p.Filesz {
+			return p.Vaddr + (off - p.Off)
+		}
+		if p.Off <= off {
+			below = p
+		}
+	}
+	if below == nil {
+		return off
+	}
+	return below.Vaddr + (off - below.Off)
+}
