@@ -70,10 +70,7 @@ func (t *Tracer) resolveLocked(stackID uint64) resolvedStack {
 // Stop detaches every probe, reads the final state and returns the capture.
 // The probes go first, so the tables read afterwards are consistent.
 func (t *Tracer) Stop() (*analyze.Capture, error) {
-	for _, l := range t.links {
-		l.Close()
-	}
-	t.links = nil
+	t.detach()
 	t.misses.Close()
 	t.wg.Wait()
 	defer t.objs.Close()

@@ -322,11 +322,24 @@ func (t *Tracer) Pid() int { return t.pid }
 // Allocator is the path of the object whose malloc family is traced.
 func (t *Tracer) Allocator() string { return t.alloc.Display }
 
-func (t *Tracer) close() {
+// detach closes every link at once: each uprobe unregistration waits for an
+// RCU grace period (20-100 ms measured here), so one after another a detach
+// took over a second.
+func (t *Tracer) detach() {
+	var wg sync.WaitGroup
 	for _, l := range t.links {
-		l.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Close()
+		}()
 	}
+	wg.Wait()
 	t.links = nil
+}
+
+func (t *Tracer) close() {
+	t.detach()
 	if t.misses != nil {
 		t.misses.Close()
 	}
