@@ -31,7 +31,7 @@ generate:
 
 ## check-generated: fail if the committed BPF objects are stale
 check-generated: generate
-	git diff --exit-code -- probe/ || { echo "BPF objects are stale: run make generate and commit" >&2; exit 1; }
+	git diff --exit-code -- 'probe/*_bpfel.go' 'probe/*_bpfel.o' || { echo "BPF objects are stale: run make generate and commit" >&2; exit 1; }
 
 examples: $(EXAMPLES)/leaky $(EXAMPLES)/leaky-nofp $(EXAMPLES)/clean $(EXAMPLES)/churn
 

@@ -116,16 +116,16 @@ func doctorTarget(pid int) []Check {
 		var what string
 		switch o.FramePointer {
 		case fpYes:
-			what = "keeps frame pointers: stacks walk through it"
+			what = "stacks walk through it"
 		case fpMixed:
-			what = "keeps frame pointers in some functions: walked, and every frame is checked; frames of the others can be skipped"
+			what = "stacks walk through it with every frame checked; frames of functions without them can be skipped"
 		case fpNo:
-			what = "no frame pointers: a stack that reaches it ends at its function (its callers are unknown)"
+			what = "a stack that reaches it ends at its function (its callers are unknown)"
 		default:
-			what = "could not be read: frames in it are validated only by address"
+			what = "unreadable: frames in it are validated only by address"
 		}
-		cs = append(cs, Check{"object " + o.Path, o.FramePointer != fpNo,
-			fmt.Sprintf("%s (%.0f%% of functions)", what, 100*o.FPShare)})
+		cs = append(cs, Check{"frame pointers", o.FramePointer != fpNo,
+			fmt.Sprintf("%s: %s, %.0f%% of functions: %s", o.Path, o.FramePointer, 100*o.FPShare, what)})
 	}
 	return cs
 }

@@ -328,3 +328,34 @@ func TestAttachTargetExitsMidCapture(t *testing.T) {
 		t.Errorf("leak_request_buffer: %d blocks %d bytes, want 100 and 409600", n, b)
 	}
 }
+
+func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "leaky", false)
+	cmd := startExample(t, bin, "--pause-before", "20000")
+	checks := Doctor(cmd.Process.Pid)
+	byName := map[string][]Check{}
+	for _, c := range checks {
+		byName[c.Name] = append(byName[c.Name], c)
+	}
+	for _, host := range []string{"kernel BTF", "privileges", "uprobes", "BPF programs", "target", "allocator"} {
+		if len(byName[host]) != 1 || !byName[host][0].OK {
+			t.Errorf("%s: %+v", host, byName[host])
+		}
+	}
+	if d := byName["allocator"][0].Detail; !strings.Contains(d, "libc.so.6") {
+		t.Errorf("allocator = %q, want libc", d)
+	}
+	var sawExe, sawLibc bool
+	for _, c := range byName["frame pointers"] {
+		if strings.HasPrefix(c.Detail, bin+": no,") && !c.OK {
+			sawExe = true
+		}
+		if strings.Contains(c.Detail, "libc.so.6: no,") && !c.OK {
+			sawLibc = true
+		}
+	}
+	if !sawExe || !sawLibc {
+		t.Errorf("frame-pointer notes do not say the example and libc have none: %+v", byName["frame pointers"])
+	}
+}

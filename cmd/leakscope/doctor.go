@@ -40,7 +40,7 @@ func runDoctor(opts *doctorOptions, io ioStreams) error {
 		mark := "ok  "
 		if !c.OK {
 			mark = "FAIL"
-			if len(c.Name) > 7 && c.Name[:7] == "object " {
+			if c.Name == "frame pointers" {
 				mark = "note"
 			} else {
 				failed++
