@@ -28,7 +28,22 @@ struct pending {
 	__u64 sp;      /* stack pointer at entry: pairs entry and return */
 	__u32 kind;
 	__u32 op;
+	__u64 owner;   /* resource the allocation belongs to, or 0 */
+	__u32 owner_kind;
+	__u32 pad;
 };
+
+/* A zlib call in progress that may allocate for its stream (inflate()
+ * allocates the window lazily). Set at the call's entry, never cleared:
+ * a malloc is attributed only while deeper on the stack and called from the
+ * zlib object itself. */
+struct zcall {
+	__u64 strm;
+	__u64 sp;
+	__u32 kind;
+	__u32 pad;
+};
+
 
 /* Map sizes are defaults; probe/ overrides max_entries from its flags. */
 struct {
@@ -58,6 +73,20 @@ struct {
 	__type(key, __u32); /* thread id */
 	__type(value, struct pending);
 } pendings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32); /* thread id */
+	__type(value, struct pending); /* a malloc inside a resource's acquire call */
+} inner_pendings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32); /* thread id */
+	__type(value, struct zcall);
+} zcalls SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -186,6 +215,48 @@ int BPF_KPROBE(free_enter, void *ptr)
 	return 0;
 }
 
+/* zlib streams, keyed by their z_stream. Init functions take strm first. */
+
+SEC("uprobe")
+int BPF_KPROBE(zlib_inflate_init_enter, void *strm)
+{
+	pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, 0, 0, (__u64)strm);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(zlib_deflate_init_enter, void *strm)
+{
+	pending_enter(ctx, KIND_ZLIB_DEFLATE, OP_ARG_HANDLE, 0, 0, (__u64)strm);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(zlib_inflate_end_enter, void *strm)
+{
+	release_enter(ctx, (__u64)strm, KIND_ZLIB_INFLATE);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(zlib_deflate_end_enter, void *strm)
+{
+	release_enter(ctx, (__u64)strm, KIND_ZLIB_DEFLATE);
+	return 0;
+}
+
+/* inflate() allocates the 32 KiB window on first use: remember the stream. */
+SEC("uprobe")
+int BPF_KPROBE(zlib_inflate_enter, void *strm)
+{
+	if (!is_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct zcall z = { .strm = (__u64)strm, .sp = PT_REGS_SP(ctx), .kind = KIND_ZLIB_INFLATE };
+	bpf_map_update_elem(&zcalls, &tid, &z, BPF_ANY);
+	return 0;
+}
+
 /* A thread can die between an entry and its return probe. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(thread_exit, struct task_struct *task)
@@ -194,6 +265,8 @@ int BPF_PROG(thread_exit, struct task_struct *task)
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	bpf_map_delete_elem(&pendings, &tid);
+	bpf_map_delete_elem(&inner_pendings, &tid);
+	bpf_map_delete_elem(&zcalls, &tid);
 	return 0;
 }
 

@@ -20,6 +20,7 @@ enum alloc_op {
 	OP_RET_PTR = 0,   /* malloc, calloc, memalign, ...: handle is the return value */
 	OP_REALLOC = 1,   /* realloc, reallocarray: old handle released on success */
 	OP_OUT_PTR = 2,   /* posix_memalign: int return, handle stored through an argument */
+	OP_ARG_HANDLE = 3,/* zlib *Init*: int return (0 = Z_OK), handle is an argument */
 };
 
 /* Indexes into the stats map: every loss is counted, none is silent. */
@@ -33,7 +34,8 @@ enum stat_index {
 	STAT_NESTED_CALLS = 6,    /* allocator calls made inside another tracked call */
 	STAT_ALLOCS = 7,          /* allocations tracked */
 	STAT_FREES = 8,           /* releases matched to a tracked allocation */
-	STAT_MAX = 9,
+	STAT_OWNED_ALLOCS = 9,    /* blocks a library allocated for a tracked resource */
+	STAT_MAX = 10,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */
@@ -48,6 +50,7 @@ enum stack_flag {
 /* Flags of struct exec_range. */
 enum range_flag {
 	RANGE_HAS_FP = 1, /* the object keeps frame pointers: follow %rbp through it */
+	RANGE_ZLIB = 2,   /* the object holds a traced zlib: its mallocs can belong to a stream */
 };
 
 /* Key of allocs: a handle and its kind, since one address can be both a
@@ -66,7 +69,8 @@ struct alloc_info {
 	__u64 ts_ns;    /* bpf_ktime_get_ns() when the allocation returned */
 	__u64 stack_id; /* key into stacks; 0 when the stack was lost */
 	__u32 kind;     /* enum alloc_kind */
-	__u32 pad;
+	__u32 owner_kind; /* kind of the owner, when owner != 0 */
+	__u64 owner;    /* resource this block belongs to (a z_stream), or 0 */
 };
 
 /* Key of the per-site aggregates: one allocating stack and kind.

@@ -170,11 +170,32 @@ static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
 	return h;
 }
 
+/* zcall_owner returns the stream a malloc at this entry belongs to: a zlib
+ * call is in progress deeper than its entry, and the caller of malloc is the
+ * zlib object itself. 0 otherwise. */
+static __always_inline __u64 zcall_owner(struct pt_regs *ctx, __u32 tid, __u32 *kind)
+{
+	struct zcall *z = bpf_map_lookup_elem(&zcalls, &tid);
+	__u64 sp = PT_REGS_SP(ctx);
+	if (!z || sp >= z->sp)
+		return 0;
+	__u64 ra = 0;
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
+		return 0;
+	struct exec_range *r = find_range(ra);
+	if (!r || !(r->flags & RANGE_ZLIB))
+		return 0;
+	*kind = z->kind;
+	return z->strm;
+}
+
 /* pending_enter records an acquire call for its return probe. A call made
  * while an outer tracked call is running on this thread (realloc inside
- * reallocarray, malloc inside a zlib init) is not counted twice: it is
- * deeper on the stack than the recorded one. A record at or below the current
- * stack pointer is stale (its return was never seen) and is replaced. */
+ * reallocarray) is not counted twice: it is deeper on the stack than the
+ * recorded one. A malloc inside a resource's acquire call (zlib's state
+ * inside inflateInit2_) is recorded apart, as memory of that resource.
+ * A record at or below the current stack pointer is stale (its return was
+ * never seen) and is replaced. */
 static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32 op,
 					  __u64 size, __u64 old_ptr, __u64 out_ptr)
 {
@@ -182,11 +203,6 @@ static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 		return;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 sp = PT_REGS_SP(ctx);
-	struct pending *p = bpf_map_lookup_elem(&pendings, &tid);
-	if (p && sp < p->sp) {
-		stat_add(STAT_NESTED_CALLS, 1);
-		return;
-	}
 	struct pending n = {
 		.size_bytes = size,
 		.old_ptr = old_ptr,
@@ -195,13 +211,53 @@ static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 		.kind = kind,
 		.op = op,
 	};
+	struct pending *p = bpf_map_lookup_elem(&pendings, &tid);
+	if (p && sp < p->sp) {
+		if (p->kind != KIND_MALLOC && kind == KIND_MALLOC) {
+			struct pending *in = bpf_map_lookup_elem(&inner_pendings, &tid);
+			if (in && sp < in->sp) {
+				stat_add(STAT_NESTED_CALLS, 1);
+				return;
+			}
+			n.owner = p->out_ptr;
+			n.owner_kind = p->kind;
+			if (bpf_map_update_elem(&inner_pendings, &tid, &n, BPF_ANY))
+				stat_add(STAT_PENDING_DROPPED, 1);
+			return;
+		}
+		stat_add(STAT_NESTED_CALLS, 1);
+		return;
+	}
+	if (kind == KIND_MALLOC)
+		n.owner = zcall_owner(ctx, tid, &n.owner_kind);
 	if (bpf_map_update_elem(&pendings, &tid, &n, BPF_ANY))
 		stat_add(STAT_PENDING_DROPPED, 1);
 }
 
-/* site_release moves one allocation out of its site's live totals. */
+/* owner_add moves bytes into (or, negative, out of) a live resource and
+ * its site. Returns false if the owner is not live. */
+static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes)
+{
+	struct handle_key hk = { .addr = owner, .kind = owner_kind };
+	struct alloc_info *o = bpf_map_lookup_elem(&allocs, &hk);
+	if (!o)
+		return false;
+	__sync_fetch_and_add(&o->size_bytes, bytes);
+	struct site_key key = { .stack_id = o->stack_id, .kind = o->kind };
+	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
+	if (s)
+		__sync_fetch_and_add(&s->live_bytes, bytes);
+	return true;
+}
+
+/* site_release moves one allocation out of its site's live totals, or out
+ * of its owner's bytes. */
 static __always_inline void site_release(struct alloc_info *info)
 {
+	if (info->owner) {
+		owner_add(info->owner, info->owner_kind, -(__s64)info->size_bytes);
+		return;
+	}
 	struct site_key key = { .stack_id = info->stack_id, .kind = info->kind };
 	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
 	if (!s)
@@ -228,14 +284,60 @@ static __always_inline bool track_release(__u64 addr, __u32 kind)
 	return true;
 }
 
+/* orphan_resource keeps a live resource that is being re-initialised
+ * without its release: its state is lost to the program, so it stays live
+ * for good, under a key nothing will release. */
+static __always_inline bool orphan_resource(__u64 addr, __u32 kind)
+{
+	struct handle_key hk = { .addr = addr, .kind = kind };
+	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
+	if (!info)
+		return false;
+	struct alloc_info copy = *info;
+	if (bpf_map_delete_elem(&allocs, &hk))
+		return false;
+	hk.pad = bpf_get_prandom_u32() | 1;
+	if (bpf_map_update_elem(&allocs, &hk, &copy, BPF_NOEXIST))
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+	return true;
+}
+
+/* track_owned records a block a library allocated for a live resource: its
+ * bytes count in the resource's row, not as a malloc site. */
+static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u32 owner_kind,
+					__u64 ts)
+{
+	if (track_release(addr, KIND_MALLOC))
+		stat_add(STAT_FREES_MISSED, 1);
+	struct alloc_info info = {
+		.size_bytes = size,
+		.ts_ns = ts,
+		.kind = KIND_MALLOC,
+		.owner = owner,
+		.owner_kind = owner_kind,
+	};
+	struct handle_key hk = { .addr = addr, .kind = KIND_MALLOC };
+	if (bpf_map_update_elem(&allocs, &hk, &info, BPF_NOEXIST)) {
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+		return false;
+	}
+	stat_add(STAT_OWNED_ALLOCS, 1);
+	return true;
+}
+
 /* track_alloc records a new live handle under its site. */
 static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
 					__u64 ts)
 {
-	/* The address is still recorded: its release was never seen (a path we
-	 * do not probe). Retire the old entry so nothing is counted twice. */
-	if (track_release(addr, kind))
-		stat_add(STAT_FREES_MISSED, 1);
+	if (kind == KIND_MALLOC) {
+		/* The address is still recorded: its release was never seen
+		 * (a path we do not probe). Retire the old entry so nothing
+		 * is counted twice. */
+		if (track_release(addr, kind))
+			stat_add(STAT_FREES_MISSED, 1);
+	} else {
+		orphan_resource(addr, kind);
+	}
 
 	struct site_key key = { .stack_id = stack_id, .kind = kind };
 	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
@@ -266,53 +368,93 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 	stat_add(STAT_ALLOCS, 1);
 }
 
+/* result_addr applies an acquire call's op to its return value: the new
+ * handle, or 0 when the call failed. It also releases what realloc freed. */
+static __always_inline __u64 result_addr(struct pending *p, __u64 ret)
+{
+	__u64 addr = 0;
+	switch (p->op) {
+	case OP_OUT_PTR:
+		if ((int)ret != 0 || !p->out_ptr ||
+		    bpf_probe_read_user(&addr, sizeof(addr), (void *)p->out_ptr))
+			addr = 0;
+		break;
+	case OP_ARG_HANDLE:
+		addr = (int)ret == 0 ? p->out_ptr : 0;
+		break;
+	case OP_REALLOC:
+		addr = ret;
+		/* realloc(p, 0) frees p and returns NULL (glibc); a failed
+		 * realloc(p, n>0) leaves p live. */
+		if (p->old_ptr && (ret || p->size_bytes == 0))
+			if (!track_release(p->old_ptr, p->kind))
+				stat_add(STAT_UNKNOWN_FREES, 1);
+		break;
+	default:
+		addr = ret;
+	}
+	if (!addr && !(p->op == OP_REALLOC && p->size_bytes == 0))
+		stat_add(STAT_FAILED_ALLOCS, 1);
+	return addr;
+}
+
+/* inner_exit completes a malloc made inside a resource's acquire call. */
+static __always_inline bool inner_exit(struct pt_regs *ctx, __u32 tid, __u64 sp)
+{
+	struct pending *ip = bpf_map_lookup_elem(&inner_pendings, &tid);
+	if (!ip || sp != ip->sp + 8)
+		return false;
+	struct pending in = *ip;
+	bpf_map_delete_elem(&inner_pendings, &tid);
+	__u64 addr = result_addr(&in, PT_REGS_RC(ctx));
+	if (!addr)
+		return true;
+	if (!track_owned(addr, in.size_bytes, in.owner, in.owner_kind, bpf_ktime_get_ns()))
+		return true;
+	/* The resource is created when the outer call returns: its bytes
+	 * wait in the outer pending record. */
+	struct pending *outer = bpf_map_lookup_elem(&pendings, &tid);
+	if (outer)
+		__sync_fetch_and_add(&outer->size_bytes, in.size_bytes);
+	return true;
+}
+
 /* pending_exit completes the acquire call recorded by pending_enter. */
 static __always_inline void pending_exit(struct pt_regs *ctx)
 {
 	if (!is_target())
 		return;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending *pp = bpf_map_lookup_elem(&pendings, &tid);
-	if (!pp)
-		return;
 	/* After the return the stack pointer is one slot above the entry's:
 	 * anything else is the return of a nested call. */
 	__u64 sp = PT_REGS_SP(ctx);
-	if (sp != pp->sp + 8)
+	if (inner_exit(ctx, tid, sp))
+		return;
+	struct pending *pp = bpf_map_lookup_elem(&pendings, &tid);
+	if (!pp || sp != pp->sp + 8)
 		return;
 	struct pending p = *pp;
 	bpf_map_delete_elem(&pendings, &tid);
 
-	__u64 ret = PT_REGS_RC(ctx);
-	__u64 addr = 0;
-	switch (p.op) {
-	case OP_OUT_PTR:
-		if ((int)ret != 0 || !p.out_ptr ||
-		    bpf_probe_read_user(&addr, sizeof(addr), (void *)p.out_ptr))
-			addr = 0;
-		break;
-	case OP_REALLOC:
-		addr = ret;
-		/* realloc(p, 0) frees p and returns NULL (glibc); a failed
-		 * realloc(p, n>0) leaves p live. */
-		if (p.old_ptr && (ret || p.size_bytes == 0))
-			if (!track_release(p.old_ptr, p.kind))
-				stat_add(STAT_UNKNOWN_FREES, 1);
-		break;
-	default:
-		addr = ret;
-	}
-	if (!addr) {
-		if (!(p.op == OP_REALLOC && p.size_bytes == 0))
-			stat_add(STAT_FAILED_ALLOCS, 1);
+	__u64 addr = result_addr(&p, PT_REGS_RC(ctx));
+	if (!addr)
 		return;
+	__u64 ts = bpf_ktime_get_ns();
+	if (p.owner && track_owned(addr, p.size_bytes, p.owner, p.owner_kind, ts)) {
+		if (owner_add(p.owner, p.owner_kind, p.size_bytes))
+			return;
+		/* The stream is unknown (made before attaching): count the
+		 * block as an ordinary allocation instead. */
+		track_release(addr, KIND_MALLOC);
 	}
 	__u64 stack_id = walk_stack(PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
-	track_alloc(addr, p.size_bytes, p.kind, stack_id, bpf_ktime_get_ns());
+	track_alloc(addr, p.size_bytes, p.kind, stack_id, ts);
 }
 
-/* release_enter handles a release call (free, inflateEnd, ...). Releases made
- * inside a tracked acquire call on the same thread belong to that call. */
+/* release_enter handles a release call (free, inflateEnd, ...). A release
+ * inside a tracked acquire call on the same thread belongs to that call: a
+ * block the library allocated for the resource being built is forgotten
+ * (zlib freeing its state when an init fails); anything else is ignored. */
 static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32 kind)
 {
 	if (!is_target() || !addr)
@@ -320,6 +462,14 @@ static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *p = bpf_map_lookup_elem(&pendings, &tid);
 	if (p && PT_REGS_SP(ctx) < p->sp) {
+		struct handle_key hk = { .addr = addr, .kind = kind };
+		struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
+		if (info && info->owner && info->owner == p->out_ptr) {
+			__s64 size = info->size_bytes;
+			if (!bpf_map_delete_elem(&allocs, &hk))
+				__sync_fetch_and_add(&p->size_bytes, -size);
+			return;
+		}
 		stat_add(STAT_NESTED_CALLS, 1);
 		return;
 	}

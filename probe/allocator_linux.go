@@ -79,27 +79,34 @@ func isLibc(path string) bool {
 // probes are in place at its first instruction. It asks the program's own
 // dynamic linker (ld.so --list, what ldd does, without running the program)
 // with the program's environment, so LD_PRELOAD and LD_LIBRARY_PATH count.
-func allocatorForExec(path string, env []string, cache *symbolize.Cache) (allocator, error) {
+// It also returns every object the program will load at start, the
+// executable first.
+func allocatorForExec(path string, env []string, cache *symbolize.Cache) (allocator, []string, error) {
+	a, libs, err := predictAllocator(path, env, cache)
+	return a, append([]string{path}, libs...), err
+}
+
+func predictAllocator(path string, env []string, cache *symbolize.Cache) (allocator, []string, error) {
 	obj, err := cache.Object(path)
 	if err != nil {
-		return allocator{}, fmt.Errorf("read %s: %w", path, err)
+		return allocator{}, nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	interp, err := interpreter(path)
 	if err != nil {
-		return allocator{}, err
+		return allocator{}, nil, err
 	}
 	if interp == "" { // static executable
 		if definesStatic(obj, "malloc") {
-			return allocator{Path: path, Display: path, Obj: obj}, nil
+			return allocator{Path: path, Display: path, Obj: obj}, nil, nil
 		}
-		return allocator{}, fmt.Errorf("%s is static and defines no malloc: %w", path, ErrNoAllocator)
-	}
-	if obj.Exports("malloc") {
-		return allocator{Path: path, Display: path, Obj: obj}, nil
+		return allocator{}, nil, fmt.Errorf("%s is static and defines no malloc: %w", path, ErrNoAllocator)
 	}
 	libs, err := listLibraries(interp, path, env)
 	if err != nil {
-		return allocator{}, err
+		return allocator{}, nil, err
+	}
+	if obj.Exports("malloc") {
+		return allocator{Path: path, Display: path, Obj: obj}, libs, nil
 	}
 	var libc *allocator
 	for _, lib := range libs {
@@ -115,13 +122,13 @@ func allocatorForExec(path string, env []string, cache *symbolize.Cache) (alloca
 			continue
 		}
 		if o.Exports("free") {
-			return *a, nil
+			return *a, libs, nil
 		}
 	}
 	if libc != nil {
-		return *libc, nil
+		return *libc, libs, nil
 	}
-	return allocator{}, fmt.Errorf("%s: none of its libraries exports malloc: %w", path, ErrNoAllocator)
+	return allocator{}, nil, fmt.Errorf("%s: none of its libraries exports malloc: %w", path, ErrNoAllocator)
 }
 
 // interpreter returns the PT_INTERP of an executable, "" for a static one.

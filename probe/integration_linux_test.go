@@ -297,7 +297,7 @@ func TestAttachRunningProcess(t *testing.T) {
 func TestAttachTargetExitsMidCapture(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildExample(t, "leaky", true)
-	cmd := startExample(t, bin, "--pause-before", "500", "--hold", "200")
+	cmd := startExample(t, bin, "--pause-before", "2000", "--hold", "200")
 	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
 	if err != nil {
 		t.Fatal(err)

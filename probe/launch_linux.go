@@ -92,7 +92,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		elfPath = interp
 	}
 	cache := symbolize.NewCache()
-	alloc, err := allocatorForExec(elfPath, env, cache)
+	alloc, objects, err := allocatorForExec(elfPath, env, cache)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +119,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		proc.err = cmd.Wait()
 		close(proc.done)
 	}()
-	t, err := newTracer(cmd.Process.Pid, alloc, cache, true, opts)
+	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, opts)
 	if err != nil {
 		gateW.Close() // the shim exits without running the command
 		<-proc.done

@@ -19,7 +19,8 @@ type leakAllocInfo struct {
 	TsNs      uint64
 	StackId   uint64
 	Kind      uint32
-	Pad       uint32
+	OwnerKind uint32
+	Owner     uint64
 }
 
 type leakAllocKind uint32
@@ -54,6 +55,9 @@ type leakPending struct {
 	Sp        uint64
 	Kind      uint32
 	Op        uint32
+	Owner     uint64
+	OwnerKind uint32
+	Pad       uint32
 }
 
 type leakRangeCtl struct {
@@ -104,43 +108,59 @@ const (
 	leakStatIndexSTAT_NESTED_CALLS    leakStatIndex = 6
 	leakStatIndexSTAT_ALLOCS          leakStatIndex = 7
 	leakStatIndexSTAT_FREES           leakStatIndex = 8
-	leakStatIndexSTAT_MAX             leakStatIndex = 9
+	leakStatIndexSTAT_OWNED_ALLOCS    leakStatIndex = 9
+	leakStatIndexSTAT_MAX             leakStatIndex = 10
 )
+
+type leakZcall struct {
+	_    structs.HostLayout
+	Strm uint64
+	Sp   uint64
+	Kind uint32
+	Pad  uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	leakMapAllocs              = "allocs"
-	leakMapExecRanges          = "exec_ranges"
-	leakMapMissTimes           = "miss_times"
-	leakMapPendings            = "pendings"
-	leakMapRangeCtls           = "range_ctls"
-	leakMapRangeMisses         = "range_misses"
-	leakMapSites               = "sites"
-	leakMapStackScratch        = "stack_scratch"
-	leakMapStacks              = "stacks"
-	leakMapStats               = "stats"
-	leakProgAllocExit          = "alloc_exit"
-	leakProgCallocEnter        = "calloc_enter"
-	leakProgFreeEnter          = "free_enter"
-	leakProgMallocEnter        = "malloc_enter"
-	leakProgMemalignEnter      = "memalign_enter"
-	leakProgPosixMemalignEnter = "posix_memalign_enter"
-	leakProgPvallocEnter       = "pvalloc_enter"
-	leakProgReallocEnter       = "realloc_enter"
-	leakProgReallocarrayEnter  = "reallocarray_enter"
-	leakProgTargetExec         = "target_exec"
-	leakProgThreadExit         = "thread_exit"
-	leakProgVallocEnter        = "valloc_enter"
-	leakVarExecSeen            = "exec_seen"
-	leakVarPageSize            = "page_size"
-	leakVarTargetTgid          = "target_tgid"
-	leakVarUnusedAllocKind     = "unused_alloc_kind"
-	leakVarUnusedRangeMiss     = "unused_range_miss"
-	leakVarUnusedStackFlag     = "unused_stack_flag"
-	leakVarUnusedStatIndex     = "unused_stat_index"
-	leakVarWaitExec            = "wait_exec"
+	leakMapAllocs                = "allocs"
+	leakMapExecRanges            = "exec_ranges"
+	leakMapInnerPendings         = "inner_pendings"
+	leakMapMissTimes             = "miss_times"
+	leakMapPendings              = "pendings"
+	leakMapRangeCtls             = "range_ctls"
+	leakMapRangeMisses           = "range_misses"
+	leakMapSites                 = "sites"
+	leakMapStackScratch          = "stack_scratch"
+	leakMapStacks                = "stacks"
+	leakMapStats                 = "stats"
+	leakMapZcalls                = "zcalls"
+	leakProgAllocExit            = "alloc_exit"
+	leakProgCallocEnter          = "calloc_enter"
+	leakProgFreeEnter            = "free_enter"
+	leakProgMallocEnter          = "malloc_enter"
+	leakProgMemalignEnter        = "memalign_enter"
+	leakProgPosixMemalignEnter   = "posix_memalign_enter"
+	leakProgPvallocEnter         = "pvalloc_enter"
+	leakProgReallocEnter         = "realloc_enter"
+	leakProgReallocarrayEnter    = "reallocarray_enter"
+	leakProgTargetExec           = "target_exec"
+	leakProgThreadExit           = "thread_exit"
+	leakProgVallocEnter          = "valloc_enter"
+	leakProgZlibDeflateEndEnter  = "zlib_deflate_end_enter"
+	leakProgZlibDeflateInitEnter = "zlib_deflate_init_enter"
+	leakProgZlibInflateEndEnter  = "zlib_inflate_end_enter"
+	leakProgZlibInflateEnter     = "zlib_inflate_enter"
+	leakProgZlibInflateInitEnter = "zlib_inflate_init_enter"
+	leakVarExecSeen              = "exec_seen"
+	leakVarPageSize              = "page_size"
+	leakVarTargetTgid            = "target_tgid"
+	leakVarUnusedAllocKind       = "unused_alloc_kind"
+	leakVarUnusedRangeMiss       = "unused_range_miss"
+	leakVarUnusedStackFlag       = "unused_stack_flag"
+	leakVarUnusedStatIndex       = "unused_stat_index"
+	leakVarWaitExec              = "wait_exec"
 )
 
 // loadLeak returns the embedded CollectionSpec for leak.
@@ -185,34 +205,41 @@ type leakSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakProgramSpecs struct {
-	AllocExit          *ebpf.ProgramSpec `ebpf:"alloc_exit"`
-	CallocEnter        *ebpf.ProgramSpec `ebpf:"calloc_enter"`
-	FreeEnter          *ebpf.ProgramSpec `ebpf:"free_enter"`
-	MallocEnter        *ebpf.ProgramSpec `ebpf:"malloc_enter"`
-	MemalignEnter      *ebpf.ProgramSpec `ebpf:"memalign_enter"`
-	PosixMemalignEnter *ebpf.ProgramSpec `ebpf:"posix_memalign_enter"`
-	PvallocEnter       *ebpf.ProgramSpec `ebpf:"pvalloc_enter"`
-	ReallocEnter       *ebpf.ProgramSpec `ebpf:"realloc_enter"`
-	ReallocarrayEnter  *ebpf.ProgramSpec `ebpf:"reallocarray_enter"`
-	TargetExec         *ebpf.ProgramSpec `ebpf:"target_exec"`
-	ThreadExit         *ebpf.ProgramSpec `ebpf:"thread_exit"`
-	VallocEnter        *ebpf.ProgramSpec `ebpf:"valloc_enter"`
+	AllocExit            *ebpf.ProgramSpec `ebpf:"alloc_exit"`
+	CallocEnter          *ebpf.ProgramSpec `ebpf:"calloc_enter"`
+	FreeEnter            *ebpf.ProgramSpec `ebpf:"free_enter"`
+	MallocEnter          *ebpf.ProgramSpec `ebpf:"malloc_enter"`
+	MemalignEnter        *ebpf.ProgramSpec `ebpf:"memalign_enter"`
+	PosixMemalignEnter   *ebpf.ProgramSpec `ebpf:"posix_memalign_enter"`
+	PvallocEnter         *ebpf.ProgramSpec `ebpf:"pvalloc_enter"`
+	ReallocEnter         *ebpf.ProgramSpec `ebpf:"realloc_enter"`
+	ReallocarrayEnter    *ebpf.ProgramSpec `ebpf:"reallocarray_enter"`
+	TargetExec           *ebpf.ProgramSpec `ebpf:"target_exec"`
+	ThreadExit           *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	VallocEnter          *ebpf.ProgramSpec `ebpf:"valloc_enter"`
+	ZlibDeflateEndEnter  *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter"`
+	ZlibDeflateInitEnter *ebpf.ProgramSpec `ebpf:"zlib_deflate_init_enter"`
+	ZlibInflateEndEnter  *ebpf.ProgramSpec `ebpf:"zlib_inflate_end_enter"`
+	ZlibInflateEnter     *ebpf.ProgramSpec `ebpf:"zlib_inflate_enter"`
+	ZlibInflateInitEnter *ebpf.ProgramSpec `ebpf:"zlib_inflate_init_enter"`
 }
 
 // leakMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakMapSpecs struct {
-	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
-	ExecRanges   *ebpf.MapSpec `ebpf:"exec_ranges"`
-	MissTimes    *ebpf.MapSpec `ebpf:"miss_times"`
-	Pendings     *ebpf.MapSpec `ebpf:"pendings"`
-	RangeCtls    *ebpf.MapSpec `ebpf:"range_ctls"`
-	RangeMisses  *ebpf.MapSpec `ebpf:"range_misses"`
-	Sites        *ebpf.MapSpec `ebpf:"sites"`
-	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
-	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
+	Allocs        *ebpf.MapSpec `ebpf:"allocs"`
+	ExecRanges    *ebpf.MapSpec `ebpf:"exec_ranges"`
+	InnerPendings *ebpf.MapSpec `ebpf:"inner_pendings"`
+	MissTimes     *ebpf.MapSpec `ebpf:"miss_times"`
+	Pendings      *ebpf.MapSpec `ebpf:"pendings"`
+	RangeCtls     *ebpf.MapSpec `ebpf:"range_ctls"`
+	RangeMisses   *ebpf.MapSpec `ebpf:"range_misses"`
+	Sites         *ebpf.MapSpec `ebpf:"sites"`
+	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
+	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
+	Stats         *ebpf.MapSpec `ebpf:"stats"`
+	Zcalls        *ebpf.MapSpec `ebpf:"zcalls"`
 }
 
 // leakVariableSpecs contains global variables before they are loaded into the kernel.
@@ -249,22 +276,25 @@ func (o *leakObjects) Close() error {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakMaps struct {
-	Allocs       *ebpf.Map `ebpf:"allocs"`
-	ExecRanges   *ebpf.Map `ebpf:"exec_ranges"`
-	MissTimes    *ebpf.Map `ebpf:"miss_times"`
-	Pendings     *ebpf.Map `ebpf:"pendings"`
-	RangeCtls    *ebpf.Map `ebpf:"range_ctls"`
-	RangeMisses  *ebpf.Map `ebpf:"range_misses"`
-	Sites        *ebpf.Map `ebpf:"sites"`
-	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
-	Stacks       *ebpf.Map `ebpf:"stacks"`
-	Stats        *ebpf.Map `ebpf:"stats"`
+	Allocs        *ebpf.Map `ebpf:"allocs"`
+	ExecRanges    *ebpf.Map `ebpf:"exec_ranges"`
+	InnerPendings *ebpf.Map `ebpf:"inner_pendings"`
+	MissTimes     *ebpf.Map `ebpf:"miss_times"`
+	Pendings      *ebpf.Map `ebpf:"pendings"`
+	RangeCtls     *ebpf.Map `ebpf:"range_ctls"`
+	RangeMisses   *ebpf.Map `ebpf:"range_misses"`
+	Sites         *ebpf.Map `ebpf:"sites"`
+	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
+	Stacks        *ebpf.Map `ebpf:"stacks"`
+	Stats         *ebpf.Map `ebpf:"stats"`
+	Zcalls        *ebpf.Map `ebpf:"zcalls"`
 }
 
 func (m *leakMaps) Close() error {
 	return _LeakClose(
 		m.Allocs,
 		m.ExecRanges,
+		m.InnerPendings,
 		m.MissTimes,
 		m.Pendings,
 		m.RangeCtls,
@@ -273,6 +303,7 @@ func (m *leakMaps) Close() error {
 		m.StackScratch,
 		m.Stacks,
 		m.Stats,
+		m.Zcalls,
 	)
 }
 
@@ -294,18 +325,23 @@ type leakVariables struct {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakPrograms struct {
-	AllocExit          *ebpf.Program `ebpf:"alloc_exit"`
-	CallocEnter        *ebpf.Program `ebpf:"calloc_enter"`
-	FreeEnter          *ebpf.Program `ebpf:"free_enter"`
-	MallocEnter        *ebpf.Program `ebpf:"malloc_enter"`
-	MemalignEnter      *ebpf.Program `ebpf:"memalign_enter"`
-	PosixMemalignEnter *ebpf.Program `ebpf:"posix_memalign_enter"`
-	PvallocEnter       *ebpf.Program `ebpf:"pvalloc_enter"`
-	ReallocEnter       *ebpf.Program `ebpf:"realloc_enter"`
-	ReallocarrayEnter  *ebpf.Program `ebpf:"reallocarray_enter"`
-	TargetExec         *ebpf.Program `ebpf:"target_exec"`
-	ThreadExit         *ebpf.Program `ebpf:"thread_exit"`
-	VallocEnter        *ebpf.Program `ebpf:"valloc_enter"`
+	AllocExit            *ebpf.Program `ebpf:"alloc_exit"`
+	CallocEnter          *ebpf.Program `ebpf:"calloc_enter"`
+	FreeEnter            *ebpf.Program `ebpf:"free_enter"`
+	MallocEnter          *ebpf.Program `ebpf:"malloc_enter"`
+	MemalignEnter        *ebpf.Program `ebpf:"memalign_enter"`
+	PosixMemalignEnter   *ebpf.Program `ebpf:"posix_memalign_enter"`
+	PvallocEnter         *ebpf.Program `ebpf:"pvalloc_enter"`
+	ReallocEnter         *ebpf.Program `ebpf:"realloc_enter"`
+	ReallocarrayEnter    *ebpf.Program `ebpf:"reallocarray_enter"`
+	TargetExec           *ebpf.Program `ebpf:"target_exec"`
+	ThreadExit           *ebpf.Program `ebpf:"thread_exit"`
+	VallocEnter          *ebpf.Program `ebpf:"valloc_enter"`
+	ZlibDeflateEndEnter  *ebpf.Program `ebpf:"zlib_deflate_end_enter"`
+	ZlibDeflateInitEnter *ebpf.Program `ebpf:"zlib_deflate_init_enter"`
+	ZlibInflateEndEnter  *ebpf.Program `ebpf:"zlib_inflate_end_enter"`
+	ZlibInflateEnter     *ebpf.Program `ebpf:"zlib_inflate_enter"`
+	ZlibInflateInitEnter *ebpf.Program `ebpf:"zlib_inflate_init_enter"`
 }
 
 func (p *leakPrograms) Close() error {
@@ -322,6 +358,11 @@ func (p *leakPrograms) Close() error {
 		p.TargetExec,
 		p.ThreadExit,
 		p.VallocEnter,
+		p.ZlibDeflateEndEnter,
+		p.ZlibDeflateInitEnter,
+		p.ZlibInflateEndEnter,
+		p.ZlibInflateEnter,
+		p.ZlibInflateInitEnter,
 	)
 }
 

@@ -31,11 +31,12 @@ type mappingView struct {
 	history []procfs.Mapping
 	fp      map[string]analyze.Object // by path as the target sees it
 	objs    map[string]*symbolize.Object
+	zlib    map[uint64]bool // inodes of objects whose zlib is probed
 	gone    bool // target exited: maps no longer readable
 }
 
 func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
-	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}}
+	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}}
 }
 
 // refresh rereads /proc/PID/maps; changed reports whether the executable
@@ -131,7 +132,10 @@ func (v *mappingView) execRanges() []leakExecRange {
 	for i, m := range v.current {
 		r := leakExecRange{Start: m.Start, End: m.End, Object: uint32(i)}
 		if v.fpClass(m) != fpNo {
-			r.Flags = 1 // RANGE_HAS_FP
+			r.Flags |= 1 // RANGE_HAS_FP
+		}
+		if m.Inode != 0 && v.zlib[m.Inode] {
+			r.Flags |= 2 // RANGE_ZLIB
 		}
 		rs = append(rs, r)
 	}

@@ -40,6 +40,7 @@ type Tracer struct {
 	warnings  []string
 	command   []string
 	probed    []string
+	zlib      map[uint64]bool // inodes of objects checked for zlib
 }
 
 // Attach starts tracing the running process pid.
@@ -62,15 +63,36 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	cmdline, _ := procfs.Command(pid)
-	t, err := newTracer(pid, alloc, cache, false, opts)
+	t, err := newTracer(pid, alloc, nil, cache, false, opts)
 	if err != nil {
+		if gone(pid) {
+			return nil, fmt.Errorf("process %d exited while leakscope attached: %w", pid, ErrTargetExited)
+		}
 		return nil, err
 	}
 	t.command = cmdline
 	return t, nil
 }
 
-func newTracer(pid int, alloc allocator, cache *symbolize.Cache, waitExec bool, opts Options) (*Tracer, error) {
+// gone reports whether process pid has exited (or is a zombie).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// Field 3, after the parenthesized command, is the state.
+	for i := len(b) - 1; i > 0; i-- {
+		if b[i] == ')' {
+			return i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
+		}
+	}
+	return false
+}
+
+// newTracer loads and attaches the probes. objects are files the target
+// will load but has not mapped yet (a launched command): resource probes go
+// on them before it runs. Mapped objects are found in /proc/PID/maps.
+func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cache, waitExec bool, opts Options) (*Tracer, error) {
 	opts = opts.withDefaults()
 	t := &Tracer{
 		pid:     pid,
@@ -80,6 +102,7 @@ func newTracer(pid int, alloc allocator, cache *symbolize.Cache, waitExec bool, 
 		started: time.Now(),
 		done:    make(chan struct{}),
 		view:    newMappingView(pid, cache),
+		zlib:    map[uint64]bool{},
 	}
 	t.sym = newStackResolver(t.view)
 	if err := t.load(waitExec); err != nil {
@@ -88,6 +111,12 @@ func newTracer(pid int, alloc allocator, cache *symbolize.Cache, waitExec bool, 
 	if err := t.attach(); err != nil {
 		t.close()
 		return nil, err
+	}
+	for _, path := range objects {
+		if err := t.attachZlib(path, path); err != nil {
+			t.close()
+			return nil, err
+		}
 	}
 	if !waitExec {
 		// Mappings known now go into the range table before tracing
@@ -167,40 +196,13 @@ func (t *Tracer) attach() error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", t.alloc.Display, err)
 	}
-	seen := map[uint64]string{}
-	for _, p := range mallocFamily {
-		vaddr, ok := t.alloc.Obj.Lookup(p.symbol)
-		if !ok {
-			if p.symbol == "malloc" || p.symbol == "free" {
-				return fmt.Errorf("%s: symbol %s: %w", t.alloc.Display, p.symbol, ErrNoAllocator)
-			}
-			continue
+	for _, required := range []string{"malloc", "free"} {
+		if _, ok := t.alloc.Obj.Lookup(required); !ok {
+			return fmt.Errorf("%s: symbol %s: %w", t.alloc.Display, required, ErrNoAllocator)
 		}
-		if other, dup := seen[vaddr]; dup {
-			// Aliases (glibc's aligned_alloc is memalign): one probe, or
-			// every call would be seen twice.
-			t.probed = append(t.probed, p.symbol+"="+other)
-			continue
-		}
-		seen[vaddr] = p.symbol
-		off, err := fileOffset(t.alloc.Path, vaddr)
-		if err != nil {
-			return err
-		}
-		site := off + probeSiteOffset(t.alloc.Path, off)
-		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: site})
-		if err != nil {
-			return attachError(t.alloc.Display, p.symbol, err)
-		}
-		t.links = append(t.links, l)
-		if p.ret {
-			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: off})
-			if err != nil {
-				return attachError(t.alloc.Display, p.symbol, err)
-			}
-			t.links = append(t.links, l)
-		}
-		t.probed = append(t.probed, p.symbol)
+	}
+	if _, err := t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, mallocFamily); err != nil {
+		return err
 	}
 	for _, prog := range []*ebpf.Program{t.objs.ThreadExit, t.objs.TargetExec} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
@@ -210,6 +212,46 @@ func (t *Tracer) attach() error {
 		t.links = append(t.links, l)
 	}
 	return nil
+}
+
+// attachFamily attaches the probes of one family to the functions that
+// exist in an object and returns how many functions it probed. Symbols
+// that are aliases of one address (glibc's aligned_alloc is memalign) get
+// one probe, or every call would be seen twice.
+func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup func(string) (uint64, bool), family []probeSpec) (int, error) {
+	seen := map[uint64]string{}
+	n := 0
+	for _, p := range family {
+		vaddr, ok := lookup(p.symbol)
+		if !ok {
+			continue
+		}
+		if other, dup := seen[vaddr]; dup {
+			t.probed = append(t.probed, p.symbol+"="+other)
+			continue
+		}
+		seen[vaddr] = p.symbol
+		off, err := fileOffset(path, vaddr)
+		if err != nil {
+			return n, err
+		}
+		site := off + probeSiteOffset(path, off)
+		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: site})
+		if err != nil {
+			return n, attachError(display, p.symbol, err)
+		}
+		t.links = append(t.links, l)
+		if p.ret {
+			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: off})
+			if err != nil {
+				return n, attachError(display, p.symbol, err)
+			}
+			t.links = append(t.links, l)
+		}
+		t.probed = append(t.probed, p.symbol)
+		n++
+	}
+	return n, nil
 }
 
 func attachError(path, symbol string, err error) error {
@@ -258,6 +300,14 @@ func (t *Tracer) refreshLocked() {
 	changed, err := t.view.refresh()
 	if err != nil || !changed {
 		return
+	}
+	// Libraries loaded since the last read (dlopen) may hold a zlib.
+	for _, m := range t.view.current {
+		if fileBacked(m) && !t.zlib[m.Inode] {
+			if err := t.attachZlib(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
+				t.warnOnce(err.Error())
+			}
+		}
 	}
 	ranges := t.view.execRanges()
 	if len(ranges) > maxRanges {
