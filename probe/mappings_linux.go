@@ -32,7 +32,7 @@ type mappingView struct {
 	fp      map[string]analyze.Object // by path as the target sees it
 	objs    map[string]*symbolize.Object
 	zlib    map[uint64]bool // inodes of objects whose zlib is probed
-	gone    bool // target exited: maps no longer readable
+	gone    bool            // target exited: maps no longer readable
 }
 
 func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
