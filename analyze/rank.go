@@ -37,8 +37,16 @@ type Leak struct {
 	// (Site.Live is empty), so OldestAge means nothing and MinAge was not
 	// applied.
 	AgeKnown bool
-	Score    float64  // see Rank
-	Reasons  []string // human sentences stating the facts the score used
+	// Trend is how the site's live memory moved across the capture's
+	// snapshots; nil when the capture has fewer than MinTrendPoints
+	// snapshots, so growth is unknown.
+	Trend *Trend
+	// BaseScore weighs Bytes by age and free rate only: the v1 score, kept
+	// unchanged for consumers that depend on its formula. Score multiplies
+	// it by the growth weight and is what leaks are ranked by; the two are
+	// equal without a Trend. See Rank.
+	BaseScore, Score float64
+	Reasons          []string // human sentences stating the facts the score used
 }
 
 // Result is a ranked capture.
@@ -54,10 +62,10 @@ type Result struct {
 // Rank scores every site of c and returns those still holding memory, most
 // likely leak first. Result.Leaks point into c, which must not be nil.
 //
-// The score (v1) is the live bytes, weighted down for young sites and for
-// sites that free most of what they allocate:
+// The base score (v1) is the live bytes, weighted down for young sites and
+// for sites that free most of what they allocate:
 //
-//	score      = Bytes × ageWeight × freeWeight
+//	BaseScore  = Bytes × ageWeight × freeWeight
 //	ageWeight  = 0.5 + 0.5 × min(1, OldestAge / Capture.Duration)
 //	freeWeight = 1 − 0.5 × min(1, Frees / Allocs)
 //
@@ -66,6 +74,19 @@ type Result struct {
 // size. ageWeight is 1 when the age is unknown (Site.Live empty) or the
 // capture has no duration, and freeWeight is 1 when the site allocated
 // nothing during the capture: missing evidence never lowers a score.
+//
+// With at least MinTrendPoints snapshots, the ranking score also weighs
+// growth, because a leak is memory that keeps growing, while a pool or
+// cache fills once and stays full:
+//
+//	Score = BaseScore × Trend.Weight
+//	Trend.Weight = 0.1 + 0.9 × max(0, Tau) × (1 − FlatFor/Span)
+//
+// (see Trend). A site that grows steadily to the end keeps about its base
+// score; one that stopped growing early keeps a tenth to a fifth of it, so
+// it needs five to ten times the bytes to outrank a steady leak. The trend reads every
+// live allocation in the snapshots, ignoring MinAge. With fewer snapshots
+// Score equals BaseScore.
 //
 // Equal scores are ordered by Bytes, then Count (both descending), then
 // Site.ID (ascending), so the order is deterministic.
@@ -78,9 +99,25 @@ func Rank(c *Capture, opts Options) *Result {
 		}
 		r.Totals.OutstandingCount += l.Count
 		r.Totals.OutstandingBytes += l.Bytes
-		l.Score = float64(l.Bytes) * ageWeight(l, c.Duration) * freeWeight(l.Site)
-		l.Reasons = reasons(l, c.Duration, opts.MinAge)
+		l.BaseScore = float64(l.Bytes) * ageWeight(l, c.Duration) * freeWeight(l.Site)
+		l.Score = l.BaseScore
 		r.Leaks = append(r.Leaks, l)
+	}
+	if len(c.Snapshots) >= MinTrendPoints {
+		index := make(map[uint64]int, len(r.Leaks))
+		for i, l := range r.Leaks {
+			index[l.Site.ID] = i
+		}
+		all := series(c, index)
+		for i := range r.Leaks {
+			l := &r.Leaks[i]
+			if l.Trend = TrendOf(all[index[l.Site.ID]]); l.Trend != nil {
+				l.Score *= l.Trend.Weight
+			}
+		}
+	}
+	for i := range r.Leaks {
+		r.Leaks[i].Reasons = reasons(r.Leaks[i], c.Duration, opts.MinAge)
 	}
 	slices.SortFunc(r.Leaks, func(a, b Leak) int {
 		return cmp.Or(
@@ -171,6 +208,9 @@ func reasons(l Leak, d, minAge time.Duration) []string {
 		rs = append(rs, "oldest "+FormatDuration(l.OldestAge))
 	}
 
+	if l.Trend != nil {
+		rs = append(rs, trendReasons(l.Trend)...)
+	}
 	if s.Stack.Truncated != "" {
 		rs = append(rs, "stack truncated: "+s.Stack.Truncated)
 	}

@@ -59,10 +59,29 @@ type V1Leak struct {
 	Allocs           uint64    `json:"allocs"`
 	Frees            uint64    `json:"frees"`
 	OldestAgeSeconds float64   `json:"oldest_age_seconds"` // 0 when unknown
-	Score            float64   `json:"score"`
+	Score            float64   `json:"score"`              // size, age and free rate only: the fixed v1 formula
+	RankScore        float64   `json:"rank_score"`         // score × trend weight; leaks are ordered by it
 	Reasons          []string  `json:"reasons"`
 	Truncated        string    `json:"truncated,omitempty"`
 	Frames           []V1Frame `json:"frames"` // leaf first
+
+	// Growth fields are present only when the capture has enough
+	// snapshots for a trend (analyze.MinTrendPoints).
+	GrowthBytesPerSecond   *float64 `json:"growth_bytes_per_second,omitempty"`
+	GrowthObjectsPerSecond *float64 `json:"growth_objects_per_second,omitempty"`
+	Trend                  *V1Trend `json:"trend,omitempty"`
+}
+
+// V1Trend is how a leak's live bytes moved across the capture's snapshots.
+type V1Trend struct {
+	Points         int     `json:"points"`           // snapshots
+	SpanSeconds    float64 `json:"span_seconds"`     // first to last snapshot
+	Rises          int     `json:"rises"`            // intervals in which live bytes rose
+	Falls          int     `json:"falls"`            // intervals in which they fell
+	Tau            float64 `json:"tau"`              // Mann–Kendall τ, in [−1, 1]
+	FlatForSeconds float64 `json:"flat_for_seconds"` // since the last new high
+	Plateau        bool    `json:"plateau"`          // grew, then flat for at least half the span
+	Weight         float64 `json:"weight"`           // rank_score / score
 }
 
 // V1Frame is one frame of a leak's stack. Unknown strings are "" and an
@@ -135,10 +154,25 @@ func toV1(r *analyze.Result) *V1 {
 			Allocs:           s.Allocs,
 			Frees:            s.Frees,
 			OldestAgeSeconds: l.OldestAge.Seconds(),
-			Score:            l.Score,
+			Score:            l.BaseScore,
+			RankScore:        l.Score,
 			Reasons:          nonNil(l.Reasons),
 			Truncated:        s.Stack.Truncated,
 			Frames:           make([]V1Frame, 0, len(s.Stack.Frames)),
+		}
+		if t := l.Trend; t != nil {
+			jl.GrowthBytesPerSecond = &t.Growth
+			jl.GrowthObjectsPerSecond = &t.GrowthObjects
+			jl.Trend = &V1Trend{
+				Points:         t.Points,
+				SpanSeconds:    t.Span.Seconds(),
+				Rises:          t.Rises,
+				Falls:          t.Falls,
+				Tau:            t.Tau,
+				FlatForSeconds: t.FlatFor.Seconds(),
+				Plateau:        t.Plateau,
+				Weight:         t.Weight,
+			}
 		}
 		for _, f := range s.Stack.Frames {
 			jl.Frames = append(jl.Frames, V1Frame{

@@ -23,6 +23,9 @@ var goldenCases = []struct {
 	{name: "leaky", capture: "leaky", text: TextOptions{Top: 2}},
 	{name: "leaky-minage", capture: "leaky", opts: analyze.Options{MinAge: time.Minute, Top: 3}},
 	{name: "empty", capture: "empty"},
+	// A pool that filled in its first 200s and a slower, steady leak: the
+	// trend ranks the leak first although the pool holds more.
+	{name: "growing", capture: "growing"},
 }
 
 // loadCapture reads testdata/captures/<name>.json.

@@ -1,0 +1,400 @@
+package analyze
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CaptureSchemaV1 identifies version 1 of the capture file format.
+const CaptureSchemaV1 = "leakscope.capture/v1"
+
+const (
+	captureSchemaPrefix  = "leakscope.capture/v"
+	captureSchemaVersion = 1
+)
+
+// A capture file is JSON Lines, one record per line, so that a writer
+// killed mid-capture leaves every record before the last one intact:
+//
+//	{"schema":"leakscope.capture/v1","target":…,"started_at":…}
+//	{"type":"site","site":{"id":1,"kind":"malloc","stack":{…}}}
+//	{"type":"snapshot","snapshot":{"at_ns":…,"sites":[…]}}
+//	…
+//	{"type":"end","end":{"duration_ns":…,"sites":[…],"lost":…}}
+//
+// The header comes first. A site record defines a site (its kind and
+// symbolized stack) before any snapshot or the end record mentions its ID,
+// which makes the file self-contained. The end record holds what is known
+// only at the end: each site's final totals and live allocations, the lost
+// counters, the objects, the warnings and the target's exit code. Readers
+// skip records of types they do not know, so v1 may add record types and
+// fields; anything else needs a new schema version.
+
+type captureHeader struct {
+	Schema    string    `json:"schema"`
+	Target    Target    `json:"target"`
+	StartedAt time.Time `json:"started_at"`
+	Objects   []Object  `json:"objects,omitempty"`
+	Warnings  []string  `json:"warnings,omitempty"`
+}
+
+type siteDef struct {
+	ID    uint64 `json:"id"`
+	Kind  Kind   `json:"kind"`
+	Stack Stack  `json:"stack"`
+}
+
+type siteTotals struct {
+	ID        uint64  `json:"id"`
+	LiveCount uint64  `json:"live_count"`
+	LiveBytes uint64  `json:"live_bytes"`
+	Allocs    uint64  `json:"allocs"`
+	Frees     uint64  `json:"frees"`
+	Live      []Alloc `json:"live,omitempty"`
+}
+
+type captureEnd struct {
+	Target   Target        `json:"target"`
+	Duration time.Duration `json:"duration_ns"`
+	Sites    []siteTotals  `json:"sites"`
+	Lost     Lost          `json:"lost"`
+	Objects  []Object      `json:"objects,omitempty"`
+	Warnings []string      `json:"warnings,omitempty"`
+}
+
+type captureRecord struct {
+	Type     string      `json:"type"` // "site", "snapshot" or "end"
+	Site     *siteDef    `json:"site,omitempty"`
+	Snapshot *Snapshot   `json:"snapshot,omitempty"`
+	End      *captureEnd `json:"end,omitempty"`
+}
+
+// CaptureWriter writes a capture file as the capture happens: the header
+// first, then one line per site definition and snapshot, then the end
+// record. Each call hands the underlying writer whole lines in a single
+// Write and buffers nothing, so when the tracer dies the file holds every
+// snapshot written so far and ReadCapture loads it.
+//
+// After a failed write or Close, every later call returns an error, since
+// appending after a partial line would corrupt the file.
+type CaptureWriter struct {
+	w         io.Writer
+	defined   map[uint64]bool
+	snapshots int
+	err       error // sticky
+}
+
+var errWriterClosed = errors.New("capture writer is closed")
+
+// NewCaptureWriter writes the header of c (its target, start time, objects
+// and warnings so far) to w and returns a writer for the rest. It ignores
+// c's sites and snapshots; WriteCapture writes a whole capture at once.
+func NewCaptureWriter(w io.Writer, c *Capture) (*CaptureWriter, error) {
+	cw := &CaptureWriter{w: w, defined: map[uint64]bool{}}
+	h := captureHeader{
+		Schema:    CaptureSchemaV1,
+		Target:    c.Target,
+		StartedAt: c.StartedAt,
+		Objects:   c.Objects,
+		Warnings:  c.Warnings,
+	}
+	if err := cw.write("header", h); err != nil {
+		return nil, err
+	}
+	return cw, nil
+}
+
+// WriteSnapshot appends a definition for each of sites not defined yet (only
+// their ID, kind and stack are written; earlier definitions win), then s.
+// Every site s lists must be defined by now, so that the file never refers
+// to a stack it does not hold.
+func (cw *CaptureWriter) WriteSnapshot(sites []Site, s Snapshot) error {
+	if cw.err != nil {
+		return cw.err
+	}
+	n := cw.snapshots + 1
+	defs, seen := cw.newDefs(sites)
+	for _, p := range s.Sites {
+		if !cw.defined[p.ID] && !seen[p.ID] {
+			return fmt.Errorf("write capture snapshot %d: site %d has no definition", n, p.ID)
+		}
+	}
+	recs := append(defs, captureRecord{Type: "snapshot", Snapshot: &s})
+	if err := cw.write(fmt.Sprintf("snapshot %d", n), anys(recs)...); err != nil {
+		return err
+	}
+	cw.define(defs)
+	cw.snapshots = n
+	return nil
+}
+
+// Close defines the sites of final not defined yet and writes the end
+// record: final's target, duration, site totals with their live
+// allocations, lost counters, objects and warnings. It does not close the
+// underlying writer.
+func (cw *CaptureWriter) Close(final *Capture) error {
+	if cw.err != nil {
+		return cw.err
+	}
+	end := &captureEnd{
+		Target:   final.Target,
+		Duration: final.Duration,
+		Sites:    make([]siteTotals, len(final.Sites)),
+		Lost:     final.Lost,
+		Objects:  final.Objects,
+		Warnings: final.Warnings,
+	}
+	ids := make(map[uint64]bool, len(final.Sites))
+	for i, s := range final.Sites {
+		if ids[s.ID] {
+			return fmt.Errorf("write capture end: site %d is listed twice", s.ID)
+		}
+		ids[s.ID] = true
+		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live}
+	}
+	defs, _ := cw.newDefs(final.Sites)
+	if err := cw.write("end", anys(append(defs, captureRecord{Type: "end", End: end}))...); err != nil {
+		return err
+	}
+	cw.err = errWriterClosed
+	return nil
+}
+
+// newDefs returns site records for the sites not defined yet, each ID once,
+// and the set of their IDs.
+func (cw *CaptureWriter) newDefs(sites []Site) ([]captureRecord, map[uint64]bool) {
+	var defs []captureRecord
+	seen := map[uint64]bool{}
+	for _, s := range sites {
+		if cw.defined[s.ID] || seen[s.ID] {
+			continue
+		}
+		seen[s.ID] = true
+		defs = append(defs, captureRecord{Type: "site", Site: &siteDef{ID: s.ID, Kind: s.Kind, Stack: s.Stack}})
+	}
+	return defs, seen
+}
+
+func (cw *CaptureWriter) define(defs []captureRecord) {
+	for _, d := range defs {
+		cw.defined[d.Site.ID] = true
+	}
+}
+
+// write encodes each value as one line and hands them to w in one Write.
+func (cw *CaptureWriter) write(what string, vs ...any) error {
+	var b bytes.Buffer
+	for _, v := range vs {
+		line, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("write capture %s: %w", what, err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if _, err := cw.w.Write(b.Bytes()); err != nil {
+		cw.err = fmt.Errorf("write capture %s: %w", what, err)
+		return cw.err
+	}
+	return nil
+}
+
+func anys(recs []captureRecord) []any {
+	vs := make([]any, len(recs))
+	for i, r := range recs {
+		vs[i] = r
+	}
+	return vs
+}
+
+// WriteCapture writes all of c as a capture file: header, sites,
+// snapshots and end record. A site c's snapshots mention but c.Sites lacks
+// is an error.
+func WriteCapture(w io.Writer, c *Capture) error {
+	cw, err := NewCaptureWriter(w, c)
+	if err != nil {
+		return err
+	}
+	for i, s := range c.Snapshots {
+		sites := c.Sites
+		if i > 0 {
+			sites = nil
+		}
+		if err := cw.WriteSnapshot(sites, s); err != nil {
+			return err
+		}
+	}
+	return cw.Close(c)
+}
+
+// ReadCapture reads a capture file. A file that ends early, because the
+// tracer was killed or the disk filled up, still loads: everything up to the
+// last complete record is kept, the last line is dropped if it is cut short,
+// each site's totals come from the last snapshot, and a warning says the
+// capture is incomplete. Live allocation ages, lost counters and the exit
+// code are then unknown. Every other defect is an error naming its line.
+func ReadCapture(r io.Reader) (*Capture, error) {
+	c, err := readCapture(bufio.NewReader(r))
+	if err != nil {
+		return nil, fmt.Errorf("read capture: %w", err)
+	}
+	return c, nil
+}
+
+func readCapture(br *bufio.Reader) (*Capture, error) {
+	line, complete, err := readLine(br)
+	if err != nil {
+		return nil, err
+	}
+	if len(line) == 0 && !complete {
+		return nil, errors.New("empty input: not a leakscope capture")
+	}
+	var h captureHeader
+	if err := json.Unmarshal(line, &h); err != nil {
+		if !complete {
+			return nil, errors.New("line 1: header cut short: not a complete capture")
+		}
+		return nil, fmt.Errorf("line 1: not a leakscope capture: %w", err)
+	}
+	if err := checkSchema(h.Schema); err != nil {
+		return nil, fmt.Errorf("line 1: %w", err)
+	}
+	c := &Capture{
+		Target:    h.Target,
+		StartedAt: h.StartedAt,
+		Sites:     []Site{},
+		Objects:   h.Objects,
+		Warnings:  h.Warnings,
+	}
+	index := map[uint64]int{} // site ID to index in c.Sites
+	var end *captureEnd
+	for n := 2; complete; n++ {
+		line, complete, err = readLine(br)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if len(line) == 0 && !complete {
+			break // the file ends with a newline
+		}
+		var rec captureRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			if !complete {
+				break // cut short while it was written
+			}
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if end != nil {
+			return nil, fmt.Errorf("line %d: %s record after the end record", n, rec.Type)
+		}
+		switch rec.Type {
+		case "":
+			return nil, fmt.Errorf("line %d: record without a type", n)
+		case "site":
+			if rec.Site == nil {
+				return nil, fmt.Errorf("line %d: site record without a site", n)
+			}
+			if _, ok := index[rec.Site.ID]; ok {
+				return nil, fmt.Errorf("line %d: site %d defined twice", n, rec.Site.ID)
+			}
+			index[rec.Site.ID] = len(c.Sites)
+			c.Sites = append(c.Sites, Site{ID: rec.Site.ID, Kind: rec.Site.Kind, Stack: rec.Site.Stack})
+		case "snapshot":
+			if rec.Snapshot == nil {
+				return nil, fmt.Errorf("line %d: snapshot record without a snapshot", n)
+			}
+			for _, p := range rec.Snapshot.Sites {
+				if _, ok := index[p.ID]; !ok {
+					return nil, fmt.Errorf("line %d: snapshot refers to site %d before its definition", n, p.ID)
+				}
+			}
+			c.Snapshots = append(c.Snapshots, *rec.Snapshot)
+		case "end":
+			if rec.End == nil {
+				return nil, fmt.Errorf("line %d: end record without an end", n)
+			}
+			if err := applyEnd(c, rec.End, index); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+			end = rec.End
+		}
+	}
+	if end == nil {
+		finishIncomplete(c, index)
+	}
+	return c, nil
+}
+
+// readLine returns the next line without its newline, and whether it had
+// one: a line without is the last, and may have been cut short.
+func readLine(br *bufio.Reader) ([]byte, bool, error) {
+	line, err := br.ReadBytes('\n')
+	switch {
+	case err == io.EOF:
+		return line, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return line[:len(line)-1], true, nil
+}
+
+// checkSchema accepts v1 and explains every other schema.
+func checkSchema(s string) error {
+	v, ok := strings.CutPrefix(s, captureSchemaPrefix)
+	n, err := strconv.Atoi(v)
+	switch {
+	case !ok || err != nil || n < 1 || strconv.Itoa(n) != v:
+		return fmt.Errorf("schema %q is not a leakscope capture", s)
+	case n > captureSchemaVersion:
+		return fmt.Errorf("capture schema %s is newer than this leakscope (v%d): upgrade leakscope", s, captureSchemaVersion)
+	}
+	return nil
+}
+
+// applyEnd sets c's final state from the end record.
+func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
+	seen := make(map[uint64]bool, len(end.Sites))
+	for _, t := range end.Sites {
+		i, ok := index[t.ID]
+		if !ok {
+			return fmt.Errorf("end record refers to site %d, which has no definition", t.ID)
+		}
+		if seen[t.ID] {
+			return fmt.Errorf("end record lists site %d twice", t.ID)
+		}
+		seen[t.ID] = true
+		s := &c.Sites[i]
+		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live
+	}
+	c.Target = end.Target
+	c.Duration = end.Duration
+	c.Lost = end.Lost
+	c.Objects = end.Objects
+	c.Warnings = end.Warnings
+	return nil
+}
+
+// finishIncomplete fills in what the missing end record would have held,
+// as far as the last snapshot tells, and says so in a warning.
+func finishIncomplete(c *Capture, index map[uint64]int) {
+	w := "capture is incomplete: ends before the first snapshot (the tracer was interrupted)"
+	if n := len(c.Snapshots); n > 0 {
+		last := c.Snapshots[n-1]
+		c.Duration = last.At
+		for _, p := range last.Sites {
+			s := &c.Sites[index[p.ID]]
+			s.LiveCount += p.LiveCount
+			s.LiveBytes += p.LiveBytes
+			s.Allocs += p.Allocs
+			s.Frees += p.Frees
+		}
+		w = fmt.Sprintf("capture is incomplete: ends after snapshot %d (the tracer was interrupted)", n)
+	}
+	c.Warnings = append(c.Warnings, w)
+}

@@ -1,0 +1,339 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smallCapture is a complete capture with two sites, the second first seen
+// in the second of three snapshots.
+func smallCapture() *Capture {
+	exit := 3
+	return &Capture{
+		Target:    Target{Pid: 42, Command: []string{"./leaky", "-n", "3"}, Runtime: RuntimeNative, ExitCode: &exit},
+		StartedAt: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
+		Duration:  30 * time.Second,
+		Sites: []Site{
+			{
+				ID: 7, Kind: KindMalloc,
+				Stack:     Stack{Frames: []Frame{{Address: 0x401000, Function: "leak", Module: "/bin/leaky", Offset: 0x1000, File: "leaky.c", Line: 9}}},
+				LiveCount: 3, LiveBytes: 300, Allocs: 4, Frees: 1,
+				Live: []Alloc{{Size: 100, Age: 25 * time.Second}, {Size: 100, Age: 15 * time.Second}, {Size: 100, Age: 5 * time.Second}},
+			},
+			{
+				ID: 9, Kind: KindZlibInflate,
+				Stack:     Stack{Frames: []Frame{{Address: 0x7f00, Module: "/lib/libz.so.1", Offset: 0x700}}, Truncated: "/lib/libz.so.1 has no frame pointers"},
+				LiveCount: 1, LiveBytes: 7160, Allocs: 1,
+				Live: []Alloc{{Size: 7160, Age: 12 * time.Second}},
+			},
+		},
+		Snapshots: []Snapshot{
+			{At: 10 * time.Second, Sites: []SitePoint{{ID: 7, LiveCount: 1, LiveBytes: 100, Allocs: 1}}},
+			{At: 20 * time.Second, Sites: []SitePoint{{ID: 7, LiveCount: 2, LiveBytes: 200, Allocs: 3, Frees: 1}, {ID: 9, LiveCount: 1, LiveBytes: 7160, Allocs: 1}}},
+			{At: 30 * time.Second, Sites: []SitePoint{{ID: 7, LiveCount: 3, LiveBytes: 300, Allocs: 4, Frees: 1}, {ID: 9, LiveCount: 1, LiveBytes: 7160, Allocs: 1}}},
+		},
+		Lost:     Lost{UnknownFrees: 2},
+		Objects:  []Object{{Path: "/bin/leaky", BuildID: "abc123", FramePointer: "yes", FPShare: 1}},
+		Warnings: []string{"/lib/libz.so.1 has no frame pointers"},
+	}
+}
+
+// streamCapture writes c as the tracer would: header at the start, each
+// snapshot with the sites it introduces, the end record last.
+func streamCapture(tb testing.TB, c *Capture) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	start := *c
+	start.Target.ExitCode = nil
+	start.Objects = nil
+	cw, err := NewCaptureWriter(&b, &start)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defined := map[uint64]bool{}
+	for _, s := range c.Snapshots {
+		var sites []Site
+		for _, p := range s.Sites {
+			if !defined[p.ID] {
+				defined[p.ID] = true
+				sites = append(sites, c.Sites[indexOf(c, p.ID)])
+			}
+		}
+		if err := cw.WriteSnapshot(sites, s); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := cw.Close(c); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func indexOf(c *Capture, id uint64) int {
+	for i, s := range c.Sites {
+		if s.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// equalCaptures compares captures through their JSON form, which ignores
+// the location pointer of StartedAt.
+func equalCaptures(tb testing.TB, got, want *Capture) {
+	tb.Helper()
+	g, err := json.Marshal(got)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !bytes.Equal(g, w) {
+		tb.Errorf("captures differ:\n got %s\nwant %s", g, w)
+	}
+}
+
+func TestCaptureFileRoundTrip(t *testing.T) {
+	want := smallCapture()
+	data := streamCapture(t, want)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if !strings.HasPrefix(lines[0], `{"schema":"leakscope.capture/v1",`) {
+		t.Errorf("header = %s", lines[0])
+	}
+	var types []string
+	for _, l := range lines[1:] {
+		var r struct{ Type string }
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, r.Type)
+	}
+	if w := []string{"site", "snapshot", "site", "snapshot", "snapshot", "end"}; !reflect.DeepEqual(types, w) {
+		t.Errorf("records = %q, want %q", types, w)
+	}
+
+	got, err := ReadCapture(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, got, want)
+
+	var whole bytes.Buffer
+	if err := WriteCapture(&whole, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err = ReadCapture(&whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, got, want)
+}
+
+func TestReadCaptureIncomplete(t *testing.T) {
+	want := smallCapture()
+	data := streamCapture(t, want)
+	cut := bytes.LastIndex(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) + 1 // start of the end record
+	c, err := ReadCapture(bytes.NewReader(data[:cut+10]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Snapshots) != 3 || c.Duration != 30*time.Second {
+		t.Errorf("loaded %d snapshots, duration %v; want 3, 30s", len(c.Snapshots), c.Duration)
+	}
+	wantWarn := "capture is incomplete: ends after snapshot 3 (the tracer was interrupted)"
+	if got := c.Warnings[len(c.Warnings)-1]; got != wantWarn {
+		t.Errorf("last warning = %q, want %q", got, wantWarn)
+	}
+	if c.Target.ExitCode != nil {
+		t.Errorf("exit code %d, want unknown", *c.Target.ExitCode)
+	}
+	for i, s := range c.Sites {
+		w := want.Sites[i]
+		if s.ID != w.ID || s.LiveCount != w.LiveCount || s.LiveBytes != w.LiveBytes || s.Allocs != w.Allocs || s.Frees != w.Frees || s.Live != nil {
+			t.Errorf("site %d = %+v, want totals of %+v from the last snapshot", i, s, w)
+		}
+		if !reflect.DeepEqual(s.Stack, w.Stack) || s.Kind != w.Kind {
+			t.Errorf("site %d lost its definition: %+v", i, s)
+		}
+	}
+}
+
+func TestReadCaptureEveryPrefix(t *testing.T) {
+	data := streamCapture(t, smallCapture())
+	headerEnd := bytes.IndexByte(data, '\n')
+	endStart := bytes.LastIndex(data[:len(data)-1], []byte("\n")) + 1
+	for i := 0; i <= len(data); i++ {
+		c, err := ReadCapture(bytes.NewReader(data[:i]))
+		if (c == nil) == (err == nil) {
+			t.Fatalf("prefix %d: ReadCapture = %v, %v: want exactly one", i, c, err)
+		}
+		if i < headerEnd {
+			if err == nil {
+				t.Errorf("prefix %d of a %d-byte header loaded", i, headerEnd)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("prefix %d (header complete): %v", i, err)
+		}
+		complete := i >= len(data)-1 // the end record, with or without its newline
+		incomplete := strings.HasPrefix(c.Warnings[len(c.Warnings)-1], "capture is incomplete")
+		if complete == incomplete {
+			t.Errorf("prefix %d of %d (end record at %d): complete %v, warnings %q", i, len(data), endStart, complete, c.Warnings)
+		}
+	}
+}
+
+func TestReadCaptureErrors(t *testing.T) {
+	good := streamCapture(t, smallCapture())
+	lines := strings.SplitAfter(string(good), "\n")
+	header := lines[0]
+	site := `{"type":"site","site":{"id":1,"kind":"malloc","stack":{"frames":[]}}}` + "\n"
+	tests := []struct{ name, in, want string }{
+		{"empty", "", "read capture: empty input: not a leakscope capture"},
+		{"header cut", header[:20], "read capture: line 1: header cut short: not a complete capture"},
+		{"not json", "hello\n", "read capture: line 1: not a leakscope capture: invalid character 'h'"},
+		{"report", `{"schema":"leakscope.report/v1"}` + "\n", `read capture: line 1: schema "leakscope.report/v1" is not a leakscope capture`},
+		{"no schema", "{}\n", `read capture: line 1: schema "" is not a leakscope capture`},
+		{"v0", `{"schema":"leakscope.capture/v0"}`, `read capture: line 1: schema "leakscope.capture/v0" is not a leakscope capture`},
+		{"v01", `{"schema":"leakscope.capture/v01"}`, `read capture: line 1: schema "leakscope.capture/v01" is not a leakscope capture`},
+		{"newer", `{"schema":"leakscope.capture/v9"}` + "\n", "read capture: line 1: capture schema leakscope.capture/v9 is newer than this leakscope (v1): upgrade leakscope"},
+		{"corrupt middle", header + site + "{oops\n" + site, "read capture: line 3: invalid character 'o'"},
+		{"no type", header + "{}\n", "read capture: line 2: record without a type"},
+		{"site without site", header + `{"type":"site"}` + "\n", "read capture: line 2: site record without a site"},
+		{"twice", header + site + site, "read capture: line 3: site 1 defined twice"},
+		{"undefined", header + `{"type":"snapshot","snapshot":{"at_ns":1,"sites":[{"id":5}]}}` + "\n", "read capture: line 2: snapshot refers to site 5 before its definition"},
+		{"snapshot without snapshot", header + `{"type":"snapshot"}` + "\n", "read capture: line 2: snapshot record without a snapshot"},
+		{"end undefined", header + `{"type":"end","end":{"sites":[{"id":5}]}}` + "\n", "read capture: line 2: end record refers to site 5, which has no definition"},
+		{"end twice", header + site + `{"type":"end","end":{"sites":[{"id":1},{"id":1}]}}` + "\n", "read capture: line 3: end record lists site 1 twice"},
+		{"end without end", header + `{"type":"end"}` + "\n", "read capture: line 2: end record without an end"},
+		{"after end", string(good) + site, "read capture: line 8: site record after the end record"},
+		{"wrong type", header + `{"type":"snapshot","snapshot":{"at_ns":"x"}}` + "\n", "read capture: line 2: json: cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ReadCapture(strings.NewReader(tt.in))
+			if c != nil || err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("ReadCapture = %v, %v\nwant error %s…", c, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadCaptureSkipsUnknownRecords(t *testing.T) {
+	data := string(streamCapture(t, smallCapture()))
+	i := strings.IndexByte(data, '\n') + 1
+	data = data[:i] + `{"type":"added_in_v1_later","x":1}` + "\n" + data[i:]
+	c, err := ReadCapture(strings.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, c, smallCapture())
+}
+
+type failAfter struct {
+	n   int
+	buf bytes.Buffer
+}
+
+var errDiskFull = errors.New("disk full")
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errDiskFull
+	}
+	f.n--
+	return f.buf.Write(p)
+}
+
+func TestCaptureWriterErrors(t *testing.T) {
+	c := smallCapture()
+	if _, err := NewCaptureWriter(&failAfter{}, c); !errors.Is(err, errDiskFull) || err.Error() != "write capture header: disk full" {
+		t.Errorf("NewCaptureWriter error = %v", err)
+	}
+
+	var b bytes.Buffer
+	cw, err := NewCaptureWriter(&b, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cw.WriteSnapshot(c.Sites[:1], c.Snapshots[1])
+	if err == nil || err.Error() != "write capture snapshot 1: site 9 has no definition" {
+		t.Errorf("snapshot with an undefined site: %v", err)
+	}
+	if err := cw.WriteSnapshot(c.Sites[:1], c.Snapshots[0]); err != nil {
+		t.Fatal(err)
+	}
+	dup := *c
+	dup.Sites = []Site{c.Sites[0], c.Sites[0]}
+	if err := cw.Close(&dup); err == nil || err.Error() != "write capture end: site 7 is listed twice" {
+		t.Errorf("Close with a duplicate site: %v", err)
+	}
+	if err := cw.Close(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.WriteSnapshot(nil, Snapshot{}); !errors.Is(err, errWriterClosed) {
+		t.Errorf("WriteSnapshot after Close = %v", err)
+	}
+	if err := cw.Close(c); !errors.Is(err, errWriterClosed) {
+		t.Errorf("second Close = %v", err)
+	}
+
+	// A failed write poisons the writer: nothing may follow a partial line.
+	f := &failAfter{n: 1}
+	cw, err = NewCaptureWriter(f, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.WriteSnapshot(c.Sites, c.Snapshots[0]); !errors.Is(err, errDiskFull) {
+		t.Fatalf("WriteSnapshot = %v", err)
+	}
+	f.n = 10
+	if err := cw.WriteSnapshot(nil, c.Snapshots[1]); !errors.Is(err, errDiskFull) {
+		t.Errorf("WriteSnapshot after a failed write = %v", err)
+	}
+	if got, err := ReadCapture(&f.buf); err != nil || len(got.Snapshots) != 0 {
+		t.Errorf("after a failed write the file reads as %v, %v", got, err)
+	}
+}
+
+// FuzzReadCapture checks that ReadCapture returns a capture exactly when it
+// returns no error, and that what it loads writes and reads back the same.
+func FuzzReadCapture(f *testing.F) {
+	data := streamCapture(f, smallCapture())
+	f.Add(data)
+	for _, cut := range []int{0, 10, bytes.IndexByte(data, '\n') + 1, len(data) / 2, len(data) - 5} {
+		f.Add(data[:cut])
+	}
+	f.Add([]byte(`{"schema":"leakscope.capture/v2"}`))
+	f.Add([]byte(`{"schema":"leakscope.capture/v1"}` + "\n" + `{"type":"snapshot","snapshot":{"at_ns":1,"sites":null}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ReadCapture(bytes.NewReader(data))
+		if (c == nil) == (err == nil) {
+			t.Fatalf("ReadCapture = %v, %v: want exactly one of capture and error", c, err)
+		}
+		if err != nil {
+			return
+		}
+		var b bytes.Buffer
+		if err := WriteCapture(&b, c); err != nil {
+			if strings.Contains(err.Error(), "json: error calling MarshalJSON for type time.Time") {
+				return // a time.Time that parses but does not format (year > 9999)
+			}
+			t.Fatalf("write loaded capture: %v", err)
+		}
+		again, err := ReadCapture(&b)
+		if err != nil {
+			t.Fatalf("read rewritten capture: %v\n%s", err, b.Bytes())
+		}
+		equalCaptures(t, again, c)
+		Rank(c, Options{}) // must not panic either
+	})
+}

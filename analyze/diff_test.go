@@ -1,0 +1,62 @@
+package analyze
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestDiff(t *testing.T) {
+	fn := func(names ...string) Stack {
+		var s Stack
+		for i, n := range names {
+			s.Frames = append(s.Frames, Frame{Address: uint64(0x1000 * (i + 1)), Function: n})
+		}
+		return s
+	}
+	old := &Capture{Sites: []Site{
+		{ID: 1, Kind: KindMalloc, Stack: fn("leak_a", "main"), LiveCount: 10, LiveBytes: 1000},
+		{ID: 2, Kind: KindMalloc, Stack: fn("grow", "main"), LiveCount: 5, LiveBytes: 500},
+		{ID: 3, Kind: KindMalloc, Stack: fn("same", "main"), LiveCount: 1, LiveBytes: 8},
+		{ID: 4, Kind: KindMalloc, Stack: fn("temp", "main"), Allocs: 9, Frees: 9},
+		{ID: 5, Kind: KindMalloc, Stack: Stack{Frames: []Frame{{Address: 0x7f0000001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 2, LiveBytes: 20},
+	}}
+	newc := &Capture{Sites: []Site{
+		// Other addresses, same functions.
+		{ID: 11, Kind: KindMalloc, Stack: fn("grow", "main"), LiveCount: 6, LiveBytes: 900},
+		{ID: 12, Kind: KindMalloc, Stack: fn("same", "main"), LiveCount: 1, LiveBytes: 8},
+		{ID: 13, Kind: KindZlibInflate, Stack: fn("leak_a", "main"), LiveCount: 1, LiveBytes: 7160}, // another kind
+		{ID: 14, Kind: KindMalloc, Stack: fn("temp", "main")},
+		{ID: 15, Kind: KindMalloc, Stack: Stack{Frames: []Frame{{Address: 0x7f5500001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 1, LiveBytes: 10},
+		{ID: 16, Kind: KindMalloc, Stack: Stack{Frames: []Frame{{Address: 0x7f5500001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 2, LiveBytes: 20},
+	}}
+	d := Diff(old, newc)
+	wantFixed := []SiteDiff{{Kind: KindMalloc, Stack: []string{"leak_a", "main"}, Old: Held{10, 1000}}}
+	wantAdded := []SiteDiff{{Kind: KindZlibInflate, Stack: []string{"leak_a", "main"}, New: Held{1, 7160}}}
+	wantChanged := []SiteDiff{
+		{Kind: KindMalloc, Stack: []string{"grow", "main"}, Old: Held{5, 500}, New: Held{6, 900}},
+		{Kind: KindMalloc, Stack: []string{"libx.so+0x1234"}, Old: Held{2, 20}, New: Held{3, 30}},
+	}
+	if !reflect.DeepEqual(d.Fixed, wantFixed) {
+		t.Errorf("Fixed = %+v, want %+v", d.Fixed, wantFixed)
+	}
+	if !reflect.DeepEqual(d.Added, wantAdded) {
+		t.Errorf("Added = %+v, want %+v", d.Added, wantAdded)
+	}
+	if !reflect.DeepEqual(d.Changed, wantChanged) {
+		t.Errorf("Changed = %+v, want %+v", d.Changed, wantChanged)
+	}
+	if d.Unchanged != 1 || d.Old != old || d.New != newc {
+		t.Errorf("Unchanged = %d, Old, New = %p, %p", d.Unchanged, d.Old, d.New)
+	}
+	if c := d.Changed[0]; c.BytesDelta() != 400 || c.CountDelta() != 1 {
+		t.Errorf("deltas = %d bytes, %d count", c.BytesDelta(), c.CountDelta())
+	}
+	if f := d.Fixed[0]; f.BytesDelta() != -1000 || f.CountDelta() != -10 {
+		t.Errorf("fixed deltas = %d bytes, %d count", f.BytesDelta(), f.CountDelta())
+	}
+
+	same := Diff(old, old)
+	if len(same.Fixed)+len(same.Added)+len(same.Changed) != 0 || same.Unchanged != 4 {
+		t.Errorf("Diff of a capture with itself = %+v", same)
+	}
+}

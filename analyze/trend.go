@@ -1,0 +1,241 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// MinTrendPoints is the fewest snapshots a trend is computed from: two
+// points always make a straight line, so they say nothing about noise.
+const MinTrendPoints = 3
+
+// maxPairPoints bounds the points the pairwise statistics (Theil–Sen and
+// Mann–Kendall, quadratic in the number of points) look at. Longer series
+// are sampled evenly, first and last point included, so a capture with
+// thousands of snapshots still ranks in milliseconds per site.
+const maxPairPoints = 128
+
+// Point is one site's live memory at one snapshot.
+type Point struct {
+	At        time.Duration // since Capture.StartedAt
+	LiveCount uint64
+	LiveBytes uint64
+}
+
+// Trend is how one site's live memory moved across a capture's snapshots.
+// Rank computes it for captures with at least MinTrendPoints snapshots.
+type Trend struct {
+	Points int           // snapshots the trend was computed from
+	Span   time.Duration // from the first snapshot to the last; always > 0
+	// Growth is the Theil–Sen slope of live bytes over time, in bytes per
+	// second: the median of the slopes between every pair of snapshots,
+	// which ignores up to 29% of wild points. GrowthObjects is the same
+	// slope for the live allocation count, in allocations per second.
+	Growth, GrowthObjects float64
+	// Rises and Falls count the intervals (pairs of consecutive snapshots,
+	// Points−1 in all) in which live bytes went up and down.
+	Rises, Falls int
+	// Tau is the Mann–Kendall τ of live bytes: the share of snapshot pairs
+	// that rise minus the share that fall, in [−1, 1]. 1 means every later
+	// snapshot holds more than every earlier one; noise pulls it toward 0
+	// without flipping its sign.
+	Tau float64
+	// FlatFor is the time between the last snapshot that held more bytes
+	// than every earlier one (a new high) and the last snapshot. Live bytes
+	// pass through a median of three neighbours first, so a one-snapshot
+	// spike is not a high. FlatFor is Span when live bytes never rose above
+	// the first snapshot's.
+	FlatFor time.Duration
+	// Plateau is true when live bytes rose at some point and then made no
+	// new high for at least the second half of the span: the shape of a
+	// pool or cache that filled up and stays full.
+	Plateau bool
+	// Weight is the growth weight Rank multiplies the base score by:
+	//
+	//	Weight = 0.1 + 0.9 × max(0, Tau) × (1 − FlatFor/Span)
+	//
+	// It is about 1 for memory that grows steadily to the end and 0.1 for
+	// memory that stopped growing early or never grew.
+	Weight float64
+}
+
+// Series returns the live memory of site id at every snapshot of c, in
+// snapshot order. A snapshot that does not list the site counts it as
+// holding nothing.
+func (c *Capture) Series(id uint64) []Point {
+	return series(c, map[uint64]int{id: 0})[0]
+}
+
+// series returns the series of every site in index, which maps a site ID to
+// its position in the result, reading the snapshots once.
+func series(c *Capture, index map[uint64]int) [][]Point {
+	out := make([][]Point, len(index))
+	for i := range out {
+		out[i] = make([]Point, len(c.Snapshots))
+	}
+	for j, s := range c.Snapshots {
+		for i := range out {
+			out[i][j].At = s.At
+		}
+		for _, p := range s.Sites {
+			i, ok := index[p.ID]
+			if !ok {
+				continue
+			}
+			out[i][j].LiveCount += p.LiveCount
+			out[i][j].LiveBytes += p.LiveBytes
+		}
+	}
+	for i := range out {
+		slices.SortStableFunc(out[i], func(a, b Point) int { return cmp.Compare(a.At, b.At) })
+	}
+	return out
+}
+
+// TrendOf fits a trend to points, which must be in time order. It returns
+// nil when there are fewer than MinTrendPoints points or they all share one
+// time, because then there is no trend to speak of.
+func TrendOf(points []Point) *Trend {
+	n := len(points)
+	if n < MinTrendPoints {
+		return nil
+	}
+	span := points[n-1].At - points[0].At
+	if span <= 0 {
+		return nil
+	}
+	t := &Trend{Points: n, Span: span}
+
+	high, lastHigh := points[0].LiveBytes, -1
+	for i := 1; i < n; i++ {
+		switch a, b := points[i-1].LiveBytes, points[i].LiveBytes; {
+		case b > a:
+			t.Rises++
+		case b < a:
+			t.Falls++
+		}
+		// A median of three ignores a one-snapshot spike, which would
+		// otherwise look like the high a plateau then stays under.
+		level := points[i].LiveBytes
+		if i < n-1 {
+			level = median3(points[i-1].LiveBytes, level, points[i+1].LiveBytes)
+		}
+		if level > high {
+			high, lastHigh = level, i
+		}
+	}
+	t.FlatFor = span
+	if lastHigh >= 0 {
+		t.FlatFor = points[n-1].At - points[lastHigh].At
+		t.Plateau = 2*t.FlatFor >= span
+	}
+
+	sample := evenly(points, maxPairPoints)
+	t.Growth = theilSen(sample, func(p Point) float64 { return float64(p.LiveBytes) })
+	t.GrowthObjects = theilSen(sample, func(p Point) float64 { return float64(p.LiveCount) })
+	t.Tau = kendallTau(sample)
+	flat := min(1, float64(t.FlatFor)/float64(span))
+	t.Weight = 0.1 + 0.9*max(0, t.Tau)*(1-flat)
+	return t
+}
+
+func median3(a, b, c uint64) uint64 {
+	return max(min(a, b), min(max(a, b), c))
+}
+
+// evenly returns at most k of points, evenly spaced, first and last
+// included.
+func evenly(points []Point, k int) []Point {
+	n := len(points)
+	if n <= k {
+		return points
+	}
+	out := make([]Point, k)
+	for i := range out {
+		out[i] = points[i*(n-1)/(k-1)]
+	}
+	return out
+}
+
+// theilSen returns the median slope, per second, of y between every pair of
+// points at different times.
+func theilSen(points []Point, y func(Point) float64) float64 {
+	var slopes []float64
+	for i := range points {
+		for j := i + 1; j < len(points); j++ {
+			dt := (points[j].At - points[i].At).Seconds()
+			if dt <= 0 {
+				continue
+			}
+			slopes = append(slopes, (y(points[j])-y(points[i]))/dt)
+		}
+	}
+	if len(slopes) == 0 {
+		return 0
+	}
+	slices.Sort(slopes)
+	m := len(slopes) / 2
+	if len(slopes)%2 == 1 {
+		return slopes[m]
+	}
+	return (slopes[m-1] + slopes[m]) / 2
+}
+
+// kendallTau returns Mann–Kendall's S statistic for live bytes divided by
+// the number of pairs: τ-a, in [−1, 1].
+func kendallTau(points []Point) float64 {
+	var s, pairs int
+	for i := range points {
+		for j := i + 1; j < len(points); j++ {
+			pairs++
+			switch a, b := points[i].LiveBytes, points[j].LiveBytes; {
+			case b > a:
+				s++
+			case b < a:
+				s--
+			}
+		}
+	}
+	return float64(s) / float64(pairs)
+}
+
+// trendReasons states, one sentence each, what the trend says about a site.
+func trendReasons(t *Trend) []string {
+	rs := []string{fmt.Sprintf("grew in %d of %d intervals, fell in %d; trend %s, %s objects/s",
+		t.Rises, t.Points-1, t.Falls, formatRate(t.Growth), formatCountRate(t.GrowthObjects))}
+	switch {
+	case t.Plateau:
+		rs = append(rs, "flat for the last "+FormatDuration(t.FlatFor)+" (pool or cache?)")
+	case t.FlatFor == t.Span:
+		rs = append(rs, fmt.Sprintf("never above its first snapshot in %d snapshots over %s", t.Points, FormatDuration(t.Span)))
+	}
+	return rs
+}
+
+// formatRate renders a rate in bytes per second with a sign: "+1.5 KiB/s".
+func formatRate(v float64) string {
+	sign := "+"
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	switch {
+	case v == 0:
+		return "0 B/s"
+	case v < 1:
+		return fmt.Sprintf("%s%.2f B/s", sign, v)
+	case v >= math.MaxUint64:
+		return sign + "inf B/s"
+	}
+	return sign + FormatBytes(uint64(math.Round(v))) + "/s"
+}
+
+// formatCountRate renders an allocation rate with a sign and two decimals.
+func formatCountRate(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%+.2f", v)
+}

@@ -1,0 +1,161 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+// pprofAllocSpaceComment explains the one sample value leakscope cannot
+// measure exactly.
+const pprofAllocSpaceComment = "leakscope: alloc_space counts only bytes still live at the end of the capture; the sizes of freed allocations are not recorded"
+
+// Pprof writes r's capture as a gzipped pprof profile (profile.proto), the
+// format of Go heap profiles, so `go tool pprof -inuse_space`, Pyroscope
+// and Parca read it. It has the sample types alloc_objects/count,
+// alloc_space/bytes, inuse_objects/count and inuse_space/bytes (the
+// default), and one sample per site of the capture: all of them, whatever
+// r.Options.Top and MinAge, because pprof has its own filters. Each sample
+// carries the label kind (e.g. "zlib.inflate").
+//
+// inuse_* are the site's live totals at the end of the capture and
+// alloc_objects its allocations during the capture. alloc_space is a lower
+// bound, the live bytes, because the tracer does not record the sizes of
+// freed allocations; the profile says so in a comment.
+//
+// Locations are leaf first, with one mapping per module, carrying the build
+// ID of the matching Capture.Objects entry. Mappings are marked as
+// symbolized, so pprof never re-symbolizes frames with whatever binary now
+// sits at that path. A truncated stack ends in a pseudo-frame named
+// "[truncated: <reason>]".
+func Pprof(w io.Writer, r *analyze.Result) error {
+	if err := pprofProfile(r).Write(w); err != nil {
+		return fmt.Errorf("write pprof profile: %w", err)
+	}
+	return nil
+}
+
+func pprofProfile(r *analyze.Result) *profile.Profile {
+	c := r.Capture
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "alloc_objects", Unit: "count"},
+			{Type: "alloc_space", Unit: "bytes"},
+			{Type: "inuse_objects", Unit: "count"},
+			{Type: "inuse_space", Unit: "bytes"},
+		},
+		DefaultSampleType: "inuse_space",
+		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
+		Period:            1,
+		DurationNanos:     c.Duration.Nanoseconds(),
+		Comments:          []string{pprofAllocSpaceComment},
+	}
+	if !c.StartedAt.IsZero() {
+		p.TimeNanos = c.StartedAt.UnixNano()
+	}
+	b := pprofBuilder{
+		p:         p,
+		buildIDs:  map[string]string{},
+		mappings:  map[string]*profile.Mapping{},
+		functions: map[[2]string]*profile.Function{},
+		locations: map[analyze.Frame]*profile.Location{},
+	}
+	for _, o := range c.Objects {
+		b.buildIDs[o.Path] = o.BuildID
+	}
+	for _, s := range c.Sites {
+		smp := &profile.Sample{
+			Value: []int64{
+				clampInt64(max(s.Allocs, s.LiveCount)),
+				clampInt64(s.LiveBytes),
+				clampInt64(s.LiveCount),
+				clampInt64(s.LiveBytes),
+			},
+			Label: map[string][]string{"kind": {string(s.Kind)}},
+		}
+		for _, f := range s.Stack.Frames {
+			smp.Location = append(smp.Location, b.location(f))
+		}
+		if s.Stack.Truncated != "" {
+			smp.Location = append(smp.Location, b.location(analyze.Frame{Function: "[truncated: " + s.Stack.Truncated + "]"}))
+		}
+		p.Sample = append(p.Sample, smp)
+	}
+	return p
+}
+
+// pprofBuilder interns mappings, functions and locations, numbering each
+// kind from 1 in order of first use so the profile is deterministic.
+type pprofBuilder struct {
+	p         *profile.Profile
+	buildIDs  map[string]string // object path to build ID
+	mappings  map[string]*profile.Mapping
+	functions map[[2]string]*profile.Function // name, file
+	locations map[analyze.Frame]*profile.Location
+}
+
+func (b *pprofBuilder) location(f analyze.Frame) *profile.Location {
+	if l, ok := b.locations[f]; ok {
+		return l
+	}
+	l := &profile.Location{
+		ID:      uint64(len(b.p.Location) + 1),
+		Address: f.Address,
+		Mapping: b.mapping(f),
+	}
+	if f.Function != "" {
+		l.Line = []profile.Line{{Function: b.function(f), Line: int64(f.Line)}}
+	}
+	b.locations[f] = l
+	b.p.Location = append(b.p.Location, l)
+	return l
+}
+
+// mapping returns the mapping of f's module, nil when f has none. Its range
+// grows to cover every address seen in it; Start is the load base.
+func (b *pprofBuilder) mapping(f analyze.Frame) *profile.Mapping {
+	if f.Module == "" {
+		return nil
+	}
+	m, ok := b.mappings[f.Module]
+	if !ok {
+		m = &profile.Mapping{
+			ID:           uint64(len(b.p.Mapping) + 1),
+			Start:        f.Address - min(f.Offset, f.Address),
+			Limit:        f.Address + 1,
+			File:         f.Module,
+			BuildID:      b.buildIDs[f.Module],
+			HasFunctions: true,
+		}
+		b.mappings[f.Module] = m
+		b.p.Mapping = append(b.p.Mapping, m)
+	}
+	m.Limit = max(m.Limit, f.Address+1)
+	m.HasFilenames = m.HasFilenames || f.File != ""
+	m.HasLineNumbers = m.HasLineNumbers || f.Line > 0
+	return m
+}
+
+func (b *pprofBuilder) function(f analyze.Frame) *profile.Function {
+	key := [2]string{f.Function, f.File}
+	if fn, ok := b.functions[key]; ok {
+		return fn
+	}
+	fn := &profile.Function{
+		ID:         uint64(len(b.p.Function) + 1),
+		Name:       f.Function,
+		SystemName: f.Function,
+		Filename:   f.File,
+	}
+	b.functions[key] = fn
+	b.p.Function = append(b.p.Function, fn)
+	return fn
+}
+
+// clampInt64 converts n to pprof's int64 values, saturating.
+func clampInt64(n uint64) int64 {
+	return int64(min(n, 1<<63-1))
+}

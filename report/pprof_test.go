@@ -1,0 +1,82 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/testutil"
+)
+
+// pprofCases render testdata/captures/<name>.json into
+// testdata/<name>.pprof.golden, as profile.String().
+var pprofCases = []string{"leaky", "growing", "empty"}
+
+func TestPprofGolden(t *testing.T) {
+	// profile.String prints the start time in the local zone.
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.UTC
+	for _, name := range pprofCases {
+		t.Run(name, func(t *testing.T) {
+			c := loadCapture(t, name)
+			// Top and MinAge do not filter the profile.
+			r := analyze.Rank(c, analyze.Options{Top: 1, MinAge: time.Hour})
+			var buf bytes.Buffer
+			if err := Pprof(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			p, err := profile.Parse(&buf)
+			if err != nil {
+				t.Fatalf("parse written profile: %v", err)
+			}
+			if err := p.CheckValid(); err != nil {
+				t.Fatalf("written profile: %v", err)
+			}
+			if len(p.Sample) != len(c.Sites) {
+				t.Errorf("%d samples, want one per site (%d)", len(p.Sample), len(c.Sites))
+			}
+			want := pprofProfile(r)
+			if got, want := p.String(), want.String(); got != want {
+				t.Errorf("round trip changed the profile:\n got %s\nwant %s", got, want)
+			}
+			testutil.Golden(t, filepath.Join("testdata", name+".pprof.golden"), []byte(p.String()))
+		})
+	}
+}
+
+func TestPprofGoTool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go tool pprof; skipped in -short mode")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool pprof test skipped: go is not on PATH")
+	}
+	path := filepath.Join(t.TempDir(), "leaky.pb.gz")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Pprof(f, analyze.Rank(loadCapture(t, "leaky"), analyze.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(goBin, "tool", "pprof", "-top", "-inuse_space", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, out)
+	}
+	for _, want := range []string{"foo_buffer_new", "cache_put", "Type: inuse_space"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("go tool pprof -top output lacks %q:\n%s", want, out)
+		}
+	}
+}
