@@ -41,6 +41,7 @@ type Tracer struct {
 	command   []string
 	probed    []string
 	zlib      map[uint64]bool // inodes of objects checked for zlib
+	lastSites []analyze.Site
 }
 
 // Attach starts tracing the running process pid.
@@ -363,7 +364,33 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	}
 	p.Sites = len(points)
 	t.snapshots = append(t.snapshots, snap)
+	t.lastSites = t.lastSites[:0]
+	for _, sp := range points {
+		t.lastSites = append(t.lastSites, analyze.Site{ID: sp.ID, Kind: sp.kind, Stack: sp.stack.stack})
+	}
 	return p, nil
+}
+
+// LastSnapshot returns the latest snapshot and the sites it refers to
+// (kind and symbolized stack), for writing a capture file as it happens.
+func (t *Tracer) LastSnapshot() ([]analyze.Site, analyze.Snapshot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.snapshots) == 0 {
+		return nil, analyze.Snapshot{}
+	}
+	return append([]analyze.Site(nil), t.lastSites...), t.snapshots[len(t.snapshots)-1]
+}
+
+// Header is the capture as known at the start: target and start time.
+func (t *Tracer) Header() *analyze.Capture {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return &analyze.Capture{
+		Target:    analyze.Target{Pid: t.pid, Command: t.command, Runtime: analyze.RuntimeNative},
+		StartedAt: t.started,
+		Objects:   t.view.objects(t.alloc.Display),
+	}
 }
 
 // Pid is the traced process.

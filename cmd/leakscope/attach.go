@@ -54,13 +54,12 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 	if err != nil {
 		return fmt.Errorf("attach pid %d: %w", opts.Pid, err)
 	}
-	c, why, err := traceLoop(ctx, t, exited(opts.Pid), &opts.captureOptions, io.Err)
+	c, why, err := traceLoop(ctx, t, exited(opts.Pid), nil, &opts.captureOptions, io.Err)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), malloc family in %s; %s\n", t.Pid(), c.Duration.Round(1e6), t.Allocator(), why)
-	_, err = writeReport(c, &opts.captureOptions, io.Out)
-	return err
+	return finish(c, &opts.captureOptions, io)
 }
 
 // exited returns a channel closed when process pid ends (pidfd readable).

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,41 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("stderr = %q, want one line containing %q", msg, tc.want)
 			}
 		})
+	}
+}
+
+func TestBadRuleAndCapture(t *testing.T) {
+	dir := t.TempDir()
+	corrupt := dir + "/corrupt.capture"
+	if err := os.WriteFile(corrupt, []byte(`{"schema":"leakscope.capture/v1","target":{"pid":1,"command":[],"runtime":"native","exit_code":null},"started_at":"2026-01-01T00:00:00Z"}`+"\n{not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	future := dir + "/future.capture"
+	if err := os.WriteFile(future, []byte("{\"schema\":\"leakscope.capture/v9\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--fail-on", "bytes>1XB", "--", "true"}, `unknown size unit "XB"`},
+		{[]string{"report", dir + "/missing.capture"}, "no such file"},
+		{[]string{"report", future}, "upgrade leakscope"},
+		{[]string{"report", "--format", "svg", future}, `unknown --format "svg"`},
+		{[]string{"diff", future}, "accepts 2 arg"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			io, out, errb := streams()
+			if code := execute(context.Background(), tc.args, io); code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if out.Len() != 0 || !strings.Contains(errb.String(), tc.want) || strings.Count(errb.String(), "\n") != 1 {
+				t.Errorf("stdout %q, stderr %q, want one line with %q", out.String(), errb.String(), tc.want)
+			}
+		})
+	}
+	io, _, errb := streams()
+	if code := execute(context.Background(), []string{"report", corrupt}, io); code != 2 || !strings.Contains(errb.String(), "line 2") {
+		t.Errorf("corrupt capture: exit %d, %q", code, errb.String())
 	}
 }

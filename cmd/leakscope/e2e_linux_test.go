@@ -109,8 +109,48 @@ func TestRunCtrlCWritesReport(t *testing.T) {
 			inWorker += l.OutstandingCount
 		}
 	}
-	// 25 blocks per completed thread-round; at least one round each.
-	if inWorker == 0 || inWorker%25 != 0 {
-		t.Errorf("leak_in_worker outstanding %d, want a positive multiple of 25", inWorker)
+	// The interrupt lands mid-round and tracing stops at once, so the
+	// count is not a whole number of rounds; it must be there.
+	if inWorker == 0 {
+		t.Errorf("leak_in_worker missing from the report after Ctrl-C")
+	}
+}
+
+// The CI gate on a real run: exit 1 and the matching row on stderr when a
+// rule matches, 0 when none does; --save writes a capture that report
+// re-renders without the target.
+func TestRunFailOnAndSave(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, prog := buildAll(t, "leaky")
+	capture := filepath.Join(t.TempDir(), "leaky.capture")
+	cmd := exec.Command(leakscope, "run", "--save", capture, "--fail-on", "kind=malloc,count>=100,bytes>256KiB", "--", prog)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit = %v, want 1\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `matched rank 1: malloc, 100 live, 400.0 KiB, in leak_request_buffer`) {
+		t.Errorf("stderr does not name the matching row:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "leak_request_buffer") {
+		t.Errorf("no report on stdout:\n%s", stdout.String())
+	}
+
+	// The same leak under a rule it does not meet: exit 0.
+	cmd = exec.Command(leakscope, "report", "--fail-on", "bytes>1MiB", "--format", "json", capture)
+	stdout.Reset()
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr.String())
+	}
+	r, err := report.ParseJSON(&stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Leaks) < 2 || r.Leaks[0].OutstandingCount != 100 || r.Leaks[0].OutstandingBytes != 409600 ||
+		r.Leaks[1].OutstandingCount != 25 || r.Target.ExitCode == nil || *r.Target.ExitCode != 0 {
+		t.Errorf("re-rendered capture: %+v", r)
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/leakscope/leakscope/analyze"
+
 	"github.com/leakscope/leakscope/probe"
 )
 
@@ -21,12 +23,15 @@ type captureOptions struct {
 	MaxSites       uint32
 	MaxStacks      uint32
 	Progress       string // auto, always, never
+	Save           string
+	FailOn         []string
+	rules          []analyze.Rule
 }
 
-var formats = []string{"text", "json"}
+var formats = []string{"text", "json", "pprof"}
 
 func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Format, "format", "text", "report format: text or json")
+	fs.StringVar(&o.Format, "format", "text", "report format: text, json or pprof")
 	fs.StringVarP(&o.Output, "output", "o", "", "write the report to this file (default: standard output)")
 	fs.DurationVar(&o.Interval, "interval", time.Second, "time between snapshots of the kernel tables")
 	fs.DurationVar(&o.Duration, "duration", 0, "stop tracing after this long (default: until the target exits or Ctrl-C)")
@@ -36,6 +41,13 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
 	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
+	fs.StringVar(&o.Save, "save", "", "also write the capture to this file as it happens (re-render it with leakscope report)")
+	o.addReportFlags(fs)
+}
+
+// addReportFlags are the flags of everything that renders a report.
+func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&o.FailOn, "fail-on", nil, "exit 1 when a leak row meets every condition of RULE, e.g. 'kind=malloc,bytes>1MiB' (repeatable)")
 }
 
 func (o *captureOptions) validate() error {
@@ -44,7 +56,15 @@ func (o *captureOptions) validate() error {
 		ok = ok || o.Format == f
 	}
 	if !ok {
-		return fmt.Errorf("unknown --format %q: use text or json", o.Format)
+		return fmt.Errorf("unknown --format %q: use text, json or pprof", o.Format)
+	}
+	o.rules = o.rules[:0]
+	for _, spec := range o.FailOn {
+		r, err := analyze.ParseRule(spec)
+		if err != nil {
+			return fmt.Errorf("--fail-on: %w", err)
+		}
+		o.rules = append(o.rules, r)
 	}
 	if o.Interval <= 0 {
 		return fmt.Errorf("--interval must be positive, got %s", o.Interval)

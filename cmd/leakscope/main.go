@@ -31,7 +31,7 @@ func execute(ctx context.Context, args []string, io ioStreams) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
+		if ee.err != nil && ee.code != 1 {
 			fmt.Fprintf(io.Err, "leakscope: %v\n", ee.err)
 		}
 		return ee.code

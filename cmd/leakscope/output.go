@@ -21,6 +21,8 @@ func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*a
 	switch opts.Format {
 	case "json":
 		err = report.JSON(&buf, res)
+	case "pprof":
+		err = report.Pprof(&buf, res)
 	default:
 		err = report.Text(&buf, res, report.TextOptions{Top: opts.Top})
 	}
@@ -32,6 +34,38 @@ func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*a
 		return res, err
 	}
 	return res, writeFileAtomic(opts.Output, buf.Bytes())
+}
+
+// finish writes the report, then applies the --fail-on rules to every
+// leak (not only the top N): exit 1 and one stderr line per matching row.
+func finish(c *analyze.Capture, opts *captureOptions, io ioStreams) error {
+	if _, err := writeReport(c, opts, io.Out); err != nil {
+		return err
+	}
+	if len(opts.rules) == 0 {
+		return nil
+	}
+	all := analyze.Rank(c, analyze.Options{MinAge: opts.MinAge})
+	matches := analyze.MatchRules(all, opts.rules)
+	for _, m := range matches {
+		top := "?"
+		if f := m.Leak.Site.Stack.Frames; len(f) > 0 {
+			top = frameLabel(f[0])
+		}
+		fmt.Fprintf(io.Err, "leakscope: --fail-on %q matched rank %d: %s, %d live, %s, in %s\n",
+			m.Rule.String(), m.Leak.Rank, m.Leak.Site.Kind, m.Leak.Count, analyze.FormatBytes(m.Leak.Bytes), top)
+	}
+	if len(matches) > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func frameLabel(f analyze.Frame) string {
+	if f.Function != "" {
+		return f.Function
+	}
+	return fmt.Sprintf("%s+0x%x", filepath.Base(f.Module), f.Offset)
 }
 
 func writeFileAtomic(path string, data []byte) error {

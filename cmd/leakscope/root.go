@@ -29,6 +29,6 @@ that hold on to memory.
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
-	root.AddCommand(newRunCmd(io, nil), newAttachCmd(io, nil), newDoctorCmd(io, nil))
+	root.AddCommand(newRunCmd(io, nil), newAttachCmd(io, nil), newReportCmd(io, nil), newDiffCmd(io, nil), newDoctorCmd(io, nil))
 	return root
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe"
 )
 
@@ -53,17 +54,18 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 	// On Ctrl-C the terminal signals the command too; on SIGTERM, pass it on.
 	stopFwd := context.AfterFunc(ctx, func() { _ = proc.Signal(os.Interrupt) })
 	defer stopFwd()
-	c, why, err := traceLoop(ctx, t, proc.Done(), &opts.captureOptions, io.Err)
+	exitCode := func(c *analyze.Capture) {
+		select {
+		case <-proc.Done():
+			code := proc.ExitCode()
+			c.Target.ExitCode = &code
+		default:
+		}
+	}
+	c, why, err := traceLoop(ctx, t, proc.Done(), exitCode, &opts.captureOptions, io.Err)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-proc.Done():
-		code := proc.ExitCode()
-		c.Target.ExitCode = &code
-	default:
-	}
 	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), malloc family in %s; %s\n", t.Pid(), c.Duration.Round(1e6), t.Allocator(), why)
-	_, err = writeReport(c, &opts.captureOptions, io.Out)
-	return err
+	return finish(c, &opts.captureOptions, io)
 }

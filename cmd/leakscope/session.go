@@ -16,8 +16,15 @@ import (
 // traceLoop snapshots the tracer every interval until ctx ends (Ctrl-C,
 // SIGTERM), the duration passes or targetDone closes, then stops the tracer
 // and returns the capture. why says which of those ended it.
-func traceLoop(ctx context.Context, t *probe.Tracer, targetDone <-chan struct{}, opts *captureOptions, stderr io.Writer) (c *analyze.Capture, why string, err error) {
+// finalize, if not nil, completes the capture (the target's exit code)
+// before it is saved.
+func traceLoop(ctx context.Context, t *probe.Tracer, targetDone <-chan struct{}, finalize func(*analyze.Capture), opts *captureOptions, stderr io.Writer) (c *analyze.Capture, why string, err error) {
 	prog := newProgressLine(stderr, opts.Progress)
+	save, err := openSave(t, opts.Save)
+	if err != nil {
+		t.Stop()
+		return nil, "", err
+	}
 	tick := time.NewTicker(opts.Interval)
 	defer tick.Stop()
 	var deadline <-chan time.Time
@@ -46,11 +53,70 @@ loop:
 				continue
 			}
 			prog.show(t.Pid(), p)
+			if err := save.snapshot(t); err != nil {
+				prog.clear()
+				fmt.Fprintf(stderr, "leakscope: %v\n", err)
+			}
 		}
 	}
 	prog.clear()
 	c, err = t.Stop()
+	if err == nil {
+		if finalize != nil {
+			finalize(c)
+		}
+		err = save.close(c)
+	}
 	return c, why, err
+}
+
+// saveFile is the --save capture, appended to at every snapshot so a
+// capture cut short (leakscope killed) is readable up to its last one.
+type saveFile struct {
+	f  *os.File
+	cw *analyze.CaptureWriter
+}
+
+func openSave(t *probe.Tracer, path string) (*saveFile, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--save: %w", err)
+	}
+	cw, err := analyze.NewCaptureWriter(f, t.Header())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--save %s: %w", path, err)
+	}
+	return &saveFile{f: f, cw: cw}, nil
+}
+
+func (s *saveFile) snapshot(t *probe.Tracer) error {
+	if s == nil {
+		return nil
+	}
+	sites, snap := t.LastSnapshot()
+	if err := s.cw.WriteSnapshot(sites, snap); err != nil {
+		return fmt.Errorf("--save %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+// close writes the end record.
+func (s *saveFile) close(c *analyze.Capture) error {
+	if s == nil {
+		return nil
+	}
+	err := s.cw.Close(c)
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--save %s: %w", s.f.Name(), err)
+	}
+	return nil
 }
 
 // progressLine rewrites one status line on a terminal.
