@@ -359,3 +359,80 @@ func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
 		t.Errorf("frame-pointer notes do not say the example and libc have none: %+v", byName["frame pointers"])
 	}
 }
+
+// buildZstreams compiles examples/c/zstreams.c against the system libz or
+// with zlib linked statically into the executable.
+func buildZstreams(t *testing.T, static bool) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "zstreams")
+	args := []string{"-O2", "-g", "-fno-omit-frame-pointer", "-o", out, filepath.Join("..", "examples", "c", "zstreams.c")}
+	if static {
+		args = append(args, "-Wl,-Bstatic", "-lz", "-Wl,-Bdynamic")
+	} else {
+		args = append(args, "-lz")
+	}
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc zstreams: %v\n%s", err, b)
+	}
+	return out
+}
+
+// Ground truth from examples/README.md (zlib 1.2.13): a deflate stream
+// (deflateInit2, level 6, windowBits 15, memLevel 8) holds 5 blocks,
+// 268096 bytes; an inflate stream that has inflated data holds its 7160-byte
+// state and its 32768-byte window allocated inside inflate().
+func checkZstreams(t *testing.T, c *analyze.Capture) {
+	t.Helper()
+	checkNoLoss(t, c)
+	res := analyze.Rank(c, analyze.Options{})
+	if len(res.Leaks) < 2 {
+		t.Fatalf("%d leaks, want 2", len(res.Leaks))
+	}
+	d, i := res.Leaks[0], res.Leaks[1]
+	if d.Site.Kind != analyze.KindZlibDeflate || d.Site.Stack.Frames[0].Function != "open_batch_stream" ||
+		d.Count != 30 || d.Bytes != 30*268096 || d.Site.Allocs != 300 || d.Site.Frees != 270 {
+		t.Errorf("rank 1 = %s in %s: %d streams, %d bytes, %d/%d init/end; want zlib.deflate in open_batch_stream: 30 streams, %d bytes, 300/270",
+			d.Site.Kind, d.Site.Stack.Frames[0].Function, d.Count, d.Bytes, d.Site.Allocs, d.Site.Frees, 30*268096)
+	}
+	if i.Site.Kind != analyze.KindZlibInflate || i.Site.Stack.Frames[0].Function != "leak_inflater_after_read" ||
+		i.Count != 5 || i.Bytes != 5*(7160+32768) {
+		t.Errorf("rank 2 = %s in %s: %d streams, %d bytes; want zlib.inflate in leak_inflater_after_read: 5 streams, %d bytes",
+			i.Site.Kind, i.Site.Stack.Frames[0].Function, i.Count, i.Bytes, 5*(7160+32768))
+	}
+	// The 200 inflate streams decode_record ended hold nothing (nor does
+	// the example's calibration stream), and zlib's own blocks never show
+	// up as malloc rows: they belong to their streams.
+	var ended uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindZlibInflate && s.Stack.Frames[0].Function != "leak_inflater_after_read" {
+			if s.Stack.Frames[0].Function == "decode_record" {
+				ended += s.Allocs
+			}
+			if s.LiveCount != 0 || s.LiveBytes != 0 {
+				t.Errorf("ended inflate site %v holds %d streams, %d bytes", functions(s), s.LiveCount, s.LiveBytes)
+			}
+		}
+		if s.Kind == analyze.KindMalloc && s.LiveCount > 0 {
+			t.Errorf("malloc row outside a stream: %v holds %d blocks", functions(s), s.LiveCount)
+		}
+	}
+	if ended != 200 {
+		t.Errorf("ended inflate streams seen = %d, want 200", ended)
+	}
+}
+
+func TestZlibStreamsExact(t *testing.T) {
+	testutil.RequireBPF(t)
+	c, _ := launch(t, buildZstreams(t, false))
+	checkZstreams(t, c)
+}
+
+func TestZlibLinkedStatically(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildZstreams(t, true)
+	if b, _ := exec.Command("ldd", bin).Output(); bytes.Contains(b, []byte("libz")) {
+		t.Fatalf("%s still links libz.so:\n%s", bin, b)
+	}
+	c, _ := launch(t, bin)
+	checkZstreams(t, c)
+}
