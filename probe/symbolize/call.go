@@ -3,10 +3,13 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/binary"
+
+	"golang.org/x/arch/x86/x86asm"
 )
 
-// maxCallBytes is the longest call instruction recognized: two prefixes,
-// REX, opcode, ModRM, SIB and a 32-bit displacement.
+// maxCallBytes is the longest x86-64 call instruction looked for: a
+// prefix (notrack, bnd or segment), REX, opcode, ModRM, SIB and a 32-bit
+// displacement, with room for one more prefix.
 const maxCallBytes = 10
 
 // CallPrecedes reports whether the instruction just before vaddr is a call
@@ -16,30 +19,22 @@ const maxCallBytes = 10
 //
 // On x86-64 it recognizes call rel32 (e8, whose target must be code in
 // this object) and the indirect call ff /2 in all its register and memory
-// forms, with optional REX and segment, address-size, notrack or bnd
-// prefixes. On arm64 it recognizes BL and BLR (and the pointer
-// authenticating BLRAA/BLRAB variants). For other machines, and for vaddr
-// outside the object's code, it reports false.
+// forms, with REX and prefixes such as notrack. On arm64 it recognizes BL,
+// BLR and the pointer-authenticating BLRAA/BLRAB forms. For other machines,
+// and for vaddr outside the object's code, it reports false.
 func (o *Object) CallPrecedes(vaddr uint64) bool {
 	switch o.machine {
 	case elf.EM_X86_64:
-		n := uint64(maxCallBytes)
-		if p := o.segment(vaddr - 1); p == nil || p.Flags&elf.PF_X == 0 {
+		p := o.segment(vaddr - 1)
+		if p == nil || p.Flags&elf.PF_X == 0 {
 			return false
-		} else if avail := vaddr - p.Vaddr; avail < n {
-			n = avail // do not read across the segment start
 		}
+		n := min(uint64(maxCallBytes), vaddr-p.Vaddr) // do not read across the segment start
 		buf := make([]byte, n)
 		if o.readCode(vaddr-n, buf) != int(n) {
 			return false
 		}
-		if len(buf) >= 5 && buf[len(buf)-5] == 0xe8 {
-			rel := int32(binary.LittleEndian.Uint32(buf[len(buf)-4:]))
-			if o.isCode(vaddr + uint64(int64(rel))) {
-				return true
-			}
-		}
-		return indirectCallEndsAt(buf)
+		return x86CallEndsAt(buf, func(rel int64) bool { return o.isCode(vaddr + uint64(rel)) })
 	case elf.EM_AARCH64:
 		if vaddr%4 != 0 || vaddr < 4 || !o.isCode(vaddr-4) {
 			return false
@@ -53,69 +48,18 @@ func (o *Object) CallPrecedes(vaddr uint64) bool {
 	return false
 }
 
-// indirectCallEndsAt reports whether some suffix of code decodes as one
-// indirect near call, ff /2 (call *%rax, call *8(%rbx), call
-// *0x1234(%rip), ...), that ends at the end of code.
-func indirectCallEndsAt(code []byte) bool {
+// x86CallEndsAt reports whether some suffix of code decodes as exactly one
+// near call instruction. For a direct call, validTarget is asked whether
+// its target, relative to the end of code, is plausible.
+func x86CallEndsAt(code []byte, validTarget func(rel int64) bool) bool {
 	for start := len(code) - 2; start >= 0; start-- {
-		if n, ok := indirectCallLen(code[start:]); ok && n == len(code)-start {
-			return true
+		inst, err := x86asm.Decode(code[start:], 64)
+		if err != nil || inst.Op != x86asm.CALL || inst.Len != len(code)-start {
+			continue
 		}
-	}
-	return false
-}
-
-// indirectCallLen decodes code as [prefixes] [REX] ff ModRM [SIB] [disp]
-// with ModRM.reg == 2 and returns its length.
-func indirectCallLen(code []byte) (int, bool) {
-	i := 0
-	for i < len(code) && i < 2 && isCallPrefix(code[i]) {
-		i++
-	}
-	if i < len(code) && code[i]&0xf0 == 0x40 { // REX
-		i++
-	}
-	if i+1 >= len(code) || code[i] != 0xff {
-		return 0, false
-	}
-	modrm := code[i+1]
-	i += 2
-	mod, reg, rm := modrm>>6, (modrm>>3)&7, modrm&7
-	if reg != 2 {
-		return 0, false
-	}
-	if mod == 3 {
-		return i, true // register operand
-	}
-	disp := 0
-	switch mod {
-	case 0:
-		if rm == 5 {
-			disp = 4 // RIP-relative
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok && !validTarget(int64(rel)) {
+			continue
 		}
-	case 1:
-		disp = 1
-	case 2:
-		disp = 4
-	}
-	if rm == 4 { // SIB follows
-		if i >= len(code) {
-			return 0, false
-		}
-		if mod == 0 && code[i]&7 == 5 {
-			disp = 4 // no base register, disp32
-		}
-		i++
-	}
-	return i + disp, true
-}
-
-// isCallPrefix reports whether b is a legacy prefix that can precede an
-// indirect call: segment overrides (3e doubles as CET notrack), address
-// size, and bnd (f2).
-func isCallPrefix(b byte) bool {
-	switch b {
-	case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x67, 0xf2:
 		return true
 	}
 	return false

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestIndirectCallEndsAt(t *testing.T) {
+func TestX86CallEndsAt(t *testing.T) {
 	tests := []struct {
 		code string // hex; the return address is right after the last byte
 		want bool
@@ -38,8 +38,10 @@ func TestIndirectCallEndsAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		code := unhex(t, tt.code)
-		if got := indirectCallEndsAt(code); got != tt.want {
-			t.Errorf("indirectCallEndsAt(%s) = %v, want %v", tt.code, got, tt.want)
+		// Code spans the 16 bytes before the end of code.
+		validTarget := func(rel int64) bool { return -16 <= rel && rel <= 0 }
+		if got := x86CallEndsAt(code, validTarget); got != tt.want {
+			t.Errorf("x86CallEndsAt(%s) = %v, want %v", tt.code, got, tt.want)
 		}
 	}
 }

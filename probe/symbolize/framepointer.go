@@ -3,20 +3,24 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
+	"strings"
+
+	"golang.org/x/arch/x86/x86asm"
 )
 
 // Frame-pointer classification thresholds, as a FramePointerShare.
 //
 // Measured with FramePointerShare on Debian 12 (x86-64, gcc 12):
-// libc.so.6 2.7% and libz.so.1 0% (distribution builds omit frame
-// pointers; the few hits are functions with variable-size frames, which
-// need %rbp anyway), C built with gcc -O2 0%, with -fno-omit-frame-pointer
-// ~100% (all but crt's _start), and libjvm.so 71% (OpenJDK 17 and Temurin
-// 25; HotSpot keeps frame pointers in most functions but not all). A
-// simpler count over every sized function with the exact bytes
-// 55 48 89 e5 gives libjvm 37% and misses gcc -O2 functions whose
-// prologue was interleaved, which is why FramePointerShare skips tiny
-// functions and allows that interleaving. So:
+// libc.so.6 2.7% (1.9% without libc6-dbg's symbols) and libz.so.1 0%:
+// distribution builds omit frame pointers, and the few hits are functions
+// with variable-size frames, which need %rbp anyway. C built with gcc -O2:
+// 0%; with -fno-omit-frame-pointer: all functions but crt's _start (91%
+// for a ten-function program, tending to 100% for real ones). libjvm.so:
+// 72% (OpenJDK 17 and Temurin 25): HotSpot keeps frame pointers in most
+// functions but not all. (Counting only the exact bytes 55 48 89 e5 over
+// every sized function gives libjvm 37% and the -fno-omit-frame-pointer
+// program 9%, because gcc schedules other instructions into the
+// prologue; hence the more careful hasFramePointerPrologue.) So:
 //
 //   - at least FramePointerYes: built with frame pointers; the rest are
 //     leaf functions and assembly, and a frame-pointer walk through the
@@ -37,17 +41,17 @@ const (
 // callers on a stack, so counting them would only dilute the share.
 const minPrologueFuncBytes = 16
 
-// movWindow is how far after push %rbp the mov %rsp,%rbp may start: gcc -O2
-// -fno-omit-frame-pointer schedules other instructions in between (e.g.
-// 55 48 63 ff 48 89 e5: push %rbp; movslq %edi,%rdi; mov %rsp,%rbp).
-const movWindow = 12
+// maxPrologueInsns is how many instructions may come between push %rbp and
+// mov %rsp,%rbp: gcc -O2 -fno-omit-frame-pointer schedules argument set-up
+// in between (push %rbp; mov %edi,%r8d; lea ...; xor %eax,%eax; mov
+// %rsp,%rbp), 24 bytes in one measured case.
+const maxPrologueInsns = 12
 
-var (
-	endbr64  = []byte{0xf3, 0x0f, 0x1e, 0xfa} // CET landing pad that starts functions built with -fcf-protection
-	pushRBP  = byte(0x55)                     // push %rbp
-	movRSP   = []byte{0x48, 0x89, 0xe5}       // mov %rsp,%rbp
-	movRSPv2 = []byte{0x48, 0x8b, 0xec}       // mov %rsp,%rbp, the other encoding some assemblers pick
-)
+// prologueBytes is how much code is read per function: endbr64, push and
+// maxPrologueInsns typical instructions.
+const prologueBytes = 80
+
+var endbr64 = []byte{0xf3, 0x0f, 0x1e, 0xfa} // CET landing pad that starts functions built with -fcf-protection
 
 // FramePointerShare returns the share (0 to 1) of the object's functions
 // that set up a frame pointer, and how many functions it examined. It
@@ -55,17 +59,16 @@ var (
 // trusted (see FramePointerClass).
 //
 // It examines every function symbol of at least minPrologueFuncBytes (16)
-// bytes and counts those that start, after an optional endbr64, with
-// push %rbp followed within movWindow bytes by mov %rsp,%rbp. Only x86-64
-// objects are measured; for others, and for objects without sized
-// function symbols, it returns 0, 0. The result is computed once.
+// bytes; see hasFramePointerPrologue for what counts. Only x86-64 objects
+// are measured; for others, and for objects without sized function
+// symbols, it returns 0, 0. The result is computed once.
 func (o *Object) FramePointerShare() (share float64, funcs int) {
 	o.fpOnce.Do(func() {
 		if o.machine != elf.EM_X86_64 {
 			return
 		}
 		var with int
-		buf := make([]byte, len(endbr64)+1+movWindow+len(movRSP))
+		buf := make([]byte, prologueBytes)
 		for _, s := range o.syms.syms {
 			if !s.fn || s.size < minPrologueFuncBytes || !o.isCode(s.addr) {
 				continue
@@ -83,15 +86,66 @@ func (o *Object) FramePointerShare() (share float64, funcs int) {
 	return o.fpShare, o.fpFuncs
 }
 
-// hasFramePointerPrologue reports whether code starts with [endbr64]
-// push %rbp and has mov %rsp,%rbp within the next movWindow bytes.
+// hasFramePointerPrologue reports whether code, the start of a function,
+// makes %rbp point at the saved %rbp: after an optional endbr64, push
+// %rbp, then at most maxPrologueInsns instructions that neither touch %rsp
+// or %rbp nor branch, then mov %rsp,%rbp (or enter). Matching only the
+// bytes 55 48 89 e5 misses scheduled prologues, and searching for the mov
+// anywhere nearby is fooled by code built without frame pointers that
+// saves %rbp, pushes more registers and then uses %rbp to hold the address
+// of a stack buffer (mov %rsp,%rbp), which gcc -O2 does.
 func hasFramePointerPrologue(code []byte) bool {
 	code = bytes.TrimPrefix(code, endbr64)
-	if len(code) < 1+len(movRSP) || code[0] != pushRBP {
+	if len(code) > 0 && code[0] == 0xc8 { // enter $n,$0
+		return true
+	}
+	if len(code) == 0 || code[0] != 0x55 { // push %rbp
 		return false
 	}
-	window := code[1:min(len(code), 1+movWindow+len(movRSP))]
-	return bytes.Contains(window, movRSP) || bytes.Contains(window, movRSPv2)
+	code = code[1:]
+	for range maxPrologueInsns {
+		inst, err := x86asm.Decode(code, 64)
+		if err != nil {
+			return false
+		}
+		if inst.Op == x86asm.MOV && inst.Args[0] == x86asm.RBP && inst.Args[1] == x86asm.RSP {
+			return true
+		}
+		if disturbsFrame(inst) {
+			return false
+		}
+		code = code[inst.Len:]
+	}
+	return false
+}
+
+// disturbsFrame reports whether inst may move %rsp or %rbp, or leave the
+// straight-line prologue, after which a later mov %rsp,%rbp no longer
+// makes %rbp a frame pointer.
+func disturbsFrame(inst x86asm.Inst) bool {
+	switch inst.Op {
+	case x86asm.PUSH, x86asm.POP, x86asm.PUSHF, x86asm.PUSHFQ, x86asm.POPF, x86asm.POPFQ,
+		x86asm.CALL, x86asm.LCALL, x86asm.RET, x86asm.LRET, x86asm.ENTER, x86asm.LEAVE,
+		x86asm.SYSCALL, x86asm.INT, x86asm.UD2, x86asm.HLT:
+		return true
+	}
+	if op := inst.Op.String(); strings.HasPrefix(op, "J") || strings.HasPrefix(op, "LOOP") {
+		return true
+	}
+	for _, a := range inst.Args {
+		if r, ok := a.(x86asm.Reg); ok && stackReg(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func stackReg(r x86asm.Reg) bool {
+	switch r {
+	case x86asm.RSP, x86asm.ESP, x86asm.SP, x86asm.SPB, x86asm.RBP, x86asm.EBP, x86asm.BP, x86asm.BPB:
+		return true
+	}
+	return false
 }
 
 // FramePointerClass names a FramePointerShare result: "yes" when share is at

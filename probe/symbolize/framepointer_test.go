@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -10,17 +11,27 @@ func TestHasFramePointerPrologue(t *testing.T) {
 		code string
 		want bool
 	}{
-		{"554889e5", true},                            // push %rbp; mov %rsp,%rbp
-		{"f30f1efa554889e5", true},                    // endbr64 first
-		{"55488bec", true},                            // the other mov encoding
-		{"554863ff4889e5", true},                      // gcc -O2: movslq %edi,%rdi scheduled in between
-		{"554889fd", false},                           // push %rbp; mov %rdi,%rbp: %rbp as a plain register
-		{"4883ec08", false},                           // sub $8,%rsp
-		{"e9aabbccdd", false},                         // jmp: a tail-call stub
-		{"55", false},                                 // truncated
-		{"f30f1efa", false},                           // endbr64 alone
-		{"5541574156415541544889e5", true},            // mov within the window
-		{"55909090909090909090909090904889e5", false}, // too far to be the prologue
+		{"554889e5", true},         // push %rbp; mov %rsp,%rbp
+		{"f30f1efa554889e5", true}, // endbr64 first
+		{"55488bec", true},         // the other mov encoding
+		{"c8100000", true},         // enter $16,$0
+		// gcc -O2 -fno-omit-frame-pointer: push %rbp; mov %edi,%r8d;
+		// lea 0xcac(%rip),%rdx; mov $0x40,%esi; lea 0xcaf(%rip),%rcx;
+		// xor %eax,%eax; mov %rsp,%rbp.
+		{"554189f8488d15ac0c0000be40000000488d0daf0c000031c04889e5", true},
+		// gcc -O2 without frame pointers: push %rbp; push %rbx; then
+		// mov %rsp,%rbp to address a buffer, not to make a frame.
+		{"55534889e5", false},
+		{"554883ec104889e5", false}, // sub $16,%rsp in between
+		{"5531ed4889e5", false},     // xor %ebp,%ebp in between
+		{"55eb004889e5", false},     // a jump in between
+		{"554889fd", false},         // push %rbp; mov %rdi,%rbp: %rbp as a plain register
+		{"4883ec08", false},         // sub $8,%rsp
+		{"e9aabbccdd", false},       // jmp: a tail-call stub
+		{"55", false},               // truncated
+		{"f30f1efa", false},         // endbr64 alone
+		{"55" + strings.Repeat("90", maxPrologueInsns) + "4889e5", false}, // too far to be the prologue
+		{"55" + strings.Repeat("90", maxPrologueInsns-1) + "4889e5", true},
 	}
 	for _, tt := range tests {
 		if got := hasFramePointerPrologue(unhex(t, tt.code)); got != tt.want {
