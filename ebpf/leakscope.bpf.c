@@ -132,6 +132,7 @@ struct {
 
 /* Force the shared types into BTF for bpf2go -type. */
 const struct range_miss *unused_range_miss __attribute__((unused));
+const enum range_flag *unused_range_flag __attribute__((unused));
 const enum alloc_kind *unused_alloc_kind __attribute__((unused));
 const enum stat_index *unused_stat_index __attribute__((unused));
 const enum stack_flag *unused_stack_flag __attribute__((unused));

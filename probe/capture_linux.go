@@ -174,15 +174,8 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMon
 	return nil
 }
 
-// Stat indexes (enum stat_index in ebpf/leakscope.h).
-const (
-	statAllocsDropped  = 0
-	statUnknownFrees   = 1
-	statStackErrors    = 2
-	statFreesMissed    = 3
-	statPendingDropped = 4
-	statMax            = 9
-)
+// statMax is the number of counters in the stats map (enum stat_index).
+const statMax = int(leakStatIndexSTAT_MAX)
 
 func (t *Tracer) readLostLocked(l *analyze.Lost) error {
 	var s [statMax]uint64
@@ -195,11 +188,11 @@ func (t *Tracer) readLostLocked(l *analyze.Lost) error {
 			s[i] += v
 		}
 	}
-	l.AllocationsDropped = s[statAllocsDropped]
-	l.UnknownFrees = s[statUnknownFrees]
-	l.StackErrors = s[statStackErrors]
-	l.FreesMissed = s[statFreesMissed]
-	l.PendingDropped = s[statPendingDropped]
+	l.AllocationsDropped = s[leakStatIndexSTAT_ALLOCS_DROPPED]
+	l.UnknownFrees = s[leakStatIndexSTAT_UNKNOWN_FREES]
+	l.StackErrors = s[leakStatIndexSTAT_STACK_ERRORS]
+	l.FreesMissed = s[leakStatIndexSTAT_FREES_MISSED]
+	l.PendingDropped = s[leakStatIndexSTAT_PENDING_DROPPED]
 	return nil
 }
 

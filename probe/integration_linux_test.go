@@ -254,10 +254,15 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestAttachRunningProcess(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildExample(t, "leaky", true)
-	// The example sleeps 1.5s before working and holds its leaks for 30s.
-	cmd := startExample(t, bin, "--pause-before", "1500", "--hold", "30000")
+	// The example waits for a file before working and holds its leaks
+	// for 30s: the test creates the file once the probes are attached.
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := startExample(t, bin, "--wait-file", gate, "--hold", "30000")
 	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(tr.Allocator(), "libc.so") {
@@ -297,9 +302,13 @@ func TestAttachRunningProcess(t *testing.T) {
 func TestAttachTargetExitsMidCapture(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildExample(t, "leaky", true)
-	cmd := startExample(t, bin, "--pause-before", "2000", "--hold", "200")
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := startExample(t, bin, "--wait-file", gate, "--hold", "200")
 	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan error, 1)

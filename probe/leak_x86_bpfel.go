@@ -67,6 +67,13 @@ type leakRangeCtl struct {
 	Generation uint64
 }
 
+type leakRangeFlag uint32
+
+const (
+	leakRangeFlagRANGE_HAS_FP leakRangeFlag = 1
+	leakRangeFlagRANGE_ZLIB   leakRangeFlag = 2
+)
+
 type leakRangeMiss struct {
 	_          structs.HostLayout
 	Ip         uint64
@@ -95,6 +102,16 @@ type leakStack struct {
 	Depth uint32
 	Flags uint32
 }
+
+type leakStackFlag uint32
+
+const (
+	leakStackFlagSTACK_NO_FP      leakStackFlag = 1
+	leakStackFlagSTACK_BAD_FRAME  leakStackFlag = 2
+	leakStackFlagSTACK_UNVERIFIED leakStackFlag = 4
+	leakStackFlagSTACK_MAX_DEPTH  leakStackFlag = 8
+	leakStackFlagSTACK_READ_ERROR leakStackFlag = 16
+)
 
 type leakStatIndex uint32
 
@@ -157,6 +174,7 @@ const (
 	leakVarPageSize              = "page_size"
 	leakVarTargetTgid            = "target_tgid"
 	leakVarUnusedAllocKind       = "unused_alloc_kind"
+	leakVarUnusedRangeFlag       = "unused_range_flag"
 	leakVarUnusedRangeMiss       = "unused_range_miss"
 	leakVarUnusedStackFlag       = "unused_stack_flag"
 	leakVarUnusedStatIndex       = "unused_stat_index"
@@ -250,6 +268,7 @@ type leakVariableSpecs struct {
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
 	TargetTgid      *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedAllocKind *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
+	UnusedRangeFlag *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.VariableSpec `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
 	UnusedStatIndex *ebpf.VariableSpec `ebpf:"unused_stat_index"`
@@ -315,6 +334,7 @@ type leakVariables struct {
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
 	TargetTgid      *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedAllocKind *ebpf.Variable `ebpf:"unused_alloc_kind"`
+	UnusedRangeFlag *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.Variable `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.Variable `ebpf:"unused_stack_flag"`
 	UnusedStatIndex *ebpf.Variable `ebpf:"unused_stat_index"`

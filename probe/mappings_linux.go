@@ -132,10 +132,10 @@ func (v *mappingView) execRanges() []leakExecRange {
 	for i, m := range v.current {
 		r := leakExecRange{Start: m.Start, End: m.End, Object: uint32(i)}
 		if v.fpClass(m) != fpNo {
-			r.Flags |= 1 // RANGE_HAS_FP
+			r.Flags |= uint32(leakRangeFlagRANGE_HAS_FP)
 		}
 		if m.Inode != 0 && v.zlib[m.Inode] {
-			r.Flags |= 2 // RANGE_ZLIB
+			r.Flags |= uint32(leakRangeFlagRANGE_ZLIB)
 		}
 		rs = append(rs, r)
 	}

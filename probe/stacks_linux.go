@@ -10,15 +10,6 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 )
 
-// Bits of struct stack.flags (enum stack_flag in ebpf/leakscope.h).
-const (
-	stackNoFP       = 1
-	stackBadFrame   = 2
-	stackUnverified = 4
-	stackMaxDepth   = 8
-	stackReadError  = 16
-)
-
 // outermost are functions at the bottom of every stack: a walk that ends
 // in one of them is complete even though libc has no frame pointers.
 var outermost = map[string]bool{
@@ -125,19 +116,20 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 	return resolvedStack{key: stackKey(frames, reason), stack: analyze.Stack{Frames: frames, Truncated: reason}}
 }
 
-func flagReason(flags uint32, frames []analyze.Frame) string {
+func flagReason(bits uint32, frames []analyze.Frame) string {
+	flags := leakStackFlag(bits)
 	if len(frames) == 0 {
 		return "empty stack"
 	}
 	last := frames[len(frames)-1]
 	switch {
-	case flags&stackNoFP != 0:
+	case flags&leakStackFlagSTACK_NO_FP != 0:
 		return noFPReason(last)
-	case flags&stackBadFrame != 0:
+	case flags&leakStackFlagSTACK_BAD_FRAME != 0:
 		return fmt.Sprintf("frame-pointer chain broke above %s (%s)", frameName(last), noFPCause(last))
-	case flags&stackReadError != 0:
+	case flags&leakStackFlagSTACK_READ_ERROR != 0:
 		return fmt.Sprintf("stack memory above %s could not be read", frameName(last))
-	case flags&stackMaxDepth != 0:
+	case flags&leakStackFlagSTACK_MAX_DEPTH != 0:
 		return fmt.Sprintf("deeper than %d frames", len(frames))
 	}
 	return ""
@@ -186,12 +178,12 @@ func siteID(kind analyze.Kind, key string) uint64 {
 
 // kindName maps enum alloc_kind to the analyze kind.
 func kindName(k uint32) analyze.Kind {
-	switch k {
-	case 0:
+	switch leakAllocKind(k) {
+	case leakAllocKindKIND_MALLOC:
 		return analyze.KindMalloc
-	case 1:
+	case leakAllocKindKIND_ZLIB_INFLATE:
 		return analyze.KindZlibInflate
-	case 2:
+	case leakAllocKindKIND_ZLIB_DEFLATE:
 		return analyze.KindZlibDeflate
 	}
 	return analyze.Kind(fmt.Sprintf("kind%d", k))

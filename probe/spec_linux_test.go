@@ -1,0 +1,68 @@
+package probe
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// The embedded object parses without privileges, and its maps have the
+// layout the Go side decodes into (a C struct edited without make generate
+// fails here).
+func TestSpecLayout(t *testing.T) {
+	spec, err := loadLeak()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		key, value uintptr
+	}{
+		{"allocs", unsafe.Sizeof(leakHandleKey{}), unsafe.Sizeof(leakAllocInfo{})},
+		{"sites", unsafe.Sizeof(leakSiteKey{}), unsafe.Sizeof(leakSiteStats{})},
+		{"stacks", 8, unsafe.Sizeof(leakStack{})},
+		{"exec_ranges", 4, unsafe.Sizeof(leakExecRange{})},
+		{"range_ctls", 4, unsafe.Sizeof(leakRangeCtl{})},
+		{"stats", 4, 8},
+	} {
+		m := spec.Maps[tc.name]
+		if m == nil {
+			t.Errorf("map %s missing", tc.name)
+			continue
+		}
+		if uintptr(m.KeySize) != tc.key || uintptr(m.ValueSize) != tc.value {
+			t.Errorf("map %s: key %d value %d bytes, Go decodes %d and %d", tc.name, m.KeySize, m.ValueSize, tc.key, tc.value)
+		}
+	}
+	if n := spec.Maps["stats"].MaxEntries; int(n) != statMax {
+		t.Errorf("stats has %d entries, Go reads %d", n, statMax)
+	}
+	if n := spec.Maps["exec_ranges"].MaxEntries; n != 2*maxRanges {
+		t.Errorf("exec_ranges has %d entries, Go writes %d", n, 2*maxRanges)
+	}
+	if n := len(leakStack{}.Ips); n != 64 {
+		t.Errorf("stack depth %d", n)
+	}
+	for name, prog := range spec.Programs {
+		if prog.AttachTo == "" && prog.SectionName != "uprobe" && prog.SectionName != "uretprobe" {
+			t.Errorf("program %s in section %s", name, prog.SectionName)
+		}
+	}
+	if len(spec.Programs) != 17 {
+		t.Errorf("%d programs, want 17 (malloc family 9, zlib 5, exit, thread exit, exec)", len(spec.Programs))
+	}
+}
+
+func TestParseListLine(t *testing.T) {
+	for line, want := range map[string]string{
+		"\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f0000000000)": "/lib/x86_64-linux-gnu/libc.so.6",
+		"\t/lib64/ld-linux-x86-64.so.2 (0x00007f0000000000)":                  "/lib64/ld-linux-x86-64.so.2",
+		"\tlinux-vdso.so.1 (0x00007ffc00000000)":                              "",
+		"\tlibfoo.so => not found":                                            "",
+		"\tlib dir/libx.so => /opt/my libs/libx.so (0x1000)":                  "/opt/my libs/libx.so",
+	} {
+		got := parseListLine(line)
+		if (want == "" && len(got) != 0) || (want != "" && (len(got) != 1 || got[0] != want)) {
+			t.Errorf("parseListLine(%q) = %v, want %q", line, got, want)
+		}
+	}
+}
