@@ -96,7 +96,8 @@ func (c *Cache) ObjectIn(root, path string) (*Object, error) {
 // Close closes every object's files. Objects stay usable for what was
 // already read (symbols, and line tables already built) but can no longer
 // read code: afterwards CallPrecedes reports false and FramePointerShare
-// returns 0, 0 unless it was computed before.
+// returns 0, 0 unless it was computed before. Do not call it while
+// another goroutine still queries the cache's objects.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -155,6 +155,8 @@ func (o *Object) close() {
 // VAddr. Empty results mean unknown: function "" when no symbol covers
 // vaddr, file "" and line 0 when the object has no line information for it.
 //
+// file is as the DWARF line table names it: usually absolute, but relative
+// to the compilation directory for some builds (libc's "malloc/malloc.c").
 // The line is that of the innermost inlined code at vaddr while the
 // function is the symbol, so for inlined calls the file may be a header
 // and not the function's own source file. For a return address, pass the
