@@ -13,6 +13,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.50.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

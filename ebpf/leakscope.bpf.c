@@ -258,6 +258,65 @@ int BPF_KPROBE(zlib_inflate_enter, void *strm)
 	return 0;
 }
 
+/* Declared pairs (--track): one program each for every acquire and every
+ * release function, told by the attach cookie what to do:
+ * bits 0-15 the kind, 16-19 the op (enum alloc_op), 20-23 the 1-based
+ * argument that holds the handle (0: the return value). */
+#define COOKIE_KIND(c) ((__u32)((c) & 0xffff))
+#define COOKIE_OP(c) ((__u32)(((c) >> 16) & 0xf))
+#define COOKIE_ARG(c) ((__u32)(((c) >> 20) & 0xf))
+
+static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
+{
+	/* Load every argument register first: a load chosen by the switch
+	 * would dereference a modified ctx pointer, which the verifier
+	 * rejects. */
+	volatile __u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
+	volatile __u64 a4 = PT_REGS_PARM4(ctx), a5 = PT_REGS_PARM5(ctx);
+#if defined(__TARGET_ARCH_x86)
+	volatile __u64 a6 = ctx->r9; /* libbpf 1.1 has no PT_REGS_PARM6 */
+#else
+	volatile __u64 a6 = 0;
+#endif
+	switch (n) {
+	case 1: return a1;
+	case 2: return a2;
+	case 3: return a3;
+	case 4: return a4;
+	case 5: return a5;
+	case 6: return a6;
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int pair_acquire_enter(struct pt_regs *ctx)
+{
+	__u64 c = bpf_get_attach_cookie(ctx);
+	__u32 op = COOKIE_OP(c);
+	__u64 v = arg_n(ctx, COOKIE_ARG(c));
+	switch (op) {
+	case OP_ARG_HANDLE:
+	case OP_OUT_PTR:
+		pending_enter(ctx, COOKIE_KIND(c), op, 0, 0, v);
+		break;
+	case OP_REALLOC: /* freopen: the old handle goes whatever happens */
+		pending_enter(ctx, COOKIE_KIND(c), op, 0, v, 0);
+		break;
+	default:
+		pending_enter(ctx, COOKIE_KIND(c), OP_RET_PTR, 0, 0, 0);
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int pair_release_enter(struct pt_regs *ctx)
+{
+	__u64 c = bpf_get_attach_cookie(ctx);
+	release_enter(ctx, arg_n(ctx, COOKIE_ARG(c)), COOKIE_KIND(c));
+	return 0;
+}
+
 /* A thread can die between an entry and its return probe. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(thread_exit, struct task_struct *task)

@@ -29,7 +29,7 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 	it := t.objs.Sites.Iterate()
 	for it.Next(&key, &val) {
 		rs := t.resolveLocked(key.StackId)
-		kind := kindName(key.Kind)
+		kind := t.kind(key.Kind)
 		id := siteID(kind, rs.key)
 		p, ok := merged[id]
 		if !ok {
@@ -116,6 +116,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if err := t.readLostLocked(&c.Lost); err != nil {
 		return nil, err
 	}
+	t.untracedPairs()
 	c.Warnings = append(c.Warnings, t.warnings...)
 	return c, nil
 }
@@ -132,7 +133,7 @@ func snapshotOf(points []sitePoint, at time.Duration) analyze.Snapshot {
 func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMono uint64) error {
 	add := func(info *leakAllocInfo) {
 		rs := t.resolveLocked(info.StackId)
-		id := siteID(kindName(info.Kind), rs.key)
+		id := siteID(t.kind(info.Kind), rs.key)
 		i, ok := index[id]
 		if !ok {
 			return

@@ -158,6 +158,8 @@ const (
 	leakProgFreeEnter            = "free_enter"
 	leakProgMallocEnter          = "malloc_enter"
 	leakProgMemalignEnter        = "memalign_enter"
+	leakProgPairAcquireEnter     = "pair_acquire_enter"
+	leakProgPairReleaseEnter     = "pair_release_enter"
 	leakProgPosixMemalignEnter   = "posix_memalign_enter"
 	leakProgPvallocEnter         = "pvalloc_enter"
 	leakProgReallocEnter         = "realloc_enter"
@@ -228,6 +230,8 @@ type leakProgramSpecs struct {
 	FreeEnter            *ebpf.ProgramSpec `ebpf:"free_enter"`
 	MallocEnter          *ebpf.ProgramSpec `ebpf:"malloc_enter"`
 	MemalignEnter        *ebpf.ProgramSpec `ebpf:"memalign_enter"`
+	PairAcquireEnter     *ebpf.ProgramSpec `ebpf:"pair_acquire_enter"`
+	PairReleaseEnter     *ebpf.ProgramSpec `ebpf:"pair_release_enter"`
 	PosixMemalignEnter   *ebpf.ProgramSpec `ebpf:"posix_memalign_enter"`
 	PvallocEnter         *ebpf.ProgramSpec `ebpf:"pvalloc_enter"`
 	ReallocEnter         *ebpf.ProgramSpec `ebpf:"realloc_enter"`
@@ -350,6 +354,8 @@ type leakPrograms struct {
 	FreeEnter            *ebpf.Program `ebpf:"free_enter"`
 	MallocEnter          *ebpf.Program `ebpf:"malloc_enter"`
 	MemalignEnter        *ebpf.Program `ebpf:"memalign_enter"`
+	PairAcquireEnter     *ebpf.Program `ebpf:"pair_acquire_enter"`
+	PairReleaseEnter     *ebpf.Program `ebpf:"pair_release_enter"`
 	PosixMemalignEnter   *ebpf.Program `ebpf:"posix_memalign_enter"`
 	PvallocEnter         *ebpf.Program `ebpf:"pvalloc_enter"`
 	ReallocEnter         *ebpf.Program `ebpf:"realloc_enter"`
@@ -371,6 +377,8 @@ func (p *leakPrograms) Close() error {
 		p.FreeEnter,
 		p.MallocEnter,
 		p.MemalignEnter,
+		p.PairAcquireEnter,
+		p.PairReleaseEnter,
 		p.PosixMemalignEnter,
 		p.PvallocEnter,
 		p.ReallocEnter,

@@ -3,6 +3,8 @@ package probe
 import (
 	"errors"
 	"time"
+
+	"github.com/leakscope/leakscope/probe/track"
 )
 
 // Errors callers match with errors.Is.
@@ -24,6 +26,9 @@ type Options struct {
 	MaxSites uint32
 	// MaxStacks bounds the distinct stacks stored.
 	MaxStacks uint32
+	// Track lists the declared acquire/release pairs to trace besides the
+	// malloc family and zlib (--track, --track-file, presets).
+	Track []track.Pair
 	// Warnf receives notices worth a user's attention (a library that
 	// could not be read, a range table that overflowed). May be nil.
 	Warnf func(format string, args ...any)

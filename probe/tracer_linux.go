@@ -40,8 +40,10 @@ type Tracer struct {
 	warnings  []string
 	command   []string
 	probed    []string
-	zlib      map[uint64]bool // inodes of objects checked for zlib
-	lastSites []analyze.Site
+	zlib      map[uint64]bool // inodes of objects checked for resources
+	// pairObjects lists, per declared pair, the objects it is attached in.
+	pairObjects [][]string
+	lastSites   []analyze.Site
 }
 
 // Attach starts tracing the running process pid.
@@ -105,6 +107,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 		view:    newMappingView(pid, cache),
 		zlib:    map[uint64]bool{},
 	}
+	t.pairObjects = make([][]string, len(opts.Track))
 	t.sym = newStackResolver(t.view)
 	if err := t.load(waitExec); err != nil {
 		return nil, err
@@ -114,7 +117,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 		return nil, err
 	}
 	for _, path := range objects {
-		if err := t.attachZlib(path, path); err != nil {
+		if err := t.attachResources(path, path); err != nil {
 			t.close()
 			return nil, err
 		}
@@ -172,24 +175,26 @@ func (t *Tracer) load(waitExec bool) error {
 	return nil
 }
 
-// probeSpec is one function of the malloc family.
+// probeSpec is one probed function: its entry program and, for an
+// acquire call, the shared return program.
 type probeSpec struct {
 	symbol string
 	enter  func(*leakObjects) *ebpf.Program
-	ret    bool // acquire call: also attach the return program
+	ret    bool   // acquire call: also attach the return program
+	cookie uint64 // bpf_get_attach_cookie() of the entry program
 }
 
 var mallocFamily = []probeSpec{
-	{"malloc", func(o *leakObjects) *ebpf.Program { return o.MallocEnter }, true},
-	{"calloc", func(o *leakObjects) *ebpf.Program { return o.CallocEnter }, true},
-	{"realloc", func(o *leakObjects) *ebpf.Program { return o.ReallocEnter }, true},
-	{"reallocarray", func(o *leakObjects) *ebpf.Program { return o.ReallocarrayEnter }, true},
-	{"posix_memalign", func(o *leakObjects) *ebpf.Program { return o.PosixMemalignEnter }, true},
-	{"aligned_alloc", func(o *leakObjects) *ebpf.Program { return o.MemalignEnter }, true},
-	{"memalign", func(o *leakObjects) *ebpf.Program { return o.MemalignEnter }, true},
-	{"valloc", func(o *leakObjects) *ebpf.Program { return o.VallocEnter }, true},
-	{"pvalloc", func(o *leakObjects) *ebpf.Program { return o.PvallocEnter }, true},
-	{"free", func(o *leakObjects) *ebpf.Program { return o.FreeEnter }, false},
+	{"malloc", func(o *leakObjects) *ebpf.Program { return o.MallocEnter }, true, 0},
+	{"calloc", func(o *leakObjects) *ebpf.Program { return o.CallocEnter }, true, 0},
+	{"realloc", func(o *leakObjects) *ebpf.Program { return o.ReallocEnter }, true, 0},
+	{"reallocarray", func(o *leakObjects) *ebpf.Program { return o.ReallocarrayEnter }, true, 0},
+	{"posix_memalign", func(o *leakObjects) *ebpf.Program { return o.PosixMemalignEnter }, true, 0},
+	{"aligned_alloc", func(o *leakObjects) *ebpf.Program { return o.MemalignEnter }, true, 0},
+	{"memalign", func(o *leakObjects) *ebpf.Program { return o.MemalignEnter }, true, 0},
+	{"valloc", func(o *leakObjects) *ebpf.Program { return o.VallocEnter }, true, 0},
+	{"pvalloc", func(o *leakObjects) *ebpf.Program { return o.PvallocEnter }, true, 0},
+	{"free", func(o *leakObjects) *ebpf.Program { return o.FreeEnter }, false, 0},
 }
 
 func (t *Tracer) attach() error {
@@ -237,7 +242,7 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 			return n, err
 		}
 		site := off + probeSiteOffset(path, off)
-		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: site})
+		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: site, Cookie: p.cookie})
 		if err != nil {
 			return n, attachError(display, p.symbol, err)
 		}
@@ -305,7 +310,7 @@ func (t *Tracer) refreshLocked() {
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
 	for _, m := range t.view.current {
 		if fileBacked(m) && !t.zlib[m.Inode] {
-			if err := t.attachZlib(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
+			if err := t.attachResources(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
 				t.warnOnce(err.Error())
 			}
 		}

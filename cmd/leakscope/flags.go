@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -9,6 +10,7 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 
 	"github.com/leakscope/leakscope/probe"
+	"github.com/leakscope/leakscope/probe/track"
 )
 
 // captureOptions are the flags shared by run and attach.
@@ -24,6 +26,9 @@ type captureOptions struct {
 	MaxStacks      uint32
 	Progress       string // auto, always, never
 	Save           string
+	Track          []string
+	TrackFile      string
+	pairs          []track.Pair
 	FailOn         []string
 	rules          []analyze.Rule
 }
@@ -41,6 +46,8 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
 	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
+	fs.StringArrayVar(&o.Track, "track", nil, "also trace an acquire/release pair: preset:NAME[,preset:NAME] (bzip2, stdio, dirent, openssl; zlib is always on) or KIND=LIBRARY:ACQUIRE[/HANDLE]:RELEASE[/HANDLE] (repeatable; see docs/tracking.md)")
+	fs.StringVar(&o.TrackFile, "track-file", "", "read pairs and presets to trace from this YAML or JSON file")
 	fs.StringVar(&o.Save, "save", "", "also write the capture to this file as it happens (re-render it with leakscope report)")
 	o.addReportFlags(fs)
 }
@@ -57,6 +64,9 @@ func (o *captureOptions) validate() error {
 	}
 	if !ok {
 		return fmt.Errorf("unknown --format %q: use text, json or pprof", o.Format)
+	}
+	if err := o.parseTrack(); err != nil {
+		return err
 	}
 	o.rules = o.rules[:0]
 	for _, spec := range o.FailOn {
@@ -86,8 +96,41 @@ func (o *captureOptions) validate() error {
 	return nil
 }
 
+// parseTrack reads --track and --track-file into pairs; a kind declared
+// twice is an error.
+func (o *captureOptions) parseTrack() error {
+	o.pairs = o.pairs[:0]
+	for _, spec := range o.Track {
+		ps, err := track.Parse(spec)
+		if err != nil {
+			return err
+		}
+		o.pairs = append(o.pairs, ps...)
+	}
+	if o.TrackFile != "" {
+		data, err := os.ReadFile(o.TrackFile)
+		if err != nil {
+			return fmt.Errorf("--track-file: %w", err)
+		}
+		ps, err := track.ParseFile(data)
+		if err != nil {
+			return fmt.Errorf("--track-file %s: %w", o.TrackFile, err)
+		}
+		o.pairs = append(o.pairs, ps...)
+	}
+	seen := map[string]bool{}
+	for _, p := range o.pairs {
+		if seen[p.Kind] {
+			return fmt.Errorf("--track: kind %s is declared twice", p.Kind)
+		}
+		seen[p.Kind] = true
+	}
+	return nil
+}
+
 func (o *captureOptions) probeOptions(warnf func(string, ...any)) probe.Options {
 	return probe.Options{
+		Track:          o.pairs,
 		MaxAllocations: o.MaxAllocations,
 		MaxSites:       o.MaxSites,
 		MaxStacks:      o.MaxStacks,

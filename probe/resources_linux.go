@@ -1,0 +1,186 @@
+package probe
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/track"
+)
+
+// zlibFamily are zlib's stream lifecycles, keyed by the z_stream pointer
+// (the first argument of each). Every init ends in an End of its kind;
+// inflate() is probed because it allocates the window lazily.
+var zlibFamily = []probeSpec{
+	{"inflateInit_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
+	{"inflateInit2_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
+	{"inflateBackInit_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
+	{"deflateInit_", func(o *leakObjects) *ebpf.Program { return o.ZlibDeflateInitEnter }, true, 0},
+	{"deflateInit2_", func(o *leakObjects) *ebpf.Program { return o.ZlibDeflateInitEnter }, true, 0},
+	{"inflateEnd", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateEndEnter }, false, 0},
+	{"inflateBackEnd", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateEndEnter }, false, 0},
+	{"deflateEnd", func(o *leakObjects) *ebpf.Program { return o.ZlibDeflateEndEnter }, false, 0},
+	{"inflate", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateEnter }, false, 0},
+}
+
+// Cookie layout of the pair programs (see pair_acquire_enter in
+// ebpf/leakscope.bpf.c): kind in bits 0-15, op in 16-19, argument in 20-23.
+func pairCookie(kind uint32, op uint32, arg int) uint64 {
+	return uint64(kind) | uint64(op)<<16 | uint64(arg)<<20
+}
+
+// Ops of enum alloc_op.
+const (
+	opRetPtr    = 0
+	opRealloc   = 1
+	opOutPtr    = 2
+	opArgHandle = 3
+)
+
+func acquireOp(h track.Handle) uint32 {
+	switch h.Kind {
+	case track.Arg:
+		return opArgHandle
+	case track.Out:
+		return opOutPtr
+	case track.Reopen:
+		return opRealloc
+	}
+	return opRetPtr
+}
+
+// pairKind is the kernel kind of the i-th declared pair.
+func pairKind(i int) uint32 { return uint32(leakAllocKindKIND_USER) + uint32(i) }
+
+// attachResources probes the resource pairs in the object at path (shown as
+// display): zlib wherever it lives (the system libz.so.1, or a copy linked
+// into an executable or library, symbols possibly local, in .symtab only),
+// and every declared pair whose library this object is. Each object is
+// checked once, by inode.
+func (t *Tracer) attachResources(path, display string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil // not readable: nothing to probe
+	}
+	ino := st.Sys().(*syscall.Stat_t).Ino
+	if t.zlib[ino] {
+		return nil
+	}
+	t.zlib[ino] = true
+	obj, err := t.cache.Object(path)
+	if err != nil {
+		return nil
+	}
+	var ex *link.Executable
+	open := func() error {
+		if ex != nil {
+			return nil
+		}
+		ex, err = link.OpenExecutable(path)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", display, err)
+		}
+		return nil
+	}
+	_, hasInflate := obj.Lookup("inflateInit2_")
+	_, hasDeflate := obj.Lookup("deflateInit2_")
+	if hasInflate || hasDeflate {
+		if err := open(); err != nil {
+			return err
+		}
+		n, err := t.attachFamily(ex, path, display, obj.Lookup, zlibFamily)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			t.view.zlib[ino] = true
+			t.probed = append(t.probed, "zlib in "+display)
+		}
+	}
+	for i, p := range t.opts.Track {
+		if !p.MatchesLibrary(display) {
+			continue
+		}
+		var specs []probeSpec
+		for _, c := range p.Acquire {
+			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true,
+				pairCookie(pairKind(i), acquireOp(c.Handle), c.Handle.Arg)})
+		}
+		for _, c := range p.Release {
+			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairReleaseEnter }, false,
+				pairCookie(pairKind(i), 0, c.Handle.Arg)})
+		}
+		if !definesAll(obj, specs) {
+			if p.Library != "*" && !p.Optional {
+				t.warnOnce(fmt.Sprintf("--track %s: %s lacks some of its functions (%s); they are not traced", p.Kind, display, missing(obj, specs)))
+			}
+			if !definesAny(obj, p.Acquire) {
+				continue
+			}
+		}
+		if err := open(); err != nil {
+			return err
+		}
+		n, err := t.attachFamily(ex, path, display, obj.Lookup, specs)
+		if err != nil {
+			return fmt.Errorf("--track %s: %w", p.Kind, err)
+		}
+		if n > 0 {
+			t.pairObjects[i] = append(t.pairObjects[i], display)
+		}
+	}
+	return nil
+}
+
+func definesAll(obj interface{ Lookup(string) (uint64, bool) }, specs []probeSpec) bool {
+	return missing(obj, specs) == ""
+}
+
+func missing(obj interface{ Lookup(string) (uint64, bool) }, specs []probeSpec) string {
+	var out []string
+	for _, s := range specs {
+		if _, ok := obj.Lookup(s.symbol); !ok {
+			out = append(out, s.symbol)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func definesAny(obj interface{ Lookup(string) (uint64, bool) }, calls []track.Call) bool {
+	for _, c := range calls {
+		if _, ok := obj.Lookup(c.Function); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// untracedPairs warns about declared pairs whose library the target never
+// loaded: nothing of that kind was traced, which a report must say.
+func (t *Tracer) untracedPairs() {
+	for i, p := range t.opts.Track {
+		if len(t.pairObjects[i]) > 0 {
+			continue
+		}
+		if p.Optional {
+			t.warnOnce(fmt.Sprintf("preset %s: %s is not loaded in the target; kind %s was not traced", p.Preset, p.Library, p.Kind))
+		} else {
+			t.warnOnce(fmt.Sprintf("--track %s: %s is not loaded in the target (or lacks %s); nothing of that kind was traced", p.Kind, p.Library, p.Acquire[0].Function))
+		}
+	}
+}
+
+// kind names a kernel kind: built in, or a declared pair's.
+func (t *Tracer) kind(k uint32) analyze.Kind {
+	if k >= uint32(leakAllocKindKIND_USER) {
+		if i := int(k - uint32(leakAllocKindKIND_USER)); i < len(t.opts.Track) {
+			return analyze.Kind(t.opts.Track[i].Kind)
+		}
+	}
+	return kindName(k)
+}

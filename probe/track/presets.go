@@ -1,0 +1,64 @@
+package track
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// presets are the pairs users turn on by name (--track preset:NAME).
+// zlib is built in and on by default; naming it is accepted.
+var presets = map[string][]Pair{
+	"zlib": nil,
+	"bzip2": {
+		{Kind: "bzip2.compress", Library: "libbz2.so",
+			Acquire: []Call{{"BZ2_bzCompressInit", Handle{Arg, 1}}},
+			Release: []Call{{"BZ2_bzCompressEnd", Handle{Arg, 1}}}},
+		{Kind: "bzip2.decompress", Library: "libbz2.so",
+			Acquire: []Call{{"BZ2_bzDecompressInit", Handle{Arg, 1}}},
+			Release: []Call{{"BZ2_bzDecompressEnd", Handle{Arg, 1}}}},
+	},
+	"stdio": {
+		{Kind: "stdio.file", Library: "libc.so",
+			Acquire: []Call{{"fopen", Handle{Kind: Ret}}, {"fopen64", Handle{Kind: Ret}}, {"fdopen", Handle{Kind: Ret}},
+				{"freopen", Handle{Reopen, 3}}, {"freopen64", Handle{Reopen, 3}}},
+			Release: []Call{{"fclose", Handle{Arg, 1}}}},
+	},
+	"dirent": {
+		{Kind: "dirent.dir", Library: "libc.so",
+			Acquire: []Call{{"opendir", Handle{Kind: Ret}}, {"fdopendir", Handle{Kind: Ret}}},
+			Release: []Call{{"closedir", Handle{Arg, 1}}}},
+	},
+	"openssl": {
+		{Kind: "openssl.ssl", Library: "libssl.so",
+			Acquire: []Call{{"SSL_new", Handle{Kind: Ret}}},
+			Release: []Call{{"SSL_free", Handle{Arg, 1}}}},
+		{Kind: "openssl.cipher_ctx", Library: "libcrypto.so",
+			Acquire: []Call{{"EVP_CIPHER_CTX_new", Handle{Kind: Ret}}},
+			Release: []Call{{"EVP_CIPHER_CTX_free", Handle{Arg, 1}}}},
+	},
+}
+
+// Presets lists the preset names.
+func Presets() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PresetPairs returns the pairs of a preset, marked optional.
+func PresetPairs(name string) ([]Pair, error) {
+	ps, ok := presets[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown preset %q: use one of %s", name, strings.Join(Presets(), ", "))
+	}
+	out := make([]Pair, len(ps))
+	for i, p := range ps {
+		p.Preset, p.Optional = name, true
+		out[i] = p
+	}
+	return out, nil
+}
