@@ -91,6 +91,10 @@ func TestBadRuleAndCapture(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "--fail-on", "bytes>1XB", "--", "true"}, `unknown size unit "XB"`},
+		{[]string{"run", "--track", "pool", "--", "true"}, "want KIND=LIBRARY:ACQUIRE:RELEASE"},
+		{[]string{"run", "--track", "preset:nosuch", "--", "true"}, `unknown preset "nosuch"`},
+		{[]string{"run", "--track", "preset:stdio", "--track", "preset:stdio", "--", "true"}, "declared twice"},
+		{[]string{"run", "--track-file", dir + "/missing.yaml", "--", "true"}, "--track-file"},
 		{[]string{"report", dir + "/missing.capture"}, "no such file"},
 		{[]string{"report", future}, "upgrade leakscope"},
 		{[]string{"report", "--format", "svg", future}, `unknown --format "svg"`},
