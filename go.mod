@@ -5,6 +5,7 @@ go 1.26.0
 tool github.com/cilium/ebpf/cmd/bpf2go
 
 require (
+	github.com/DataDog/gostackparse v0.7.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724

@@ -28,8 +28,11 @@ type Frame struct {
 	Function string `json:"function,omitempty"` // "" when no symbol covers Address
 	Module   string `json:"module,omitempty"`   // path of the mapped object, "" if unmapped
 	Offset   uint64 `json:"offset"`             // address relative to the module's load base (ELF vaddr)
-	File     string `json:"file,omitempty"`     // source file from DWARF, when present
+	File     string `json:"file,omitempty"`     // source file from DWARF or Go's .gopclntab, when present
 	Line     int    `json:"line,omitempty"`
+	// Inlined is true when the compiler inlined Function into the next
+	// frame's function: both share one machine frame and Address.
+	Inlined bool `json:"inlined,omitempty"`
 }
 
 // Stack is a call stack, leaf first: Frames[0] is the code that called the
@@ -38,7 +41,8 @@ type Stack struct {
 	Frames []Frame `json:"frames"`
 	// Truncated is empty when the walk reached the outermost frame, and
 	// otherwise says why it stopped early, naming the object (e.g.
-	// "/usr/lib/x86_64-linux-gnu/libz.so.1.2.13 has no frame pointers").
+	// "/usr/lib/x86_64-linux-gnu/libz.so.1.2.13 has no frame pointers"),
+	// or which frames it skipped (cgo C code without frame pointers).
 	Truncated string `json:"truncated,omitempty"`
 }
 
@@ -100,6 +104,9 @@ type Target struct {
 	Command  []string `json:"command"`
 	Runtime  Runtime  `json:"runtime"`
 	ExitCode *int     `json:"exit_code"` // nil while running or when not known
+	// RuntimeVersion is the runtime's version when known: for Go, the
+	// toolchain that built the executable ("go1.26.8").
+	RuntimeVersion string `json:"runtime_version,omitempty"`
 }
 
 // Capture is everything one tracing session recorded, symbolized while the

@@ -47,6 +47,10 @@ type Leak struct {
 	// equal without a Trend. See Rank.
 	BaseScore, Score float64
 	Reasons          []string // human sentences stating the facts the score used
+	// Goroutines are the goroutines of a Go target's dump whose stacks
+	// run through this leak's Go code (CorrelateGoroutines); nil without
+	// a dump or when none does.
+	Goroutines []GoroutineGroup
 }
 
 // Result is a ranked capture.
@@ -210,6 +214,9 @@ func reasons(l Leak, d, minAge time.Duration) []string {
 
 	if l.Trend != nil {
 		rs = append(rs, trendReasons(l.Trend)...)
+	}
+	if c := GoCaller(s.Stack); c != "" {
+		rs = append(rs, "called through cgo by "+c)
 	}
 	if s.Stack.Truncated != "" {
 		rs = append(rs, "stack truncated: "+s.Stack.Truncated)

@@ -33,6 +33,9 @@ type V1Target struct {
 	Command  []string `json:"command"` // [] when unknown
 	Runtime  string   `json:"runtime"` // "native", "jvm" or "go"
 	ExitCode *int     `json:"exit_code"`
+	// RuntimeVersion is omitted when unknown; for Go, the toolchain
+	// that built the executable ("go1.26.8"). Added within v1.
+	RuntimeVersion string `json:"runtime_version,omitempty"`
 }
 
 // V1Totals is what all sites still hold, after the min-age filter.
@@ -70,6 +73,19 @@ type V1Leak struct {
 	GrowthBytesPerSecond   *float64 `json:"growth_bytes_per_second,omitempty"`
 	GrowthObjectsPerSecond *float64 `json:"growth_objects_per_second,omitempty"`
 	Trend                  *V1Trend `json:"trend,omitempty"`
+
+	// Goroutines is present only with a goroutine dump (--goroutines), when
+	// goroutines' stacks run through this leak's Go code. Added within v1.
+	Goroutines []V1Goroutines `json:"goroutines,omitempty"`
+}
+
+// V1Goroutines is goroutines of one state and top frame whose stacks run
+// through a leak's Go code.
+type V1Goroutines struct {
+	Count       int    `json:"count"`
+	State       string `json:"state"`        // as the runtime prints it: "chan receive", "IO wait", ...
+	WaitMinutes int    `json:"wait_minutes"` // the shortest wait in the group; 0 under a minute
+	Function    string `json:"function"`     // innermost frame outside the Go runtime
 }
 
 // V1Trend is how a leak's live bytes moved across the capture's snapshots.
@@ -93,6 +109,9 @@ type V1Frame struct {
 	Line     int    `json:"line"`
 	Address  string `json:"address"` // absolute, hex with 0x prefix
 	Offset   string `json:"offset"`  // from the module's load base, hex with 0x prefix
+	// Inlined marks a function the compiler inlined into the next
+	// frame's; omitted when false. Added within v1.
+	Inlined bool `json:"inlined,omitempty"`
 }
 
 // JSON writes r as a v1 JSON report, indented by two spaces.
@@ -131,6 +150,8 @@ func toV1(r *analyze.Result) *V1 {
 			Command:  nonNil(c.Target.Command),
 			Runtime:  string(c.Target.Runtime),
 			ExitCode: c.Target.ExitCode,
+
+			RuntimeVersion: c.Target.RuntimeVersion,
 		},
 		StartedAt:       c.StartedAt,
 		DurationSeconds: c.Duration.Seconds(),
@@ -174,6 +195,14 @@ func toV1(r *analyze.Result) *V1 {
 				Weight:         t.Weight,
 			}
 		}
+		for _, g := range l.Goroutines {
+			jl.Goroutines = append(jl.Goroutines, V1Goroutines{
+				Count:       g.Count,
+				State:       g.State,
+				WaitMinutes: int(g.Wait.Minutes()),
+				Function:    g.Function,
+			})
+		}
 		for _, f := range s.Stack.Frames {
 			jl.Frames = append(jl.Frames, V1Frame{
 				Function: f.Function,
@@ -182,6 +211,7 @@ func toV1(r *analyze.Result) *V1 {
 				Line:     f.Line,
 				Address:  hex(f.Address),
 				Offset:   hex(f.Offset),
+				Inlined:  f.Inlined,
 			})
 		}
 		v.Leaks = append(v.Leaks, jl)

@@ -65,6 +65,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 		target += ", " + command(t.Command)
 	}
 	target += " (" + string(t.Runtime)
+	if t.RuntimeVersion != "" {
+		target += " " + t.RuntimeVersion
+	}
 	if t.ExitCode != nil {
 		target += fmt.Sprintf(", exited with code %d", *t.ExitCode)
 	}
@@ -157,11 +160,18 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak) {
 	if s.Stack.Truncated != "" {
 		fmt.Fprintf(b, "  … stack truncated: %s\n", s.Stack.Truncated)
 	}
+	if len(l.Goroutines) > 0 {
+		b.WriteString("  goroutines whose stacks run through this one:\n")
+		for _, g := range l.Goroutines {
+			fmt.Fprintf(b, "    %s\n", g)
+		}
+	}
 }
 
 // frame renders f as "function (module+0xoffset) file:line", dropping what
 // is unknown: without a function it is just the location, and without a
-// module the location is the absolute address.
+// module the location is the absolute address. An inlined frame ends in
+// "(inlined)".
 func frame(f analyze.Frame) string {
 	loc := fmt.Sprintf("0x%x", f.Address)
 	if f.Module != "" {
@@ -176,6 +186,9 @@ func frame(f analyze.Frame) string {
 		if f.Line > 0 {
 			s += ":" + strconv.Itoa(f.Line)
 		}
+	}
+	if f.Inlined {
+		s += " (inlined)"
 	}
 	return s
 }
