@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -102,4 +103,55 @@ func format(m Mapping) string {
 		s += deletedSuffix
 	}
 	return s
+}
+
+// FuzzParseStatFlags checks that parseStatFlags never panics, that it
+// succeeds exactly when the seventh field after the last ')' is a decimal
+// number, returning that number, and that any command name, however many
+// parentheses and spaces it holds, round-trips its flags.
+func FuzzParseStatFlags(f *testing.F) {
+	f.Add([]byte("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0\n"), "kthreadd", uint64(2129984))
+	f.Add([]byte("77 (a) b (c)) S 1 77 77 0 -1 4194560 0 0\n"), "a) b (c)", uint64(4194560))
+	f.Add([]byte("1 (x"), "", uint64(0))
+	f.Fuzz(func(t *testing.T, data []byte, comm string, flags uint64) {
+		got, err := parseStatFlags(data)
+		s := string(data)
+		i := strings.LastIndexByte(s, ')')
+		var fields []string
+		if i >= 0 {
+			fields = strings.Fields(s[i+1:])
+		}
+		var want uint64
+		var werr error = fmt.Errorf("no field")
+		if len(fields) > 6 {
+			want, werr = strconv.ParseUint(fields[6], 10, 64)
+		}
+		if (err == nil) != (werr == nil) || err == nil && got != want {
+			t.Fatalf("parseStatFlags(%q) = %d, %v; the seventh field after ')' gives %d, %v", data, got, err, want, werr)
+		}
+
+		line := fmt.Sprintf("4242 (%s) S 1 4242 4242 0 -1 %d 0 0 0 0\n", comm, flags)
+		if got, err := parseStatFlags([]byte(line)); err != nil || got != flags {
+			t.Fatalf("round trip of comm %q flags %d: %d, %v", comm, flags, got, err)
+		}
+	})
+}
+
+// FuzzParseCmdline checks that parseCmdline never panics, never returns
+// nil, and loses nothing: joined with NULs, the arguments are the input
+// less one trailing NUL.
+func FuzzParseCmdline(f *testing.F) {
+	f.Add([]byte("/bin/sh\x00-c\x00echo a b\x00"))
+	f.Add([]byte("nginx: worker process"))
+	f.Add([]byte("\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		args := parseCmdline(data)
+		if args == nil {
+			t.Fatal("nil argument vector")
+		}
+		want := strings.TrimSuffix(string(data), "\x00")
+		if got := strings.Join(args, "\x00"); got != want {
+			t.Fatalf("parseCmdline(%q) = %q, joined %q, want %q", data, args, got, want)
+		}
+	})
 }

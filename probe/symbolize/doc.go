@@ -11,5 +11,7 @@
 //
 // Symbols come from .symtab and .dynsym, completed from a separate debug file
 // found by build ID or .gnu_debuglink; file and line come from DWARF line
-// tables when present. C++ and Rust names are demangled.
+// tables when present. C++ and Rust names are demangled. Go code is named
+// from the binary's own .gopclntab, stripped or not, with the functions the
+// compiler inlined at each address (Frames).
 package symbolize

@@ -69,8 +69,8 @@ func (o *Object) FramePointerShare() (share float64, funcs int) {
 		}
 		var with int
 		buf := make([]byte, prologueBytes)
-		for _, s := range o.syms.syms {
-			if !s.fn || s.size < minPrologueFuncBytes || !o.isCode(s.addr) {
+		for _, s := range o.shareFuncs() {
+			if s.size < minPrologueFuncBytes || !o.isCode(s.addr) {
 				continue
 			}
 			n := o.readCode(s.addr, buf[:min(uint64(len(buf)), s.size)])
@@ -86,6 +86,25 @@ func (o *Object) FramePointerShare() (share float64, funcs int) {
 	return o.fpShare, o.fpFuncs
 }
 
+// shareFuncs lists the functions FramePointerShare examines: the sized
+// ELF function symbols and, in a Go binary, every Go function of its
+// .gopclntab (the only list a stripped Go binary has) in place of the
+// symbols that cover Go code.
+func (o *Object) shareFuncs() []symbol {
+	var out []symbol
+	for _, s := range o.syms.syms {
+		if s.fn && (o.gotab == nil || !o.gotab.covers(s.addr)) {
+			out = append(out, s)
+		}
+	}
+	if o.gotab != nil {
+		for _, r := range o.gotab.funcRanges() {
+			out = append(out, symbol{addr: r[0], size: r[1], fn: true})
+		}
+	}
+	return out
+}
+
 // hasFramePointerPrologue reports whether code, the start of a function,
 // makes %rbp point at the saved %rbp: after an optional endbr64, push
 // %rbp, then at most maxPrologueInsns instructions that neither touch %rsp
@@ -94,8 +113,13 @@ func (o *Object) FramePointerShare() (share float64, funcs int) {
 // anywhere nearby is fooled by code built without frame pointers that
 // saves %rbp, pushes more registers and then uses %rbp to hold the address
 // of a stack buffer (mov %rsp,%rbp), which gcc -O2 does.
+//
+// Go functions that may grow their stack first compare the stack pointer
+// with the goroutine's stack bound and branch to morestack; that check is
+// skipped (see skipGoStackCheck), since Go keeps frame pointers after it.
 func hasFramePointerPrologue(code []byte) bool {
 	code = bytes.TrimPrefix(code, endbr64)
+	code = skipGoStackCheck(code)
 	if len(code) > 0 && code[0] == 0xc8 { // enter $n,$0
 		return true
 	}
@@ -117,6 +141,48 @@ func hasFramePointerPrologue(code []byte) bool {
 		code = code[inst.Len:]
 	}
 	return false
+}
+
+// skipGoStackCheck returns code past the stack-bound check that starts a
+// Go function on amd64, or code itself when it does not start with one.
+// The check compares the stack pointer, or %r12 computed from it for
+// large frames, with the bound at 0x10(%r14) (g.stackguard0), then
+// branches to morestack:
+//
+//	cmp 0x10(%r14),%rsp; jbe ...
+//	lea -0x98(%rsp),%r12; cmp 0x10(%r14),%r12; jbe ...
+//	mov %rsp,%r12; sub $0x10000,%r12; jb ...; cmp 0x10(%r14),%r12; jbe ...
+func skipGoStackCheck(code []byte) []byte {
+	rest := code
+	for range 5 {
+		inst, err := x86asm.Decode(rest, 64)
+		if err != nil {
+			return code
+		}
+		rest = rest[inst.Len:]
+		switch {
+		case inst.Op == x86asm.CMP:
+			m, ok := inst.Args[1].(x86asm.Mem)
+			if !ok || m.Base != x86asm.R14 || (inst.Args[0] != x86asm.RSP && inst.Args[0] != x86asm.R12) {
+				return code
+			}
+			next, err := x86asm.Decode(rest, 64)
+			if err != nil || !conditionalJump(next) {
+				return code
+			}
+			return rest[next.Len:]
+		case (inst.Op == x86asm.LEA || inst.Op == x86asm.MOV || inst.Op == x86asm.SUB) && inst.Args[0] == x86asm.R12:
+		case conditionalJump(inst):
+		default:
+			return code
+		}
+	}
+	return code
+}
+
+func conditionalJump(inst x86asm.Inst) bool {
+	op := inst.Op.String()
+	return strings.HasPrefix(op, "J") && inst.Op != x86asm.JMP
 }
 
 // disturbsFrame reports whether inst may move %rsp or %rbp, or leave the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -23,6 +24,9 @@ type Object struct {
 	// DebugPath is the separate debug file that supplied symbols or DWARF,
 	// "" when none was used.
 	DebugPath string
+	// GoVersion is the Go toolchain that built the object ("go1.26.8"),
+	// from its .go.buildinfo; "" when it is not a Go binary.
+	GoVersion string
 
 	machine  elf.Machine
 	file     *os.File
@@ -30,6 +34,7 @@ type Object struct {
 	sections []elf.SectionHeader
 	syms     symtab
 	funcs    funcIndex
+	gotab    *goTable // nil unless a Go binary's .gopclntab was read
 
 	dwarfELF   *elf.File // source of DWARF, nil when none; dropped once indexed
 	dwarfDebug *debugFile
@@ -131,6 +136,7 @@ func (o *Object) load(ef *elf.File, root string) error {
 	}
 	o.syms = newSymtab(symSyms, dynSyms)
 	o.funcs = newFuncIndex(symSyms, dynSyms)
+	o.loadGo(ef, symSyms)
 	return nil
 }
 
@@ -161,9 +167,18 @@ func (o *Object) close() {
 // function is the symbol, so for inlined calls the file may be a header
 // and not the function's own source file. For a return address, pass the
 // return address minus 1 to get the line of the call.
+//
+// In a Go binary, Go code is named from .gopclntab (see Frames), which
+// stripping does not remove, with Go's names (main.(*sessionTable).open);
+// C code linked in through cgo is named from the ELF symbols as usual.
 func (o *Object) Symbolize(vaddr uint64) (function, file string, line int) {
+	if o.gotab != nil {
+		if fn, file, line, ok := o.gotab.symbolize(vaddr); ok {
+			return fn, file, line
+		}
+	}
 	if s, ok := o.syms.lookup(vaddr, o.sectionOf); ok {
-		function = demangled(s.name)
+		function = demangled(unversioned(s.name))
 	}
 	o.linesOnce.Do(o.indexLines)
 	file, line = o.lines.lookup(vaddr)
@@ -274,4 +289,13 @@ func (o *Object) VAddr(addr, mapStart, mapOffset uint64) uint64 {
 		return off
 	}
 	return below.Vaddr + (off - below.Off)
+}
+
+// unversioned drops a .symtab symbol-version suffix: glibc's
+// "__libc_start_main@@GLIBC_2.34" is __libc_start_main.
+func unversioned(name string) string {
+	if i := strings.IndexByte(name, '@'); i > 0 {
+		return name[:i]
+	}
+	return name
 }

@@ -1,0 +1,348 @@
+package jvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/procfs"
+)
+
+var kafkaRecovery = filepath.Join("..", "..", "examples", "java", "KafkaRecovery.java")
+
+// lockedBuffer collects a child's stderr while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startJVM starts the example in a JVM that waits (for a file that never
+// appears) and returns once the JVM handles SIGQUIT. cred runs it as
+// another user; dir is its working directory.
+func startJVM(t *testing.T, java, classes, dir string, cred *syscall.Credential, flags ...string) *exec.Cmd {
+	t.Helper()
+	never := filepath.Join(t.TempDir(), "never")
+	args := append(append([]string{}, flags...), "-cp", classes, "KafkaRecovery", "--wait-file", never,
+		"--warmup", "300", "--plain", "300")
+	cmd := exec.Command(java, args...)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	cmd.Dir = dir
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		// A killed JVM cannot remove its files.
+		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+		os.Remove(fmt.Sprintf("/tmp/.java_pid%d", pid))
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := procfs.ReadStatus(pid); err == nil && st.Catches(int(syscall.SIGQUIT)) {
+			return cmd
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("JVM %d never installed its SIGQUIT handler; stderr:\n%s", pid, stderr.String())
+	return nil
+}
+
+func execute(t *testing.T, pid int, cmd string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := Execute(ctx, pid, cmd, args...)
+	if err != nil {
+		t.Fatalf("Execute(%s %v): %v", cmd, args, err)
+	}
+	return out
+}
+
+// noTriggerLeft checks that no .attach_pid file is left behind.
+func noTriggerLeft(t *testing.T, pid int, dir string) {
+	t.Helper()
+	for _, d := range []string{dir, "/tmp"} {
+		if _, err := os.Stat(filepath.Join(d, fmt.Sprintf(".attach_pid%d", pid))); err == nil {
+			t.Errorf("trigger file left in %s", d)
+		}
+	}
+}
+
+func TestExecute(t *testing.T) {
+	java := testutil.RequireJava(t)
+	classes := testutil.JavaClasses(t, kafkaRecovery)
+	dir := t.TempDir()
+	cmd := startJVM(t, java, classes, dir, nil)
+	pid := cmd.Process.Pid
+
+	// A socket left by a killed JVM that had the same pid is ignored.
+	stale := fmt.Sprintf("/tmp/.java_pid%d", pid)
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first command starts the attach listener.
+	props := execute(t, pid, "properties")
+	if !strings.Contains(props, "java.vm.version=") {
+		t.Errorf("properties without java.vm.version:\n%.500s", props)
+	}
+	noTriggerLeft(t, pid, dir)
+	if _, err := os.Stat(fmt.Sprintf("/tmp/.java_pid%d", pid)); err != nil {
+		t.Errorf("no listener socket: %v", err)
+	}
+	if got := strings.TrimSpace(execute(t, pid, "printflag", "PreserveFramePointer")); got != "-XX:-PreserveFramePointer" {
+		t.Errorf("printflag PreserveFramePointer = %q", got)
+	}
+	execute(t, pid, "jcmd", "Compiler.perfmap")
+	f, err := os.Open(fmt.Sprintf("/tmp/perf-%d.map", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := ParsePerfMap(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var interp, methods int
+	for _, s := range m.syms {
+		switch s.Kind {
+		case KindInterpreter:
+			interp++
+		case KindMethod:
+			methods++
+		}
+	}
+	if interp != 1 || methods == 0 {
+		t.Errorf("perf map of %d symbols has %d interpreters and %d methods, want 1 and some", m.Len(), interp, methods)
+	}
+
+	// A command the JVM rejects is an error that carries its message.
+	_, err = Execute(context.Background(), pid, "jcmd", "No.such.command")
+	if !errors.Is(err, ErrCommandFailed) || !strings.Contains(err.Error(), "No.such.command") {
+		t.Errorf("unknown jcmd: %v, want ErrCommandFailed naming it", err)
+	}
+	if _, err := Execute(context.Background(), pid, "jcmd", "a", "b", "c", "d"); err == nil {
+		t.Error("four arguments accepted")
+	}
+}
+
+// TestExecuteAsJVMUser attaches to a JVM of another user: the connect runs
+// on a thread with the JVM's ids, and leakscope's own ids stay root.
+func TestExecuteAsJVMUser(t *testing.T) {
+	java := testutil.RequireJava(t)
+	if os.Geteuid() != 0 {
+		testutil.SkipOrFail(t, "needs root to start a JVM as another user")
+	}
+	classes := testutil.JavaClasses(t, kafkaRecovery)
+	dir, err := os.MkdirTemp("", "leakscope-cwd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755) // root's; the JVM (nobody) cannot write there
+	cmd := startJVM(t, java, classes, dir, &syscall.Credential{Uid: 65534, Gid: 65534})
+	pid := cmd.Process.Pid
+
+	if got := strings.TrimSpace(execute(t, pid, "printflag", "PreserveFramePointer")); got != "-XX:-PreserveFramePointer" {
+		t.Errorf("printflag = %q", got)
+	}
+	noTriggerLeft(t, pid, dir)
+	fi, err := os.Stat(fmt.Sprintf("/tmp/.java_pid%d", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 {
+		t.Errorf("socket owned by uid %d, want 65534 (the JVM's)", st.Uid)
+	}
+	// Later commands reuse the listener; each connects from a thread of
+	// its own, wherever the scheduler puts the goroutine (the main thread
+	// included, which must never keep the JVM's ids).
+	execute(t, pid, "jcmd", "Compiler.perfmap")
+	for i := 0; i < 20; i++ {
+		execute(t, pid, "printflag", "PreserveFramePointer")
+	}
+
+	// Every thread of this process is root again once the connecting
+	// threads have exited (they do so right after handing over the
+	// socket).
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		bad := nonRootThreads(t)
+		if len(bad) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads with other credentials: %v", bad)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func nonRootThreads(t *testing.T) []string {
+	var bad []string
+	tasks, _ := filepath.Glob("/proc/self/task/*/status")
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		st, err := procfs.ParseStatus(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.UID != [4]int{} || st.GID != [4]int{} {
+			bad = append(bad, fmt.Sprintf("%s: uids %v gids %v", p, st.UID, st.GID))
+		}
+	}
+	return bad
+}
+
+func TestExecuteNotAJVMReady(t *testing.T) {
+	// sleep does not handle SIGQUIT: Execute must not send it.
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_, err := Execute(context.Background(), cmd.Process.Pid, "properties")
+	if !errors.Is(err, ErrNotReady) {
+		t.Errorf("Execute on sleep: %v, want ErrNotReady", err)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("sleep is gone: %v", err)
+	}
+	noTriggerLeft(t, cmd.Process.Pid, ".")
+}
+
+func TestFindAndName(t *testing.T) {
+	java := testutil.RequireJava(t)
+	classes := testutil.JavaClasses(t, kafkaRecovery)
+	for _, pfp := range []bool{true, false} {
+		t.Run(fmt.Sprintf("PreserveFramePointer=%v", pfp), func(t *testing.T) {
+			var flags []string
+			if pfp {
+				flags = append(flags, "-XX:+PreserveFramePointer")
+			}
+			cmd := startJVM(t, java, classes, t.TempDir(), nil, flags...)
+			pid := cmd.Process.Pid
+			maps, err := procfs.ReadMaps(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm, ok := Find(pid, maps)
+			if !ok {
+				t.Fatal("no HotSpot JVM found")
+			}
+			out, _ := exec.Command(java, "-XshowSettings:properties", "-version").CombinedOutput()
+			if vm.Version == "" || !bytes.Contains(out, []byte(vm.Version)) || !strings.HasSuffix(vm.LibJVM, "/libjvm.so") {
+				t.Errorf("VM = %+v; java -XshowSettings says:\n%.300s", vm, out)
+			}
+
+			// Addresses to name, from a map taken now.
+			execute(t, pid, "jcmd", "Compiler.perfmap")
+			f, err := os.Open(fmt.Sprintf("/tmp/perf-%d.map", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := ParsePerfMap(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var method, interp Symbol
+			for _, s := range m.syms {
+				if s.Kind == KindMethod && method.Name == "" {
+					method = s
+				}
+				if s.Kind == KindInterpreter {
+					interp = s
+				}
+			}
+			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+
+			var warnings []string
+			n, err := NewNamer(vm, func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			// The namer has no map yet: the first lookup dumps one.
+			got := n.Frame(method.Start+1, false)
+			if got.Name != method.Name || got.Kind != KindMethod || got.Chained != pfp {
+				t.Errorf("Frame(%s) = %+v, want it named, chained=%v", method.Name, got, pfp)
+			}
+			if on, known := n.PreserveFramePointer(); on != pfp || !known {
+				t.Errorf("PreserveFramePointer = %v, %v; want %v, true", on, known, pfp)
+			}
+			if !pfp && !strings.Contains(got.Cut, "without -XX:+PreserveFramePointer") {
+				t.Errorf("cut %q does not name the flag", got.Cut)
+			}
+			// A native method's wrapper keeps its frame, and so does the
+			// interpreter.
+			if got := n.Frame(method.Start+1, true); !got.Chained {
+				t.Errorf("frame that called native code is not chained: %+v", got)
+			}
+			if got := n.Frame(interp.Start+8, false); got.Name != Interpreted || !got.Chained {
+				t.Errorf("interpreter frame = %+v", got)
+			}
+			// An address the map does not have triggers one dump, then
+			// no more: the next map did not have it either.
+			before := n.attempted
+			n.RefreshInterval = 0
+			if got := n.Frame(8, false); got.Name != "" || got.Kind != KindUnknown {
+				t.Errorf("Frame(8) = %+v", got)
+			}
+			if !n.attempted.After(before) {
+				t.Error("a miss did not refresh the map")
+			}
+			again := n.attempted
+			n.Frame(8, false)
+			if n.attempted != again || n.Pending() {
+				t.Error("a miss the last map could not name refreshed it again")
+			}
+			if len(warnings) > 0 {
+				t.Errorf("warnings: %v", warnings)
+			}
+		})
+	}
+}
