@@ -14,7 +14,7 @@ export BPF2GO_CFLAGS := -O2 -g -Wall -Werror
 # process, which must make no malloc calls of its own.
 export CGO_ENABLED   := 0
 
-.PHONY: all build generate check-generated test test-short bench fmt vet lint examples demo clean
+.PHONY: all build generate check-generated test test-short bench fuzz fmt vet lint examples demo clean
 
 all: build
 
@@ -59,8 +59,20 @@ test:
 test-short:
 	$(GO) test -short ./...
 
+## fuzz: run every Fuzz target for FUZZTIME (default 10s) each
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$name ($$(dirname $$f), $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
+
+## bench: storms under leakscope, heaptrack and bpftrace, plus the Go benchmarks
+## (needs root; ~10 min; writes bench/results-DATE.md, see docs/performance.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	bash bench/run.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '_bpfel.go$$')

@@ -20,6 +20,10 @@ const volatile __u32 wait_exec = 0;
 /* Set by target_exec when the target execs. */
 __u32 exec_seen = 0;
 
+/* Set when a launched command was stopped at its first tracked call to
+ * wait for the range table (user space continues it). */
+__u32 stop_sent = 0;
+
 /* Per-thread state of an acquire call between its entry and return probes. */
 struct pending {
 	__u64 size_bytes;
@@ -67,26 +71,22 @@ struct {
 	__type(value, struct stack);
 } stacks SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 14);
-	__type(key, __u32); /* thread id */
-	__type(value, struct pending);
-} pendings SEC(".maps");
+/* What a thread is in the middle of. Task storage: found without a hash
+ * lookup or lock, and freed by the kernel when the thread exits (a thread
+ * can die between an entry and its return probe). A record is active while
+ * its sp is not 0. */
+struct thread_state {
+	struct pending outer; /* the tracked call in progress */
+	struct pending inner; /* a malloc inside a resource's acquire call */
+	struct zcall zcall;   /* the last inflate() entered */
+};
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 14);
-	__type(key, __u32); /* thread id */
-	__type(value, struct pending); /* a malloc inside a resource's acquire call */
-} inner_pendings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 14);
-	__type(key, __u32); /* thread id */
-	__type(value, struct zcall);
-} zcalls SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -117,6 +117,13 @@ struct {
 } range_ctls SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 20);
+	__type(key, __u32); /* exec_range.row_start + i, each object's rows sorted by pc */
+	__type(value, struct unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
@@ -133,6 +140,8 @@ struct {
 /* Force the shared types into BTF for bpf2go -type. */
 const struct range_miss *unused_range_miss __attribute__((unused));
 const enum range_flag *unused_range_flag __attribute__((unused));
+const enum unwind_cfa *unused_unwind_cfa __attribute__((unused));
+const enum unwind_rbp *unused_unwind_rbp __attribute__((unused));
 const enum alloc_kind *unused_alloc_kind __attribute__((unused));
 const enum stat_index *unused_stat_index __attribute__((unused));
 const enum stack_flag *unused_stack_flag __attribute__((unused));
@@ -252,9 +261,12 @@ int BPF_KPROBE(zlib_inflate_enter, void *strm)
 {
 	if (!is_target())
 		return 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct zcall z = { .strm = (__u64)strm, .sp = PT_REGS_SP(ctx), .kind = KIND_ZLIB_INFLATE };
-	bpf_map_update_elem(&zcalls, &tid, &z, BPF_ANY);
+	struct thread_state *ts = thread_state(true);
+	if (!ts)
+		return 0;
+	ts->zcall.strm = (__u64)strm;
+	ts->zcall.sp = PT_REGS_SP(ctx);
+	ts->zcall.kind = KIND_ZLIB_INFLATE;
 	return 0;
 }
 
@@ -314,19 +326,6 @@ int pair_release_enter(struct pt_regs *ctx)
 {
 	__u64 c = bpf_get_attach_cookie(ctx);
 	release_enter(ctx, arg_n(ctx, COOKIE_ARG(c)), COOKIE_KIND(c));
-	return 0;
-}
-
-/* A thread can die between an entry and its return probe. */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(thread_exit, struct task_struct *task)
-{
-	if (!is_target())
-		return 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	bpf_map_delete_elem(&pendings, &tid);
-	bpf_map_delete_elem(&inner_pendings, &tid);
-	bpf_map_delete_elem(&zcalls, &tid);
 	return 0;
 }
 

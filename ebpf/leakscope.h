@@ -6,6 +6,7 @@
 #define MAX_STACK_DEPTH 64
 #define MAX_RANGES 2048   /* executable mappings per slot of exec_ranges */
 #define RANGE_SEARCH_STEPS 12  /* > log2(MAX_RANGES) */
+#define ROW_SEARCH_STEPS 24    /* > log2(rows of one object); libjvm.so has ~230k */
 
 /* What an allocation is. Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum alloc_kind {
@@ -45,12 +46,44 @@ enum stack_flag {
 	STACK_UNVERIFIED = 4, /* a frame lay outside the known executable ranges */
 	STACK_MAX_DEPTH = 8,  /* MAX_STACK_DEPTH reached */
 	STACK_READ_ERROR = 16,/* reading the target's stack faulted */
+	STACK_SWITCHED = 32,  /* the walk moved from the thread's stack to a goroutine's (cgo) */
+	STACK_UNWIND_END = 64,/* the unwind table has no rule here (outermost frame or a gap) */
+	STACK_UNWIND_UNSUPPORTED = 128, /* the unwind table cannot express this frame's rule */
 };
 
 /* Flags of struct exec_range. */
 enum range_flag {
 	RANGE_HAS_FP = 1, /* the object keeps frame pointers: follow %rbp through it */
 	RANGE_ZLIB = 2,   /* the object holds a traced zlib: its mallocs can belong to a stream */
+	RANGE_GO = 4,     /* Go code: its frame-pointer chain may switch stacks (cgo) */
+	RANGE_DWARF = 8,  /* unwind through it with its rows in unwind_rows (.eh_frame) */
+};
+
+/* One row of an object's unwind table, built from .eh_frame by
+ * probe/unwind (see Row there): from pc (an ELF vaddr) to the next row's,
+ * CFA = (rule & 0xf ? rbp : rsp) + cfa_off, the return address is at
+ * CFA-8, the caller's rbp at CFA+rbp_off when rule >> 4 == 1, and the
+ * caller's rsp is the CFA.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct unwind_row {
+	__u32 pc;
+	__s16 cfa_off;
+	__s8 rbp_off;
+	__u8 rule; /* low nibble enum unwind_cfa, high nibble enum unwind_rbp */
+};
+
+enum unwind_cfa {
+	UNWIND_CFA_RSP = 0,
+	UNWIND_CFA_RBP = 1,
+	UNWIND_UNDEFINED = 2,
+	UNWIND_UNSUPPORTED = 3,
+	UNWIND_PLT = 4,
+};
+
+enum unwind_rbp {
+	UNWIND_RBP_SAME = 0,
+	UNWIND_RBP_SAVED = 1,
+	UNWIND_RBP_UNDEFINED = 2,
 };
 
 /* Key of allocs: a handle and its kind, since one address can be both a
@@ -106,6 +139,9 @@ struct exec_range {
 	__u64 end;
 	__u32 flags; /* enum range_flag */
 	__u32 object;
+	__u64 bias;      /* runtime address - ELF vaddr, for unwind rows */
+	__u32 row_start; /* the object's rows in unwind_rows (RANGE_DWARF) */
+	__u32 row_count;
 };
 
 /* Which half of exec_ranges is current; user space fills the other half,

@@ -15,6 +15,13 @@ static __always_inline void stat_add(__u32 idx, __u64 n)
 		*v += n; /* per-CPU: no atomics needed */
 }
 
+/* thread_state returns this thread's state, created on first use. */
+static __always_inline struct thread_state *thread_state(bool create)
+{
+	return bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
 static __always_inline bool is_target(void)
 {
 	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
@@ -88,14 +95,111 @@ struct walk_ctx {
 	__u64 fp; /* frame pointer of the current frame's caller */
 	__u64 sp; /* lowest address the next frame may lie at */
 	__u64 hash;
-	__u32 depth;
+	/* The depth lives in st->depth, a map value: a counter on the stack
+	 * would be a known number in every iteration, and the verifier would
+	 * check each of the 64 iterations' paths apart. */
 };
+
+/* State of one binary search of an object's unwind rows. */
+struct row_search {
+	__u32 pc;
+	__u32 lo, hi; /* absolute indexes into unwind_rows: first row with pc > .pc in [lo, hi) */
+};
+
+static long row_step(__u64 i, struct row_search *c)
+{
+	if (c->lo >= c->hi)
+		return 1;
+	__u32 mid = c->lo + (c->hi - c->lo) / 2;
+	struct unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &mid);
+	if (!row)
+		return 1;
+	if (c->pc < row->pc)
+		c->hi = mid;
+	else
+		c->lo = mid + 1;
+	return 0;
+}
+
+/* dwarf_step unwinds one frame of an object without frame pointers with
+ * its .eh_frame rows; returns 1 to stop the walk. Every frame here is a
+ * return address, so the row looked up is the call's (pc - 1): a call that
+ * ends a function returns past its last row. */
+static __always_inline long dwarf_step(struct walk_ctx *w, struct exec_range *r)
+{
+	struct stack *st = w->st;
+	struct row_search c = {
+		.pc = (__u32)(w->ip - r->bias - 1),
+		.lo = r->row_start,
+		.hi = r->row_start + r->row_count,
+	};
+	__u32 first = c.lo;
+	bpf_loop(ROW_SEARCH_STEPS, row_step, &c, 0);
+	if (c.lo == first) {
+		st->flags |= STACK_UNWIND_END;
+		return 1;
+	}
+	__u32 idx = c.lo - 1;
+	struct unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &idx);
+	if (!row)
+		return 1;
+	__u64 cfa;
+	switch (row->rule & 0xf) {
+	case UNWIND_CFA_RSP:
+		cfa = w->sp + row->cfa_off;
+		break;
+	case UNWIND_CFA_RBP:
+		cfa = w->fp + row->cfa_off;
+		break;
+	case UNWIND_UNDEFINED:
+		st->flags |= STACK_UNWIND_END;
+		return 1;
+	default:
+		st->flags |= STACK_UNWIND_UNSUPPORTED;
+		return 1;
+	}
+	if (cfa <= w->sp || cfa - w->sp > MAX_FRAME_SPAN) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	__u64 ra;
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	switch (row->rule >> 4) {
+	case UNWIND_RBP_SAVED:
+		if (bpf_probe_read_user(&w->fp, sizeof(w->fp), (void *)(cfa + row->rbp_off))) {
+			st->flags |= STACK_READ_ERROR;
+			return 1;
+		}
+		break;
+	case UNWIND_RBP_UNDEFINED:
+		w->fp = 0;
+		break;
+	}
+	if (ra == 0)
+		return 1;
+	__u32 d = st->depth;
+	if (d >= MAX_STACK_DEPTH) {
+		st->flags |= STACK_MAX_DEPTH;
+		return 1;
+	}
+	st->ips[d] = ra;
+	st->depth = d + 1;
+	w->ip = ra;
+	w->sp = cfa;
+	w->hash = (w->hash ^ ra) * 1099511628211ULL;
+	return 0;
+}
 
 /* walk_step appends one frame; returns 1 to stop the walk. */
 static long walk_step(__u64 i, struct walk_ctx *w)
 {
 	struct stack *st = w->st;
 	struct exec_range *r = find_range(w->ip);
+	if (r && (r->flags & RANGE_DWARF))
+		return dwarf_step(w, r);
 	if (r) {
 		if (!(r->flags & RANGE_HAS_FP)) {
 			st->flags |= STACK_NO_FP;
@@ -111,8 +215,17 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	if (fp == 0)
 		return 1; /* outermost frame */
 	if (fp < w->sp || (fp & 7) || fp - w->sp > MAX_FRAME_SPAN) {
-		st->flags |= STACK_BAD_FRAME;
-		return 1;
+		/* A cgo call runs C on the thread's stack, and the frame pointer
+		 * it keeps leads back to the goroutine's stack, elsewhere in
+		 * memory: from Go code, or code not classified yet (a command
+		 * just exec'd), follow that once; user space validates every
+		 * frame. (The mark lives in the map value, not in w, so the
+		 * verifier need not tell walks apart by it.) */
+		if ((fp & 7) || (r && !(r->flags & RANGE_GO)) || (st->flags & STACK_SWITCHED)) {
+			st->flags |= STACK_BAD_FRAME;
+			return 1;
+		}
+		st->flags |= STACK_SWITCHED;
 	}
 	__u64 frame[2];
 	if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
@@ -121,13 +234,13 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	}
 	if (frame[1] == 0)
 		return 1;
-	__u32 d = w->depth;
+	__u32 d = st->depth;
 	if (d >= MAX_STACK_DEPTH) {
 		st->flags |= STACK_MAX_DEPTH;
 		return 1;
 	}
 	st->ips[d] = frame[1];
-	w->depth = d + 1;
+	st->depth = d + 1;
 	w->ip = frame[1];
 	w->sp = fp + 16;
 	w->fp = frame[0];
@@ -147,6 +260,7 @@ static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
 	if (!st)
 		return 0;
 	st->flags = 0;
+	st->depth = 1;
 	st->ips[0] = ip;
 	struct walk_ctx w = {
 		.st = st,
@@ -154,10 +268,8 @@ static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
 		.fp = fp,
 		.sp = sp,
 		.hash = (14695981039346656037ULL ^ ip) * 1099511628211ULL,
-		.depth = 1,
 	};
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
-	st->depth = w.depth;
 	/* ips past depth keep stale frames; readers use depth only. */
 	__u64 h = (w.hash ^ st->flags) * 1099511628211ULL;
 	if (h == 0)
@@ -173,11 +285,10 @@ static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
 /* zcall_owner returns the stream a malloc at this entry belongs to: a zlib
  * call is in progress deeper than its entry, and the caller of malloc is the
  * zlib object itself. 0 otherwise. */
-static __always_inline __u64 zcall_owner(struct pt_regs *ctx, __u32 tid, __u32 *kind)
+static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, __u32 *kind)
 {
-	struct zcall *z = bpf_map_lookup_elem(&zcalls, &tid);
 	__u64 sp = PT_REGS_SP(ctx);
-	if (!z || sp >= z->sp)
+	if (!z->sp || sp >= z->sp)
 		return 0;
 	__u64 ra = 0;
 	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
@@ -187,6 +298,23 @@ static __always_inline __u64 zcall_owner(struct pt_regs *ctx, __u32 tid, __u32 *
 		return 0;
 	*kind = z->kind;
 	return z->strm;
+}
+
+/* stop_until_ranges stops a launched command at its first tracked call
+ * (libc and the executable are mapped by then, the program's own code has
+ * not run) until user space has written the range and unwind tables, so
+ * every stack is walked with them: without the tables a walk can only
+ * follow frame pointers. The call itself completes after the continue. */
+static __always_inline void stop_until_ranges(void)
+{
+	__u32 zero = 0;
+	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
+	if (!ctl || ctl->count)
+		return;
+	stop_sent = 1;
+	bpf_send_signal(19 /* SIGSTOP */);
+	struct range_miss m = {};
+	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 }
 
 /* pending_enter records an acquire call for its return probe. A call made
@@ -201,7 +329,13 @@ static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 {
 	if (!is_target())
 		return;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (wait_exec && !stop_sent)
+		stop_until_ranges();
+	struct thread_state *ts = thread_state(true);
+	if (!ts) {
+		stat_add(STAT_PENDING_DROPPED, 1);
+		return;
+	}
 	__u64 sp = PT_REGS_SP(ctx);
 	struct pending n = {
 		.size_bytes = size,
@@ -211,27 +345,24 @@ static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 		.kind = kind,
 		.op = op,
 	};
-	struct pending *p = bpf_map_lookup_elem(&pendings, &tid);
-	if (p && sp < p->sp) {
+	struct pending *p = &ts->outer;
+	if (p->sp && sp < p->sp) {
 		if (p->kind != KIND_MALLOC && kind == KIND_MALLOC) {
-			struct pending *in = bpf_map_lookup_elem(&inner_pendings, &tid);
-			if (in && sp < in->sp) {
+			if (ts->inner.sp && sp < ts->inner.sp) {
 				stat_add(STAT_NESTED_CALLS, 1);
 				return;
 			}
 			n.owner = p->out_ptr;
 			n.owner_kind = p->kind;
-			if (bpf_map_update_elem(&inner_pendings, &tid, &n, BPF_ANY))
-				stat_add(STAT_PENDING_DROPPED, 1);
+			ts->inner = n;
 			return;
 		}
 		stat_add(STAT_NESTED_CALLS, 1);
 		return;
 	}
 	if (kind == KIND_MALLOC)
-		n.owner = zcall_owner(ctx, tid, &n.owner_kind);
-	if (bpf_map_update_elem(&pendings, &tid, &n, BPF_ANY))
-		stat_add(STAT_PENDING_DROPPED, 1);
+		n.owner = zcall_owner(ctx, &ts->zcall, &n.owner_kind);
+	ts->outer = n;
 }
 
 /* owner_add moves bytes into (or, negative, out of) a live resource and
@@ -399,13 +530,12 @@ static __always_inline __u64 result_addr(struct pending *p, __u64 ret)
 }
 
 /* inner_exit completes a malloc made inside a resource's acquire call. */
-static __always_inline bool inner_exit(struct pt_regs *ctx, __u32 tid, __u64 sp)
+static __always_inline bool inner_exit(struct pt_regs *ctx, struct thread_state *ts, __u64 sp)
 {
-	struct pending *ip = bpf_map_lookup_elem(&inner_pendings, &tid);
-	if (!ip || sp != ip->sp + 8)
+	if (!ts->inner.sp || sp != ts->inner.sp + 8)
 		return false;
-	struct pending in = *ip;
-	bpf_map_delete_elem(&inner_pendings, &tid);
+	struct pending in = ts->inner;
+	ts->inner.sp = 0;
 	__u64 addr = result_addr(&in, PT_REGS_RC(ctx));
 	if (!addr)
 		return true;
@@ -413,9 +543,8 @@ static __always_inline bool inner_exit(struct pt_regs *ctx, __u32 tid, __u64 sp)
 		return true;
 	/* The resource is created when the outer call returns: its bytes
 	 * wait in the outer pending record. */
-	struct pending *outer = bpf_map_lookup_elem(&pendings, &tid);
-	if (outer)
-		__sync_fetch_and_add(&outer->size_bytes, in.size_bytes);
+	if (ts->outer.sp)
+		ts->outer.size_bytes += in.size_bytes;
 	return true;
 }
 
@@ -424,23 +553,24 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 {
 	if (!is_target())
 		return;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *ts = thread_state(false);
+	if (!ts)
+		return;
 	/* After the return the stack pointer is one slot above the entry's:
 	 * anything else is the return of a nested call. */
 	__u64 sp = PT_REGS_SP(ctx);
-	if (inner_exit(ctx, tid, sp))
+	if (inner_exit(ctx, ts, sp))
 		return;
-	struct pending *pp = bpf_map_lookup_elem(&pendings, &tid);
-	if (!pp || sp != pp->sp + 8)
+	if (!ts->outer.sp || sp != ts->outer.sp + 8)
 		return;
-	struct pending p = *pp;
-	bpf_map_delete_elem(&pendings, &tid);
+	struct pending p = ts->outer;
+	ts->outer.sp = 0;
 
 	__u64 addr = result_addr(&p, PT_REGS_RC(ctx));
 	if (!addr)
 		return;
-	__u64 ts = bpf_ktime_get_ns();
-	if (p.owner && track_owned(addr, p.size_bytes, p.owner, p.owner_kind, ts)) {
+	__u64 now = bpf_ktime_get_ns();
+	if (p.owner && track_owned(addr, p.size_bytes, p.owner, p.owner_kind, now)) {
 		if (owner_add(p.owner, p.owner_kind, p.size_bytes))
 			return;
 		/* The stream is unknown (made before attaching): count the
@@ -448,7 +578,7 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 		track_release(addr, KIND_MALLOC);
 	}
 	__u64 stack_id = walk_stack(PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
-	track_alloc(addr, p.size_bytes, p.kind, stack_id, ts);
+	track_alloc(addr, p.size_bytes, p.kind, stack_id, now);
 }
 
 /* release_enter handles a release call (free, inflateEnd, ...). A release
@@ -459,15 +589,15 @@ static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32
 {
 	if (!is_target() || !addr)
 		return;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending *p = bpf_map_lookup_elem(&pendings, &tid);
-	if (p && PT_REGS_SP(ctx) < p->sp) {
+	struct thread_state *ts = thread_state(false);
+	struct pending *p = ts ? &ts->outer : NULL;
+	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
 		struct handle_key hk = { .addr = addr, .kind = kind };
 		struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
 		if (info && info->owner && info->owner == p->out_ptr) {
 			__s64 size = info->size_bytes;
 			if (!bpf_map_delete_elem(&allocs, &hk))
-				__sync_fetch_and_add(&p->size_bytes, -size);
+				p->size_bytes -= size;
 			return;
 		}
 		stat_add(STAT_NESTED_CALLS, 1);

@@ -57,7 +57,7 @@ func (t *Tracer) resolveLocked(stackID uint64) resolvedStack {
 	if stackID == 0 {
 		return lostStack
 	}
-	if rs, ok := t.sym.byID[stackID]; ok {
+	if rs, ok := t.sym.byID[stackID]; ok && !t.sym.stale(rs) {
 		return rs
 	}
 	var raw leakStack
@@ -77,9 +77,11 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.closeRuntimeLocked()
 	end := time.Now()
 	nowMono := monotonicNow()
 	t.refreshLocked()
+	t.retryNamesLocked(true) // a JVM still alive names its newest code
 	points, err := t.readSitesLocked()
 	if err != nil {
 		return nil, err
@@ -87,11 +89,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.snapshots = append(t.snapshots, snapshotOf(points, end.Sub(t.started)))
 
 	c := &analyze.Capture{
-		Target: analyze.Target{
-			Pid:     t.pid,
-			Command: t.command,
-			Runtime: analyze.RuntimeNative,
-		},
+		Target:    t.target(),
 		StartedAt: t.started,
 		Duration:  end.Sub(t.started),
 		Snapshots: t.snapshots,
@@ -116,6 +114,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if err := t.readLostLocked(&c.Lost); err != nil {
 		return nil, err
 	}
+	t.warnLossesLocked(c.Lost)
 	t.untracedPairs()
 	c.Warnings = append(c.Warnings, t.warnings...)
 	return c, nil
@@ -195,6 +194,42 @@ func (t *Tracer) readLostLocked(l *analyze.Lost) error {
 	l.FreesMissed = s[leakStatIndexSTAT_FREES_MISSED]
 	l.PendingDropped = s[leakStatIndexSTAT_PENDING_DROPPED]
 	return nil
+}
+
+// warnLossesLocked names, for each non-zero loss, the table that was full
+// and the flag that sizes it: the counts alone do not say what to change.
+// The kernel counts a full live-allocation table and a full per-site table
+// as one statistic; sites are never deleted, so the site table was the
+// cause only if it is full now.
+func (t *Tracer) warnLossesLocked(l analyze.Lost) {
+	if l.AllocationsDropped > 0 {
+		if n, err := countEntries(t.objs.Sites); err == nil && n >= int(t.opts.MaxSites) {
+			t.warnOnce(fmt.Sprintf("%d allocations were not tracked: the per-site table (%d entries) or the live-allocation table (%d) was full; raise --max-sites or --max-allocations",
+				l.AllocationsDropped, t.opts.MaxSites, t.opts.MaxAllocations))
+		} else {
+			t.warnOnce(fmt.Sprintf("%d allocations were not tracked: the live-allocation table (%d entries) was full; raise --max-allocations",
+				l.AllocationsDropped, t.opts.MaxAllocations))
+		}
+	}
+	if l.StackErrors > 0 {
+		t.warnOnce(fmt.Sprintf("%d allocations have no stack: the stack table (%d entries) was full; raise --max-stacks",
+			l.StackErrors, t.opts.MaxStacks))
+	}
+	if l.PendingDropped > 0 {
+		t.warnOnce(fmt.Sprintf("%d calls were not tracked: the kernel could not store their per-thread state", l.PendingDropped))
+	}
+}
+
+// countEntries counts the keys of a hash map.
+func countEntries(m *ebpf.Map) (int, error) {
+	key := make([]byte, m.KeySize())
+	val := make([]byte, m.ValueSize())
+	n := 0
+	it := m.Iterate()
+	for it.Next(key, val) {
+		n++
+	}
+	return n, it.Err()
 }
 
 // monotonicNow is CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.

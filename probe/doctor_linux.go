@@ -10,6 +10,7 @@ import (
 
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
+	"github.com/leakscope/leakscope/probe/unwind"
 )
 
 // Check is one finding of Doctor.
@@ -114,20 +115,26 @@ func doctorTarget(pid int) []Check {
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Path < objs[j].Path })
 	for _, o := range objs {
 		var what string
+		ok := true
 		switch o.FramePointer {
 		case fpYes:
-			what = "stacks walk through it"
-		case fpMixed:
-			what = "stacks walk through it with every frame checked; frames of functions without them can be skipped"
-		case fpNo:
-			what = "a stack that reaches it ends at its function (its callers are unknown)"
+			what = "walked with frame pointers"
+		case fpNo, fpMixed:
+			// What --unwind auto does with it.
+			rows, _, err := unwind.BuildFile(procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path}))
+			if err == nil && len(rows) > 0 {
+				what = fmt.Sprintf("walked with its unwind table (%d rows from .eh_frame)", len(rows))
+			} else {
+				ok = false
+				what = "no usable unwind table either: a stack that reaches it ends at its function (its callers are unknown)"
+			}
 		default:
 			what = "unreadable: frames in it are validated only by address"
 		}
-		cs = append(cs, Check{"frame pointers", o.FramePointer != fpNo,
+		cs = append(cs, Check{"frame pointers", ok,
 			fmt.Sprintf("%s: %s, %.0f%% of functions: %s", o.Path, o.FramePointer, 100*o.FPShare, what)})
 	}
-	return cs
+	return append(cs, doctorJVM(pid, view.current)...)
 }
 
 // effectiveCaps reads CapEff of this process.

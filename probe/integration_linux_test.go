@@ -37,8 +37,15 @@ func buildExample(t *testing.T, name string, framePointers bool) string {
 // launch runs argv under the tracer until it exits and returns the capture.
 func launch(t *testing.T, argv ...string) (*analyze.Capture, string) {
 	t.Helper()
+	return launchWith(t, Options{}, argv...)
+}
+
+// launchWith is launch with tracer options.
+func launchWith(t *testing.T, opts Options, argv ...string) (*analyze.Capture, string) {
+	t.Helper()
 	var stderr bytes.Buffer
-	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: &stderr}, Options{Warnf: t.Logf})
+	opts.Warnf = t.Logf
+	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: &stderr}, opts)
 	if err != nil {
 		t.Fatalf("launch %s: %v", argv[0], err)
 	}
@@ -131,23 +138,41 @@ func TestLaunchLeakyExact(t *testing.T) {
 func TestLaunchLeakyWithoutFramePointers(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildExample(t, "leaky", false)
-	c, _ := launch(t, bin)
+
+	// Frame pointers only: one leak site is still one row. The direct
+	// caller is always known (the return address), and the walk stops at
+	// code without frame pointers, saying so.
+	c, _ := launchWith(t, Options{Unwind: UnwindFP}, bin)
 	checkNoLoss(t, c)
 	res := analyze.Rank(c, analyze.Options{})
 	if len(res.Leaks) == 0 {
 		t.Fatal("no leaks")
 	}
 	first := res.Leaks[0]
-	// One leak site is one row: the direct caller is always known (the
-	// return address), and the walk stops at code without frame pointers.
 	if fn := first.Site.Stack.Frames[0].Function; fn != "leak_request_buffer" || first.Count != 100 || first.Bytes != 409600 {
-		t.Errorf("rank 1 = %s %d blocks %d bytes, want leak_request_buffer 100 blocks 409600 bytes", fn, first.Count, first.Bytes)
+		t.Errorf("fp: rank 1 = %s %d blocks %d bytes, want leak_request_buffer 100 blocks 409600 bytes", fn, first.Count, first.Bytes)
 	}
 	if n := len(siteOf(c, "leak_request_buffer")); n != 1 {
-		t.Errorf("leak_request_buffer appears as %d sites, want 1", n)
+		t.Errorf("fp: leak_request_buffer appears as %d sites, want 1", n)
 	}
 	if tr := first.Site.Stack.Truncated; !strings.Contains(tr, filepath.Base(bin)) || !strings.Contains(tr, "no frame pointers") {
-		t.Errorf("truncation reason = %q, want it to name %s and missing frame pointers", tr, filepath.Base(bin))
+		t.Errorf("fp: truncation reason = %q, want it to name %s and missing frame pointers", tr, filepath.Base(bin))
+	}
+
+	// By default the kernel unwinds such code with its .eh_frame rows:
+	// the whole chain to main, as valgrind shows it, with exact counts.
+	c, _ = launchWith(t, Options{}, bin)
+	checkNoLoss(t, c)
+	res = analyze.Rank(c, analyze.Options{})
+	first = res.Leaks[0]
+	want := "leak_request_buffer,parse_request,handle_requests,main,__libc_start_call_main"
+	if got := strings.Join(functions(*first.Site), ","); !strings.HasPrefix(got, want) || first.Site.Stack.Truncated != "" ||
+		first.Count != 100 || first.Bytes != 409600 {
+		t.Errorf("dwarf: rank 1 = %s (truncated %q), %d blocks %d bytes; want %s..., complete, 100 blocks 409600 bytes",
+			got, first.Site.Stack.Truncated, first.Count, first.Bytes, want)
+	}
+	if n := len(siteOf(c, "leak_request_buffer")); n != 1 {
+		t.Errorf("dwarf: leak_request_buffer appears as %d sites, want 1", n)
 	}
 }
 
@@ -355,17 +380,20 @@ func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
 	if d := byName["allocator"][0].Detail; !strings.Contains(d, "libc.so.6") {
 		t.Errorf("allocator = %q, want libc", d)
 	}
+	// Neither the example (-O2) nor libc keeps frame pointers; both are
+	// walked with their unwind tables.
 	var sawExe, sawLibc bool
 	for _, c := range byName["frame pointers"] {
-		if strings.HasPrefix(c.Detail, bin+": no,") && !c.OK {
+		unwound := c.OK && strings.Contains(c.Detail, "walked with its unwind table")
+		if strings.HasPrefix(c.Detail, bin+": no,") && unwound {
 			sawExe = true
 		}
-		if strings.Contains(c.Detail, "libc.so.6: no,") && !c.OK {
+		if strings.Contains(c.Detail, "libc.so.6: no,") && unwound {
 			sawLibc = true
 		}
 	}
 	if !sawExe || !sawLibc {
-		t.Errorf("frame-pointer notes do not say the example and libc have none: %+v", byName["frame pointers"])
+		t.Errorf("frame-pointer notes do not say the example and libc have none and are unwound with tables: %+v", byName["frame pointers"])
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 
@@ -91,6 +92,12 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	if interp, ok := scriptInterpreter(path); ok {
 		elfPath = interp
 	}
+	// The dynamic linker expands $ORIGIN from the real file, as maps name
+	// it: /usr/bin/java is a symlink, and its libjli.so is found only
+	// from /usr/lib/jvm/*/bin.
+	if real, err := filepath.EvalSymlinks(elfPath); err == nil {
+		elfPath = real
+	}
 	cache := symbolize.NewCache()
 	alloc, objects, err := allocatorForExec(elfPath, env, cache)
 	if err != nil {
@@ -126,6 +133,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		return nil, nil, err
 	}
 	t.command = argv
+	t.view.expectExec(elfPath)
 	if _, err := gateW.Write([]byte{1}); err != nil {
 		t.close()
 		return nil, nil, fmt.Errorf("release %s: %w", path, err)

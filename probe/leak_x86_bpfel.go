@@ -33,11 +33,14 @@ const (
 )
 
 type leakExecRange struct {
-	_      structs.HostLayout
-	Start  uint64
-	End    uint64
-	Flags  uint32
-	Object uint32
+	_        structs.HostLayout
+	Start    uint64
+	End      uint64
+	Flags    uint32
+	Object   uint32
+	Bias     uint64
+	RowStart uint32
+	RowCount uint32
 }
 
 type leakHandleKey struct {
@@ -45,19 +48,6 @@ type leakHandleKey struct {
 	Addr uint64
 	Kind uint32
 	Pad  uint32
-}
-
-type leakPending struct {
-	_         structs.HostLayout
-	SizeBytes uint64
-	OldPtr    uint64
-	OutPtr    uint64
-	Sp        uint64
-	Kind      uint32
-	Op        uint32
-	Owner     uint64
-	OwnerKind uint32
-	Pad       uint32
 }
 
 type leakRangeCtl struct {
@@ -72,6 +62,8 @@ type leakRangeFlag uint32
 const (
 	leakRangeFlagRANGE_HAS_FP leakRangeFlag = 1
 	leakRangeFlagRANGE_ZLIB   leakRangeFlag = 2
+	leakRangeFlagRANGE_GO     leakRangeFlag = 4
+	leakRangeFlagRANGE_DWARF  leakRangeFlag = 8
 )
 
 type leakRangeMiss struct {
@@ -106,11 +98,14 @@ type leakStack struct {
 type leakStackFlag uint32
 
 const (
-	leakStackFlagSTACK_NO_FP      leakStackFlag = 1
-	leakStackFlagSTACK_BAD_FRAME  leakStackFlag = 2
-	leakStackFlagSTACK_UNVERIFIED leakStackFlag = 4
-	leakStackFlagSTACK_MAX_DEPTH  leakStackFlag = 8
-	leakStackFlagSTACK_READ_ERROR leakStackFlag = 16
+	leakStackFlagSTACK_NO_FP              leakStackFlag = 1
+	leakStackFlagSTACK_BAD_FRAME          leakStackFlag = 2
+	leakStackFlagSTACK_UNVERIFIED         leakStackFlag = 4
+	leakStackFlagSTACK_MAX_DEPTH          leakStackFlag = 8
+	leakStackFlagSTACK_READ_ERROR         leakStackFlag = 16
+	leakStackFlagSTACK_SWITCHED           leakStackFlag = 32
+	leakStackFlagSTACK_UNWIND_END         leakStackFlag = 64
+	leakStackFlagSTACK_UNWIND_UNSUPPORTED leakStackFlag = 128
 )
 
 type leakStatIndex uint32
@@ -129,12 +124,65 @@ const (
 	leakStatIndexSTAT_MAX             leakStatIndex = 10
 )
 
-type leakZcall struct {
-	_    structs.HostLayout
-	Strm uint64
-	Sp   uint64
-	Kind uint32
-	Pad  uint32
+type leakThreadState struct {
+	_     structs.HostLayout
+	Outer struct {
+		_         structs.HostLayout
+		SizeBytes uint64
+		OldPtr    uint64
+		OutPtr    uint64
+		Sp        uint64
+		Kind      uint32
+		Op        uint32
+		Owner     uint64
+		OwnerKind uint32
+		Pad       uint32
+	}
+	Inner struct {
+		_         structs.HostLayout
+		SizeBytes uint64
+		OldPtr    uint64
+		OutPtr    uint64
+		Sp        uint64
+		Kind      uint32
+		Op        uint32
+		Owner     uint64
+		OwnerKind uint32
+		Pad       uint32
+	}
+	Zcall struct {
+		_    structs.HostLayout
+		Strm uint64
+		Sp   uint64
+		Kind uint32
+		Pad  uint32
+	}
+}
+
+type leakUnwindCfa uint32
+
+const (
+	leakUnwindCfaUNWIND_CFA_RSP     leakUnwindCfa = 0
+	leakUnwindCfaUNWIND_CFA_RBP     leakUnwindCfa = 1
+	leakUnwindCfaUNWIND_UNDEFINED   leakUnwindCfa = 2
+	leakUnwindCfaUNWIND_UNSUPPORTED leakUnwindCfa = 3
+	leakUnwindCfaUNWIND_PLT         leakUnwindCfa = 4
+)
+
+type leakUnwindRbp uint32
+
+const (
+	leakUnwindRbpUNWIND_RBP_SAME      leakUnwindRbp = 0
+	leakUnwindRbpUNWIND_RBP_SAVED     leakUnwindRbp = 1
+	leakUnwindRbpUNWIND_RBP_UNDEFINED leakUnwindRbp = 2
+)
+
+type leakUnwindRow struct {
+	_      structs.HostLayout
+	Pc     uint32
+	CfaOff int16
+	RbpOff int8
+	Rule   uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -143,16 +191,15 @@ type leakZcall struct {
 const (
 	leakMapAllocs                = "allocs"
 	leakMapExecRanges            = "exec_ranges"
-	leakMapInnerPendings         = "inner_pendings"
 	leakMapMissTimes             = "miss_times"
-	leakMapPendings              = "pendings"
 	leakMapRangeCtls             = "range_ctls"
 	leakMapRangeMisses           = "range_misses"
 	leakMapSites                 = "sites"
 	leakMapStackScratch          = "stack_scratch"
 	leakMapStacks                = "stacks"
 	leakMapStats                 = "stats"
-	leakMapZcalls                = "zcalls"
+	leakMapThreads               = "threads"
+	leakMapUnwindRows            = "unwind_rows"
 	leakProgAllocExit            = "alloc_exit"
 	leakProgCallocEnter          = "calloc_enter"
 	leakProgFreeEnter            = "free_enter"
@@ -165,7 +212,6 @@ const (
 	leakProgReallocEnter         = "realloc_enter"
 	leakProgReallocarrayEnter    = "reallocarray_enter"
 	leakProgTargetExec           = "target_exec"
-	leakProgThreadExit           = "thread_exit"
 	leakProgVallocEnter          = "valloc_enter"
 	leakProgZlibDeflateEndEnter  = "zlib_deflate_end_enter"
 	leakProgZlibDeflateInitEnter = "zlib_deflate_init_enter"
@@ -174,12 +220,15 @@ const (
 	leakProgZlibInflateInitEnter = "zlib_inflate_init_enter"
 	leakVarExecSeen              = "exec_seen"
 	leakVarPageSize              = "page_size"
+	leakVarStopSent              = "stop_sent"
 	leakVarTargetTgid            = "target_tgid"
 	leakVarUnusedAllocKind       = "unused_alloc_kind"
 	leakVarUnusedRangeFlag       = "unused_range_flag"
 	leakVarUnusedRangeMiss       = "unused_range_miss"
 	leakVarUnusedStackFlag       = "unused_stack_flag"
 	leakVarUnusedStatIndex       = "unused_stat_index"
+	leakVarUnusedUnwindCfa       = "unused_unwind_cfa"
+	leakVarUnusedUnwindRbp       = "unused_unwind_rbp"
 	leakVarWaitExec              = "wait_exec"
 )
 
@@ -237,7 +286,6 @@ type leakProgramSpecs struct {
 	ReallocEnter         *ebpf.ProgramSpec `ebpf:"realloc_enter"`
 	ReallocarrayEnter    *ebpf.ProgramSpec `ebpf:"reallocarray_enter"`
 	TargetExec           *ebpf.ProgramSpec `ebpf:"target_exec"`
-	ThreadExit           *ebpf.ProgramSpec `ebpf:"thread_exit"`
 	VallocEnter          *ebpf.ProgramSpec `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter  *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateInitEnter *ebpf.ProgramSpec `ebpf:"zlib_deflate_init_enter"`
@@ -250,18 +298,17 @@ type leakProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakMapSpecs struct {
-	Allocs        *ebpf.MapSpec `ebpf:"allocs"`
-	ExecRanges    *ebpf.MapSpec `ebpf:"exec_ranges"`
-	InnerPendings *ebpf.MapSpec `ebpf:"inner_pendings"`
-	MissTimes     *ebpf.MapSpec `ebpf:"miss_times"`
-	Pendings      *ebpf.MapSpec `ebpf:"pendings"`
-	RangeCtls     *ebpf.MapSpec `ebpf:"range_ctls"`
-	RangeMisses   *ebpf.MapSpec `ebpf:"range_misses"`
-	Sites         *ebpf.MapSpec `ebpf:"sites"`
-	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
-	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
-	Stats         *ebpf.MapSpec `ebpf:"stats"`
-	Zcalls        *ebpf.MapSpec `ebpf:"zcalls"`
+	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
+	ExecRanges   *ebpf.MapSpec `ebpf:"exec_ranges"`
+	MissTimes    *ebpf.MapSpec `ebpf:"miss_times"`
+	RangeCtls    *ebpf.MapSpec `ebpf:"range_ctls"`
+	RangeMisses  *ebpf.MapSpec `ebpf:"range_misses"`
+	Sites        *ebpf.MapSpec `ebpf:"sites"`
+	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
+	Stats        *ebpf.MapSpec `ebpf:"stats"`
+	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 }
 
 // leakVariableSpecs contains global variables before they are loaded into the kernel.
@@ -270,12 +317,15 @@ type leakMapSpecs struct {
 type leakVariableSpecs struct {
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
+	StopSent        *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedAllocKind *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
 	UnusedRangeFlag *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.VariableSpec `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
 	UnusedStatIndex *ebpf.VariableSpec `ebpf:"unused_stat_index"`
+	UnusedUnwindCfa *ebpf.VariableSpec `ebpf:"unused_unwind_cfa"`
+	UnusedUnwindRbp *ebpf.VariableSpec `ebpf:"unused_unwind_rbp"`
 	WaitExec        *ebpf.VariableSpec `ebpf:"wait_exec"`
 }
 
@@ -299,34 +349,32 @@ func (o *leakObjects) Close() error {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakMaps struct {
-	Allocs        *ebpf.Map `ebpf:"allocs"`
-	ExecRanges    *ebpf.Map `ebpf:"exec_ranges"`
-	InnerPendings *ebpf.Map `ebpf:"inner_pendings"`
-	MissTimes     *ebpf.Map `ebpf:"miss_times"`
-	Pendings      *ebpf.Map `ebpf:"pendings"`
-	RangeCtls     *ebpf.Map `ebpf:"range_ctls"`
-	RangeMisses   *ebpf.Map `ebpf:"range_misses"`
-	Sites         *ebpf.Map `ebpf:"sites"`
-	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
-	Stacks        *ebpf.Map `ebpf:"stacks"`
-	Stats         *ebpf.Map `ebpf:"stats"`
-	Zcalls        *ebpf.Map `ebpf:"zcalls"`
+	Allocs       *ebpf.Map `ebpf:"allocs"`
+	ExecRanges   *ebpf.Map `ebpf:"exec_ranges"`
+	MissTimes    *ebpf.Map `ebpf:"miss_times"`
+	RangeCtls    *ebpf.Map `ebpf:"range_ctls"`
+	RangeMisses  *ebpf.Map `ebpf:"range_misses"`
+	Sites        *ebpf.Map `ebpf:"sites"`
+	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	Stacks       *ebpf.Map `ebpf:"stacks"`
+	Stats        *ebpf.Map `ebpf:"stats"`
+	Threads      *ebpf.Map `ebpf:"threads"`
+	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 }
 
 func (m *leakMaps) Close() error {
 	return _LeakClose(
 		m.Allocs,
 		m.ExecRanges,
-		m.InnerPendings,
 		m.MissTimes,
-		m.Pendings,
 		m.RangeCtls,
 		m.RangeMisses,
 		m.Sites,
 		m.StackScratch,
 		m.Stacks,
 		m.Stats,
-		m.Zcalls,
+		m.Threads,
+		m.UnwindRows,
 	)
 }
 
@@ -336,12 +384,15 @@ func (m *leakMaps) Close() error {
 type leakVariables struct {
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
+	StopSent        *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedAllocKind *ebpf.Variable `ebpf:"unused_alloc_kind"`
 	UnusedRangeFlag *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.Variable `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.Variable `ebpf:"unused_stack_flag"`
 	UnusedStatIndex *ebpf.Variable `ebpf:"unused_stat_index"`
+	UnusedUnwindCfa *ebpf.Variable `ebpf:"unused_unwind_cfa"`
+	UnusedUnwindRbp *ebpf.Variable `ebpf:"unused_unwind_rbp"`
 	WaitExec        *ebpf.Variable `ebpf:"wait_exec"`
 }
 
@@ -361,7 +412,6 @@ type leakPrograms struct {
 	ReallocEnter         *ebpf.Program `ebpf:"realloc_enter"`
 	ReallocarrayEnter    *ebpf.Program `ebpf:"reallocarray_enter"`
 	TargetExec           *ebpf.Program `ebpf:"target_exec"`
-	ThreadExit           *ebpf.Program `ebpf:"thread_exit"`
 	VallocEnter          *ebpf.Program `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter  *ebpf.Program `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateInitEnter *ebpf.Program `ebpf:"zlib_deflate_init_enter"`
@@ -384,7 +434,6 @@ func (p *leakPrograms) Close() error {
 		p.ReallocEnter,
 		p.ReallocarrayEnter,
 		p.TargetExec,
-		p.ThreadExit,
 		p.VallocEnter,
 		p.ZlibDeflateEndEnter,
 		p.ZlibDeflateInitEnter,

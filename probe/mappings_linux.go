@@ -31,12 +31,17 @@ type mappingView struct {
 	history []procfs.Mapping
 	fp      map[string]analyze.Object // by path as the target sees it
 	objs    map[string]*symbolize.Object
-	zlib    map[uint64]bool // inodes of objects whose zlib is probed
-	gone    bool            // target exited: maps no longer readable
+	zlib    map[uint64]bool       // inodes of objects whose zlib is probed
+	unwind  map[string]unwindSpan // by path: the object's rows in unwind_rows
+	gone    bool                  // target exited: maps no longer readable
+	// runtime and runtimeVersion describe the executable (detectRuntime);
+	// "" until the mappings were first read.
+	runtime        analyze.Runtime
+	runtimeVersion string
 }
 
 func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
-	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}}
+	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}, unwind: map[string]unwindSpan{}}
 }
 
 // refresh rereads /proc/PID/maps; changed reports whether the executable
@@ -70,6 +75,7 @@ func (v *mappingView) refresh() (changed bool, err error) {
 			v.classify(m)
 		}
 	}
+	v.detectRuntime()
 	return true, nil
 }
 
@@ -136,6 +142,16 @@ func (v *mappingView) execRanges() []leakExecRange {
 		}
 		if m.Inode != 0 && v.zlib[m.Inode] {
 			r.Flags |= uint32(leakRangeFlagRANGE_ZLIB)
+		}
+		if v.goCode(m.Path) {
+			r.Flags |= uint32(leakRangeFlagRANGE_GO)
+		}
+		if span, ok := v.unwind[m.Path]; ok && span.use {
+			r.Flags |= uint32(leakRangeFlagRANGE_DWARF)
+			r.RowStart, r.RowCount = span.start, span.count
+			if obj, err := v.object(m); err == nil {
+				r.Bias = m.Start - obj.VAddr(m.Start, m.Start, m.Offset)
+			}
 		}
 		rs = append(rs, r)
 	}

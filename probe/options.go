@@ -29,6 +29,14 @@ type Options struct {
 	// Track lists the declared acquire/release pairs to trace besides the
 	// malloc family and zlib (--track, --track-file, presets).
 	Track []track.Pair
+	// Unwind chooses, per object, how stacks are walked through it:
+	// "auto" (default: frame pointers where the object keeps them, its
+	// .eh_frame table elsewhere), "fp" (frame pointers only) or "dwarf"
+	// (the table wherever there is one).
+	Unwind string
+	// MaxUnwindRows sizes the kernel table of unwind rows shared by all
+	// objects (8 bytes each).
+	MaxUnwindRows uint32
 	// Warnf receives notices worth a user's attention (a library that
 	// could not be read, a range table that overflowed). May be nil.
 	Warnf func(format string, args ...any)
@@ -39,6 +47,14 @@ const (
 	DefaultMaxAllocations = 1 << 20
 	DefaultMaxSites       = 1 << 16
 	DefaultMaxStacks      = 1 << 16
+	DefaultMaxUnwindRows  = 1 << 20
+)
+
+// Unwind modes (Options.Unwind).
+const (
+	UnwindAuto  = "auto"
+	UnwindFP    = "fp"
+	UnwindDWARF = "dwarf"
 )
 
 func (o Options) withDefaults() Options {
@@ -50,6 +66,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxStacks == 0 {
 		o.MaxStacks = DefaultMaxStacks
+	}
+	if o.Unwind == "" {
+		o.Unwind = UnwindAuto
+	}
+	if o.MaxUnwindRows == 0 {
+		o.MaxUnwindRows = DefaultMaxUnwindRows
 	}
 	if o.Warnf == nil {
 		o.Warnf = func(string, ...any) {}

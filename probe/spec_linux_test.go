@@ -47,8 +47,8 @@ func TestSpecLayout(t *testing.T) {
 			t.Errorf("program %s in section %s", name, prog.SectionName)
 		}
 	}
-	if len(spec.Programs) != 17 {
-		t.Errorf("%d programs, want 17 (malloc family 9, zlib 5, exit, thread exit, exec)", len(spec.Programs))
+	if len(spec.Programs) != 18 {
+		t.Errorf("%d programs, want 18 (malloc family 9, return, zlib 5, pair acquire and release, exec)", len(spec.Programs))
 	}
 }
 

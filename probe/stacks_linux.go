@@ -21,12 +21,40 @@ var outermost = map[string]bool{
 	"clone3":                 true,
 	"__clone":                true,
 	"__clone3":               true,
+	"runtime.goexit":         true, // bottom of every goroutine's stack
+	"runtime.mstart":         true, // bottom of a Go thread's system stack
+	"runtime.rt0_go":         true,
+}
+
+// cgoCallers are the Go functions that call C: the only Go code a C frame
+// returns into. Any other Go frame right above C code means the walk
+// skipped C frames that keep no frame pointers (see cgoGap).
+var cgoCallers = map[string]bool{
+	"runtime.asmcgocall":      true,
+	"runtime.asmcgocall_no_g": true,
 }
 
 // resolvedStack is a kernel stack after validation and symbolization.
 type resolvedStack struct {
 	key   string // identical for every kernel stack that is the same site
 	stack analyze.Stack
+	// pending is true when a frame in JIT code is not named yet; gen is
+	// the namer's generation it was resolved with (retryNamesLocked).
+	pending bool
+	gen     uint64
+	// unmapped is true when a frame lay in no mapping seen so far: a
+	// library mapped after the last read of the maps (a snapshot reads
+	// them, then the tables: allocations in between may come from code
+	// loaded meanwhile). seen is len(view.history) then.
+	unmapped bool
+	seen     int
+}
+
+// stale reports whether rs may resolve better now: mappings or JIT names
+// appeared since it was built.
+func (r *stackResolver) stale(rs resolvedStack) bool {
+	return (rs.unmapped && len(r.view.history) != rs.seen) ||
+		(rs.pending && r.jit.namer != nil && r.jit.namer.Generation() != rs.gen)
 }
 
 // stackResolver turns kernel stacks into symbolized, validated stacks. The
@@ -38,6 +66,7 @@ type resolvedStack struct {
 type stackResolver struct {
 	view *mappingView
 	byID map[uint64]resolvedStack
+	jit  jitNames // the target's runtime, naming frames in JIT code
 }
 
 func newStackResolver(v *mappingView) *stackResolver {
@@ -54,7 +83,7 @@ func (r *stackResolver) resolve(id uint64, raw *leakStack) resolvedStack {
 	if id == 0 || raw == nil {
 		return lostStack
 	}
-	if rs, ok := r.byID[id]; ok {
+	if rs, ok := r.byID[id]; ok && !r.stale(rs) {
 		return rs
 	}
 	rs := r.build(raw)
@@ -68,11 +97,17 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 		n = len(raw.Ips)
 	}
 	var frames []analyze.Frame
-	reason := ""
+	reason, gap := "", ""
+	prevGo := false // the previous return address was in Go code
+	native := true  // the previous frame (first: the probed function) was native code
+	pending, jitCut := false, ""
+	unmapped := false
 	for i := 0; i < n; i++ {
 		addr := raw.Ips[i]
 		m, mapped := r.view.lookup(addr)
+		unmapped = unmapped || !mapped
 		f := analyze.Frame{Address: addr}
+		isGo := false
 		if mapped {
 			f.Module = m.Path
 			if f.Module == "" {
@@ -85,23 +120,59 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 			if obj, err := r.view.object(m); err == nil {
 				vaddr := obj.VAddr(addr, m.Start, m.Offset)
 				f.Offset = vaddr
-				if i > 0 && !obj.CallPrecedes(vaddr) {
+				if i > 0 && !obj.CallPrecedes(vaddr) && !goexitReturn(obj, vaddr) {
 					reason = fmt.Sprintf("walk stopped at 0x%x in %s: not a return address (%s)",
-						addr, filepath.Base(m.Path), noFPCause(frames[i-1]))
+						addr, filepath.Base(m.Path), noFPCause(frames[len(frames)-1]))
 					break
 				}
-				// A return address belongs to the call before it.
-				f.Function, f.File, f.Line = obj.Symbolize(vaddr - 1)
+				// A return address belongs to the call before it. Go
+				// code may expand into the functions inlined there,
+				// innermost first, before the one that holds the code.
+				isGo = obj.GoCode(vaddr - 1)
+				sfs := obj.Frames(vaddr - 1)
+				last := sfs[len(sfs)-1]
+				if i > 0 && isGo && !prevGo && gap == "" && !cgoCallers[last.Function] {
+					gap = cgoGap(frames[len(frames)-1], sfs[0].Function, m.Path)
+				}
+				for _, sf := range sfs[:len(sfs)-1] {
+					g := f
+					g.Function, g.File, g.Line, g.Inlined = sf.Function, sf.File, sf.Line, true
+					frames = append(frames, g)
+				}
+				f.Function, f.File, f.Line = last.Function, last.File, last.Line
 			}
 		} else if mapped {
 			f.Offset = addr - m.Start
 			class = fpUnknown
+			if r.jit.namer != nil {
+				var unnamed bool
+				jitCut, unnamed = r.nameJIT(&f, native)
+				pending = pending || unnamed
+			}
 		} else if i > 0 {
-			reason = fmt.Sprintf("walk stopped at 0x%x: not in any executable mapping (%s)", addr, noFPCause(frames[i-1]))
+			reason = fmt.Sprintf("walk stopped at 0x%x: not in any executable mapping (%s)", addr, noFPCause(frames[len(frames)-1]))
 			break
 		}
 		frames = append(frames, f)
-		if class == fpNo && i < n-1 {
+		if outermost[f.Function] {
+			// Frames below the program's or thread's entry say nothing
+			// more, and walks of one site can differ there.
+			reason = ""
+			n = i + 1
+			break
+		}
+		prevGo = isGo
+		native = mapped && fileBacked(m)
+		if jitCut != "" && i < n-1 {
+			reason = jitCut
+			break
+		}
+		// A walk that met code the kernel did not know yet (a command
+		// just exec'd) followed frame pointers everywhere: apply the
+		// frame-pointer rule now, whatever the object is walked with
+		// since.
+		dwarf := r.view.dwarfWalked(m) && raw.Flags&uint32(leakStackFlagSTACK_UNVERIFIED) == 0
+		if class == fpNo && i < n-1 && !dwarf {
 			// The kernel did not know this object yet; apply its rule now.
 			reason = noFPReason(f)
 			break
@@ -113,7 +184,17 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 	if len(frames) > 0 && outermost[frames[len(frames)-1].Function] {
 		reason = ""
 	}
-	return resolvedStack{key: stackKey(frames, reason), stack: analyze.Stack{Frames: frames, Truncated: reason}}
+	if gap != "" {
+		reason = strings.TrimSuffix(gap+"; "+reason, "; ")
+	}
+	rs := resolvedStack{key: stackKey(frames, reason), stack: analyze.Stack{Frames: frames, Truncated: reason}}
+	if pending {
+		rs.pending, rs.gen = true, r.jit.namer.Generation()
+	}
+	if unmapped {
+		rs.unmapped, rs.seen = true, len(r.view.history)
+	}
+	return rs
 }
 
 func flagReason(bits uint32, frames []analyze.Frame) string {
@@ -125,6 +206,10 @@ func flagReason(bits uint32, frames []analyze.Frame) string {
 	switch {
 	case flags&leakStackFlagSTACK_NO_FP != 0:
 		return noFPReason(last)
+	case flags&leakStackFlagSTACK_UNWIND_UNSUPPORTED != 0:
+		return fmt.Sprintf("the unwind table of %s has no usable rule in %s (signal frame, CFA expression or register)", baseName(last.Module), frameName(last))
+	case flags&leakStackFlagSTACK_UNWIND_END != 0:
+		return fmt.Sprintf("the unwind table of %s ends at %s", baseName(last.Module), frameName(last))
 	case flags&leakStackFlagSTACK_BAD_FRAME != 0:
 		return fmt.Sprintf("frame-pointer chain broke above %s (%s)", frameName(last), noFPCause(last))
 	case flags&leakStackFlagSTACK_READ_ERROR != 0:
@@ -133,6 +218,16 @@ func flagReason(bits uint32, frames []analyze.Frame) string {
 		return fmt.Sprintf("deeper than %d frames", len(frames))
 	}
 	return ""
+}
+
+// cgoGap says that a walk skipped frames between the C frame c and the
+// Go function goFn of the Go binary at path. Go calls C only through
+// runtime.asmcgocall; a C frame that seems to return anywhere else was
+// reached through C code without frame pointers (gcc omits them at -O2,
+// cgo's default), whose %rbp still held a Go frame pointer.
+func cgoGap(c analyze.Frame, goFn, path string) string {
+	return fmt.Sprintf("frames between %s and %s are missing: the C code in %s has no frame pointers "+
+		"(build it with #cgo CFLAGS: -fno-omit-frame-pointer)", frameName(c), goFn, filepath.Base(path))
 }
 
 func noFPReason(f analyze.Frame) string {
@@ -187,4 +282,11 @@ func kindName(k uint32) analyze.Kind {
 		return analyze.KindZlibDeflate
 	}
 	return analyze.Kind(fmt.Sprintf("kind%d", k))
+}
+
+func baseName(path string) string {
+	if path == "" {
+		return "unmapped code"
+	}
+	return filepath.Base(path)
 }

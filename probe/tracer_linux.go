@@ -31,6 +31,10 @@ type Tracer struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 
+	// releases are the release probes (free, inflateEnd, ...), detached
+	// after every other link.
+	releases []link.Link
+
 	mu        sync.Mutex // guards everything below
 	view      *mappingView
 	rangesGen uint64
@@ -44,6 +48,8 @@ type Tracer struct {
 	// pairObjects lists, per declared pair, the objects it is attached in.
 	pairObjects [][]string
 	lastSites   []analyze.Site
+	rowNext     uint32 // next free index in unwind_rows
+	resumed     bool   // the stopped launched command was continued
 }
 
 // Attach starts tracing the running process pid.
@@ -157,6 +163,7 @@ func (t *Tracer) load(waitExec bool) error {
 	spec.Maps["allocs"].MaxEntries = t.opts.MaxAllocations
 	spec.Maps["sites"].MaxEntries = t.opts.MaxSites
 	spec.Maps["stacks"].MaxEntries = t.opts.MaxStacks
+	spec.Maps["unwind_rows"].MaxEntries = t.opts.MaxUnwindRows
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -210,7 +217,7 @@ func (t *Tracer) attach() error {
 	if _, err := t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, mallocFamily); err != nil {
 		return err
 	}
-	for _, prog := range []*ebpf.Program{t.objs.ThreadExit, t.objs.TargetExec} {
+	for _, prog := range []*ebpf.Program{t.objs.TargetExec} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 		if err != nil {
 			return fmt.Errorf("attach %s: %w", prog, err)
@@ -227,7 +234,7 @@ func (t *Tracer) attach() error {
 func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup func(string) (uint64, bool), family []probeSpec) (int, error) {
 	seen := map[uint64]string{}
 	n := 0
-	for _, p := range family {
+	for _, p := range releasesFirst(family) {
 		vaddr, ok := lookup(p.symbol)
 		if !ok {
 			continue
@@ -242,11 +249,8 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 			return n, err
 		}
 		site := off + probeSiteOffset(path, off)
-		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: site, Cookie: p.cookie})
-		if err != nil {
-			return n, attachError(display, p.symbol, err)
-		}
-		t.links = append(t.links, l)
+		// The return probe first: a return without a recorded entry is
+		// ignored, an entry without its return probe leaves a stale record.
 		if p.ret {
 			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: off})
 			if err != nil {
@@ -254,10 +258,39 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 			}
 			t.links = append(t.links, l)
 		}
+		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: site, Cookie: p.cookie})
+		if err != nil {
+			return n, attachError(display, p.symbol, err)
+		}
+		if p.ret {
+			t.links = append(t.links, l)
+		} else {
+			t.releases = append(t.releases, l)
+		}
 		t.probed = append(t.probed, p.symbol)
 		n++
 	}
 	return n, nil
+}
+
+// releasesFirst orders a family's release functions before its acquire
+// functions. Attaching takes a while (seconds on a busy machine): a block
+// allocated while its free was not probed yet, and freed in that window,
+// would stay live for good, a false leak. A release seen before its
+// acquire probe only counts as an unknown free.
+func releasesFirst(family []probeSpec) []probeSpec {
+	out := make([]probeSpec, 0, len(family))
+	for _, p := range family {
+		if !p.ret {
+			out = append(out, p)
+		}
+	}
+	for _, p := range family {
+		if p.ret {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func attachError(path, symbol string, err error) error {
@@ -296,7 +329,24 @@ func (t *Tracer) watchMisses() {
 		}
 		t.mu.Lock()
 		t.refreshLocked()
+		t.resumeLocked()
 		t.mu.Unlock()
+	}
+}
+
+// resumeLocked continues a launched command the kernel stopped at its
+// first tracked call, once the tables are written (stop_until_ranges).
+func (t *Tracer) resumeLocked() {
+	if t.resumed {
+		return
+	}
+	var sent uint32
+	if err := t.objs.StopSent.Get(&sent); err != nil || sent == 0 {
+		return
+	}
+	t.resumed = true
+	if err := unix.Kill(t.pid, unix.SIGCONT); err != nil {
+		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
 	}
 }
 
@@ -307,6 +357,7 @@ func (t *Tracer) refreshLocked() {
 	if err != nil || !changed {
 		return
 	}
+	t.findRuntimeLocked() // a JVM: name its JIT code
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
 	for _, m := range t.view.current {
 		if fileBacked(m) && !t.zlib[m.Inode] {
@@ -315,6 +366,7 @@ func (t *Tracer) refreshLocked() {
 			}
 		}
 	}
+	t.loadUnwindLocked()
 	ranges := t.view.execRanges()
 	if len(ranges) > maxRanges {
 		t.warnOnce(fmt.Sprintf("target has %d executable mappings; the kernel range table holds %d, the rest are validated in user space only", len(ranges), maxRanges))
@@ -355,6 +407,7 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.refreshLocked()
+	t.retryNamesLocked(false)
 	points, err := t.readSitesLocked()
 	if err != nil {
 		return Progress{}, err
@@ -392,7 +445,7 @@ func (t *Tracer) Header() *analyze.Capture {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return &analyze.Capture{
-		Target:    analyze.Target{Pid: t.pid, Command: t.command, Runtime: analyze.RuntimeNative},
+		Target:    t.target(),
 		StartedAt: t.started,
 		Objects:   t.view.objects(t.alloc.Display),
 	}
@@ -407,17 +460,23 @@ func (t *Tracer) Allocator() string { return t.alloc.Display }
 // detach closes every link at once: each uprobe unregistration waits for an
 // RCU grace period (20-100 ms measured here), so one after another a detach
 // took over a second.
+//
+// The release probes go last: the target runs on while the links close,
+// and a block allocated and freed while only its allocation was probed
+// would stay live for good, a false leak.
 func (t *Tracer) detach() {
-	var wg sync.WaitGroup
-	for _, l := range t.links {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.Close()
-		}()
+	for _, links := range [][]link.Link{t.links, t.releases} {
+		var wg sync.WaitGroup
+		for _, l := range links {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.Close()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	t.links = nil
+	t.links, t.releases = nil, nil
 }
 
 func (t *Tracer) close() {

@@ -49,6 +49,9 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 	if err := checkOutputWritable(opts.Output); err != nil {
 		return err
 	}
+	if err := checkReportDir(opts.ReportDir); err != nil {
+		return err
+	}
 	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }
 	t, err := probe.Attach(opts.Pid, opts.probeOptions(warnf))
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +84,10 @@ func TestRunCtrlCWritesReport(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	// Interrupt once the command runs traced (leakscope's child has
+	// exec'd it) and has done some rounds.
+	waitForExec(t, cmd.Process.Pid, prog, 60*time.Second)
+	time.Sleep(time.Second)
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -153,4 +157,24 @@ func TestRunFailOnAndSave(t *testing.T) {
 		r.Leaks[1].OutstandingCount != 25 || r.Target.ExitCode == nil || *r.Target.ExitCode != 0 {
 		t.Errorf("re-rendered capture: %+v", r)
 	}
+}
+
+// waitForExec waits until a child of parent runs the executable prog.
+func waitForExec(t *testing.T, parent int, prog string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		// Any of leakscope's threads may have forked it.
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", parent))
+		for _, task := range tasks {
+			kids, _ := os.ReadFile(task)
+			for _, f := range strings.Fields(string(kids)) {
+				if exe, err := os.Readlink("/proc/" + f + "/exe"); err == nil && exe == prog {
+					return
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s was not started within %s", prog, limit)
 }

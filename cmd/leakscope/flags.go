@@ -24,6 +24,8 @@ type captureOptions struct {
 	MaxAllocations uint32
 	MaxSites       uint32
 	MaxStacks      uint32
+	Unwind         string
+	MaxUnwindRows  uint32
 	Progress       string // auto, always, never
 	Save           string
 	Track          []string
@@ -31,12 +33,15 @@ type captureOptions struct {
 	pairs          []track.Pair
 	FailOn         []string
 	rules          []analyze.Rule
+	ReportDir      string // --report-dir: every format plus junit.xml; see reportdir.go
+
+	Goroutines goroutineDump // --goroutines: see goroutines.go
 }
 
-var formats = []string{"text", "json", "pprof"}
+var formats = []string{"text", "json", "html", "pprof"}
 
 func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Format, "format", "text", "report format: text, json or pprof")
+	fs.StringVar(&o.Format, "format", "text", "report format: text, json, html or pprof")
 	fs.StringVarP(&o.Output, "output", "o", "", "write the report to this file (default: standard output)")
 	fs.DurationVar(&o.Interval, "interval", time.Second, "time between snapshots of the kernel tables")
 	fs.DurationVar(&o.Duration, "duration", 0, "stop tracing after this long (default: until the target exits or Ctrl-C)")
@@ -45,6 +50,8 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&o.MaxAllocations, "max-allocations", probe.DefaultMaxAllocations, "size of the kernel's live-allocation table")
 	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
 	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
+	fs.StringVar(&o.Unwind, "unwind", probe.UnwindAuto, "how stacks are walked per object: auto (frame pointers where kept, .eh_frame tables elsewhere), fp or dwarf")
+	fs.Uint32Var(&o.MaxUnwindRows, "max-unwind-rows", probe.DefaultMaxUnwindRows, "size of the kernel's unwind table shared by all objects (8 bytes a row)")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
 	fs.StringArrayVar(&o.Track, "track", nil, "also trace an acquire/release pair: preset:NAME[,preset:NAME] (bzip2, stdio, dirent, openssl; zlib is always on) or KIND=LIBRARY:ACQUIRE[/HANDLE]:RELEASE[/HANDLE] (repeatable; see docs/tracking.md)")
 	fs.StringVar(&o.TrackFile, "track-file", "", "read pairs and presets to trace from this YAML or JSON file")
@@ -55,6 +62,8 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 // addReportFlags are the flags of everything that renders a report.
 func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.FailOn, "fail-on", nil, "exit 1 when a leak row meets every condition of RULE, e.g. 'kind=malloc,bytes>1MiB' (repeatable)")
+	fs.StringVar(&o.ReportDir, "report-dir", "", "also write report.txt, report.json, report.html, profile.pb.gz and junit.xml into this directory (CI artifacts)")
+	o.addGoroutinesFlag(fs)
 }
 
 func (o *captureOptions) validate() error {
@@ -63,7 +72,7 @@ func (o *captureOptions) validate() error {
 		ok = ok || o.Format == f
 	}
 	if !ok {
-		return fmt.Errorf("unknown --format %q: use text, json or pprof", o.Format)
+		return fmt.Errorf("unknown --format %q: use text, json, html or pprof", o.Format)
 	}
 	if err := o.parseTrack(); err != nil {
 		return err
@@ -87,6 +96,11 @@ func (o *captureOptions) validate() error {
 	}
 	if o.MaxAllocations == 0 || o.MaxSites == 0 || o.MaxStacks == 0 {
 		return fmt.Errorf("--max-allocations, --max-sites and --max-stacks must be positive")
+	}
+	switch o.Unwind {
+	case probe.UnwindAuto, probe.UnwindFP, probe.UnwindDWARF:
+	default:
+		return fmt.Errorf("unknown --unwind %q: use auto, fp or dwarf", o.Unwind)
 	}
 	switch o.Progress {
 	case "auto", "always", "never":
@@ -131,6 +145,8 @@ func (o *captureOptions) parseTrack() error {
 func (o *captureOptions) probeOptions(warnf func(string, ...any)) probe.Options {
 	return probe.Options{
 		Track:          o.pairs,
+		Unwind:         o.Unwind,
+		MaxUnwindRows:  o.MaxUnwindRows,
 		MaxAllocations: o.MaxAllocations,
 		MaxSites:       o.MaxSites,
 		MaxStacks:      o.MaxStacks,

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/report"
 )
@@ -16,11 +18,14 @@ import (
 // to a temporary file beside the target (mode 0600) and renamed into place.
 func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*analyze.Result, error) {
 	res := analyze.Rank(c, analyze.Options{MinAge: opts.MinAge, Top: opts.Top})
+	correlateGoroutines(res, opts)
 	var buf bytes.Buffer
 	var err error
 	switch opts.Format {
 	case "json":
 		err = report.JSON(&buf, res)
+	case "html":
+		err = report.HTML(&buf, res)
 	case "pprof":
 		err = report.Pprof(&buf, res)
 	default:
@@ -40,6 +45,9 @@ func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*a
 // leak (not only the top N): exit 1 and one stderr line per matching row.
 func finish(c *analyze.Capture, opts *captureOptions, io ioStreams) error {
 	if _, err := writeReport(c, opts, io.Out); err != nil {
+		return err
+	}
+	if err := writeReportDir(c, opts); err != nil {
 		return err
 	}
 	if len(opts.rules) == 0 {
@@ -68,7 +76,16 @@ func frameLabel(f analyze.Frame) string {
 	return fmt.Sprintf("%s+0x%x", filepath.Base(f.Module), f.Offset)
 }
 
+// writeFileAtomic writes data to path whole or not at all, mode 0600,
+// through a temporary file beside it renamed into place.
+// An existing path that is not a regular file (/dev/null, /dev/stdout, a
+// pipe) is written in place: renaming over it would replace the device
+// with a file. A symbolic link is followed, so the link stays.
 func writeFileAtomic(path string, data []byte) error {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return writeInPlace(path, data)
+	}
+	path = followLinks(path)
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -92,13 +109,56 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
+// followLinks resolves symbolic links in the last element of path, also
+// a link to a file that does not exist yet.
+func followLinks(path string) string {
+	for range 40 {
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			return path
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return path
+}
+
+// writeInPlace writes data to an existing file that is not a regular one.
+func writeInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // checkOutputWritable fails early, before a long capture, when -o cannot
 // be written.
 func checkOutputWritable(path string) error {
 	if path == "" || path == "-" {
 		return nil
 	}
-	dir := filepath.Dir(path)
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		// Opening a pipe here would wait for its reader.
+		if err := unix.Access(path, unix.W_OK); err != nil {
+			return fmt.Errorf("output %s is not writable: %w", path, err)
+		}
+		return nil
+	}
+	dir := filepath.Dir(followLinks(path))
 	f, err := os.CreateTemp(dir, ".leakscope-check-*")
 	if err != nil {
 		return fmt.Errorf("output %s is not writable: %w", path, err)

@@ -8,11 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe"
 	"github.com/leakscope/leakscope/report"
 )
 
 type reportOptions struct {
 	captureOptions
+	webOptions
 	File string
 }
 
@@ -25,26 +27,32 @@ func newReportCmd(io ioStreams, runF func(context.Context, *reportOptions) error
 target. A capture cut short (leakscope killed mid-run) renders up to its last
 snapshot, with a warning.`,
 		Example: `  leakscope report --format json leaks.capture
-  leakscope report --format pprof -o leaks.pb.gz leaks.capture && go tool pprof -top -inuse_space leaks.pb.gz`,
+  leakscope report --format pprof -o leaks.pb.gz leaks.capture && go tool pprof -top -inuse_space leaks.pb.gz
+  leakscope report --http 127.0.0.1:8080 leaks.capture     # pprof's web UI, until Ctrl-C`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			opts.Interval, opts.MaxAllocations, opts.MaxSites, opts.MaxStacks, opts.Progress = 1, 1, 1, 1, "never"
+			opts.Unwind = probe.UnwindAuto
 			if err := opts.validate(); err != nil {
 				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
+			if opts.HTTP != "" {
+				return runWeb(cmd.Context(), opts, io)
+			}
 			return runReport(opts, io)
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&opts.Format, "format", "text", "report format: text, json or pprof")
+	fs.StringVar(&opts.Format, "format", "text", "report format: text, json, html or pprof")
 	fs.StringVarP(&opts.Output, "output", "o", "", "write the report to this file (default: standard output)")
 	fs.DurationVar(&opts.MinAge, "min-age", 0, "count only allocations at least this old at the end")
 	fs.IntVar(&opts.Top, "top", 10, "leaks listed in the report, and stacks printed in full by the text format")
 	opts.addReportFlags(fs)
+	opts.addWebFlags(fs)
 	return cmd
 }
 

@@ -46,6 +46,9 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 	if err := checkOutputWritable(opts.Output); err != nil {
 		return err
 	}
+	if err := checkReportDir(opts.ReportDir); err != nil {
+		return err
+	}
 	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }
 	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(warnf))
 	if err != nil {

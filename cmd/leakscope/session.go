@@ -85,6 +85,14 @@ func openSave(t *probe.Tracer, path string) (*saveFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--save: %w", err)
 	}
+	// O_TRUNC keeps an existing file's mode: make an overwritten capture
+	// private too (but never chmod a device such as /dev/null).
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Mode().Perm() != 0o600 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("--save %s: %w", path, err)
+		}
+	}
 	cw, err := analyze.NewCaptureWriter(f, t.Header())
 	if err != nil {
 		f.Close()

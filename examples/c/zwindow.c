@@ -1,0 +1,63 @@
+/*
+ * zwindow.c - zlib streams created before a tracer attaches, then read:
+ * zlib allocates each stream's 32 KiB window lazily inside inflate(), deep
+ * in libz (no frame pointers). Tests attach during --wait-file and expect
+ * the window allocations to unwind through libz back to read_first_record.
+ *
+ * Ground truth: STREAMS (8) windows of 32768 bytes, allocated inside
+ * inflate() called from read_first_record, never freed (no inflateEnd).
+ *
+ *   gcc -O2 -g -o zwindow examples/c/zwindow.c -lz
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define STREAMS 8
+
+static z_stream streams[STREAMS];
+static unsigned char packed[70000], out[512];
+static uLongf packed_len = sizeof(packed);
+
+__attribute__((noinline, noipa)) static void read_first_record(z_stream *s)
+{
+	s->next_in = packed;
+	s->avail_in = (uInt)packed_len;
+	s->next_out = out;
+	s->avail_out = sizeof(out); /* one record: the stream stays open, so zlib keeps a window */
+	if (inflate(s, Z_NO_FLUSH) != Z_OK)
+		abort();
+}
+
+int main(int argc, char **argv)
+{
+	const char *wait_file = NULL;
+	long hold_ms = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--wait-file") && i + 1 < argc)
+			wait_file = argv[++i];
+		else if (!strcmp(argv[i], "--hold") && i + 1 < argc)
+			hold_ms = atol(argv[++i]);
+	}
+	static unsigned char plain[65536];
+	for (size_t i = 0; i < sizeof(plain); i++)
+		plain[i] = (unsigned char)(i * 7 + i / 13);
+	if (compress(packed, &packed_len, plain, sizeof(plain)) != Z_OK)
+		abort();
+	for (int i = 0; i < STREAMS; i++)
+		if (inflateInit(&streams[i]) != Z_OK)
+			abort();
+	if (wait_file) {
+		struct stat st;
+		while (stat(wait_file, &st) != 0)
+			usleep(10000);
+	}
+	for (int i = 0; i < STREAMS; i++)
+		read_first_record(&streams[i]);
+	fprintf(stderr, "zwindow: %d windows of 32768 bytes allocated inside inflate() from read_first_record\n", STREAMS);
+	usleep(hold_ms * 1000);
+	return 0;
+}

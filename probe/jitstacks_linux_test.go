@@ -1,0 +1,130 @@
+package probe
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/symbolize"
+)
+
+// fakeNamer names a few addresses of a pretend code cache, the way a JVM
+// without -XX:+PreserveFramePointer does.
+type fakeNamer struct {
+	names map[uint64]jvm.Symbol
+	gen   uint64
+	calls []bool // calledNative of each Frame call
+}
+
+func (n *fakeNamer) Frame(addr uint64, calledNative bool) jvm.Frame {
+	n.calls = append(n.calls, calledNative)
+	s, ok := n.names[addr]
+	f := jvm.Frame{Name: s.Name, Kind: s.Kind}
+	switch {
+	case !ok:
+		f.Cut = "unknown code"
+	case s.Kind == jvm.KindInterpreter, calledNative && s.Kind == jvm.KindMethod:
+		f.Chained = true
+	default:
+		f.Cut = "callers of compiled " + s.Name + " are unknown"
+	}
+	return f
+}
+func (n *fakeNamer) Generation() uint64 { return n.gen }
+func (n *fakeNamer) Retry(bool)         {}
+func (n *fakeNamer) Close() error       { return nil }
+
+// jitResolver is a resolver over one anonymous executable mapping, as a
+// JVM's code cache, with n naming it.
+func jitResolver(n *fakeNamer) *stackResolver {
+	v := newMappingView(0, symbolize.NewCache())
+	v.current = []procfs.Mapping{{Start: 0x10000, End: 0x20000, Perms: "rwxp", Dev: "00:00"}}
+	v.history = append(v.history, v.current...)
+	r := newStackResolver(v)
+	r.jit.namer = n
+	return r
+}
+
+func rawStack(ips ...uint64) *leakStack {
+	var s leakStack
+	copy(s.Ips[:], ips)
+	s.Depth = uint32(len(ips))
+	return &s
+}
+
+func TestJITFramesNamedAndCut(t *testing.T) {
+	n := &fakeNamer{names: map[uint64]jvm.Symbol{
+		0x10100: {Name: "a.B.wrapper", Kind: jvm.KindMethod},
+		0x10200: {Name: "a.B.compiled", Kind: jvm.KindMethod},
+		0x10300: {Name: jvm.Interpreted, Kind: jvm.KindInterpreter},
+	}}
+	r := jitResolver(n)
+
+	// wrapper (called from native code: chained) ← interpreted (chained)
+	// ← compiled (its caller is unknown: cut) ← never shown.
+	rs := r.resolve(1, rawStack(0x10100, 0x10300, 0x10200, 0x10300))
+	got := functions(analyze.Site{Stack: rs.stack})
+	if strings.Join(got, ",") != "a.B.wrapper,[interpreted],a.B.compiled" {
+		t.Errorf("frames %v", got)
+	}
+	if rs.stack.Truncated != "callers of compiled a.B.compiled are unknown" {
+		t.Errorf("reason %q", rs.stack.Truncated)
+	}
+	if fmt.Sprint(n.calls) != "[true false false]" {
+		t.Errorf("calledNative per frame = %v, want true (the probed function is native), false, false", n.calls)
+	}
+	for _, f := range rs.stack.Frames {
+		if f.Module != jitModule || f.Offset != f.Address-0x10000 {
+			t.Errorf("frame %+v: want module %s, offset from the mapping", f, jitModule)
+		}
+	}
+	if rs.pending {
+		t.Error("a fully named stack is pending")
+	}
+
+	// A compiled frame as the last frame is not cut: nothing follows.
+	if rs := r.resolve(2, rawStack(0x10100, 0x10200)); rs.stack.Truncated != "" {
+		t.Errorf("last-frame cut: %q", rs.stack.Truncated)
+	}
+
+	// An unnamed frame keeps the stack pending until the names change.
+	rs = r.resolve(3, rawStack(0x10400))
+	if !rs.pending || rs.stack.Frames[0].Function != "" || rs.stack.Frames[0].Module != jitModule {
+		t.Fatalf("unnamed frame: %+v pending=%v", rs.stack.Frames[0], rs.pending)
+	}
+	if r.stale(r.byID[3]) {
+		t.Error("stale before the names changed")
+	}
+	n.names[0x10400] = jvm.Symbol{Name: "a.B.late", Kind: jvm.KindMethod}
+	n.gen++
+	if !r.stale(r.byID[3]) {
+		t.Fatal("not stale after the names changed")
+	}
+	if rs := r.resolve(3, rawStack(0x10400)); rs.pending || rs.stack.Frames[0].Function != "a.B.late" {
+		t.Errorf("after a new map: %+v pending=%v", rs.stack.Frames[0], rs.pending)
+	}
+}
+
+// A frame in no mapping known yet is resolved again once the maps grow.
+func TestUnmappedFrameResolvedAgain(t *testing.T) {
+	r := jitResolver(&fakeNamer{})
+	rs := r.resolve(1, rawStack(0x30100, 0x10100))
+	if !rs.unmapped || rs.stack.Frames[0].Module != "" {
+		t.Fatalf("unmapped first frame: %+v unmapped=%v", rs.stack.Frames[0], rs.unmapped)
+	}
+	if r.stale(r.byID[1]) {
+		t.Error("stale before the maps changed")
+	}
+	m := procfs.Mapping{Start: 0x30000, End: 0x40000, Perms: "r-xp", Dev: "00:00"}
+	r.view.current = append(r.view.current, m)
+	r.view.history = append(r.view.history, m)
+	if !r.stale(r.byID[1]) {
+		t.Fatal("not stale after a mapping appeared")
+	}
+	if rs := r.resolve(1, rawStack(0x30100, 0x10100)); rs.unmapped || rs.stack.Frames[0].Module != jitModule {
+		t.Errorf("after the maps grew: %+v unmapped=%v", rs.stack.Frames[0], rs.unmapped)
+	}
+}

@@ -1,0 +1,135 @@
+package probe
+
+import (
+	"fmt"
+	"path"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/procfs"
+)
+
+// jitModule is the module shown for frames in a runtime's JIT code.
+const jitModule = "[jit]"
+
+// frameNamer names return addresses in anonymous executable memory, which
+// no ELF object describes: a JVM's compiled methods, stubs and interpreter
+// (*jvm.Namer). Calls come with the tracer's lock held.
+type frameNamer interface {
+	// Frame names addr; calledNative says the frame below it is native
+	// code. The result also says whether the walk may go on above it.
+	Frame(addr uint64, calledNative bool) jvm.Frame
+	// Generation changes whenever names may have changed.
+	Generation() uint64
+	// Retry looks again for addresses not named yet: at most once per
+	// refresh interval, or now when final.
+	Retry(final bool)
+	Close() error
+}
+
+// jitNames is the stack resolver's link to the runtime of the target, once
+// one is found.
+type jitNames struct {
+	checked bool // libjvm.so was seen and checked
+	namer   frameNamer
+	runtime analyze.Runtime
+	version string
+}
+
+// findRuntimeLocked checks, when the target's mappings changed, whether it
+// runs a HotSpot JVM; the first time libjvm.so is mapped (at attach, or in
+// a launched command once the launcher loaded it), frames in JIT code get
+// a namer.
+func (t *Tracer) findRuntimeLocked() {
+	j := &t.sym.jit
+	if j.checked {
+		return
+	}
+	mapped := false
+	for _, m := range t.view.current {
+		if path.Base(m.Path) == "libjvm.so" {
+			mapped = true
+		}
+	}
+	if !mapped {
+		return
+	}
+	j.checked = true
+	vm, ok := jvm.Find(t.pid, t.view.current)
+	if !ok {
+		return
+	}
+	n, err := jvm.NewNamer(vm, func(f string, a ...any) { t.warnOnce(fmt.Sprintf(f, a...)) })
+	if err != nil {
+		t.warnOnce(fmt.Sprintf("JVM %d: compiled Java frames will not be named: %v", t.pid, err))
+		return
+	}
+	j.namer, j.runtime, j.version = n, analyze.RuntimeJVM, vm.Version
+}
+
+// retryNamesLocked gives stacks with unnamed JIT frames another chance:
+// the namer looks again (final: whatever its rate limit, at the end of a
+// capture while the target may still be alive); stacks resolved with older
+// names are then stale and resolved again (stackResolver.stale).
+func (t *Tracer) retryNamesLocked(final bool) {
+	n := t.sym.jit.namer
+	if n == nil {
+		return
+	}
+	for _, rs := range t.sym.byID {
+		if rs.pending {
+			n.Retry(final)
+			return
+		}
+	}
+}
+
+// closeRuntimeLocked releases the namer.
+func (t *Tracer) closeRuntimeLocked() {
+	if n := t.sym.jit.namer; n != nil {
+		n.Close()
+	}
+}
+
+// nameJIT names frame f, at a return address in anonymous executable
+// memory, with the namer. It returns why the walk cannot go on above f
+// ("" if it can) and whether f is still unnamed.
+func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (cut string, unnamed bool) {
+	jf := r.jit.namer.Frame(f.Address, calledNative)
+	f.Module = jitModule
+	f.Function = jf.Name
+	if !jf.Chained {
+		cut = jf.Cut
+	}
+	return cut, jf.Name == ""
+}
+
+// doctorJVM says, for a HotSpot JVM, whether its Java frames can be named
+// and walked. It reads the command line only: the doctor does not attach.
+func doctorJVM(pid int, maps []procfs.Mapping) []Check {
+	vm, ok := jvm.Find(pid, maps)
+	if !ok {
+		return nil
+	}
+	version := vm.Version
+	if version == "" {
+		version = "of unknown version"
+	}
+	cs := []Check{}
+	st, err := procfs.ReadStatus(pid)
+	attachable := err == nil && st.Catches(int(unix.SIGQUIT))
+	if disabled, _ := jvm.CommandLineFlag(pid, "DisableAttachMechanism"); disabled {
+		attachable = false
+	}
+	cs = append(cs, Check{"JVM", attachable, detail(attachable,
+		fmt.Sprintf("HotSpot %s (%s): compiled Java frames are named from its perf map, which leakscope asks for through the attach protocol (as jcmd PID Compiler.perfmap)", version, vm.LibJVM),
+		fmt.Sprintf("HotSpot %s (%s): its attach mechanism is off (-Xrs or -XX:+DisableAttachMechanism, or still starting): compiled Java frames stay unnamed", version, vm.LibJVM))})
+	on, known := jvm.CommandLineFlag(pid, "PreserveFramePointer")
+	cs = append(cs, Check{"frame pointers", on, "JVM: " + detail(on,
+		"-XX:+PreserveFramePointer: stacks run through compiled Java code",
+		detail(known, "-XX:-PreserveFramePointer", "-XX:+PreserveFramePointer not on the command line")+
+			": stacks end at the first compiled Java frame, saying so (restart the JVM with -XX:+PreserveFramePointer)")})
+	return cs
+}

@@ -1,0 +1,368 @@
+package probe
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/jvm"
+)
+
+// Ground truth of examples/java/KafkaRecovery.java with its defaults
+// (examples/README.md): 50 inflate streams leaked by recoverSegment, each
+// holding its 7160-byte inflate state and the 32 KiB window its first
+// read allocated; 100 streams opened and closed by serveFetch after the
+// wait file, 2000 before it.
+const (
+	kafkaLeaked       = 50
+	kafkaClosed       = 100
+	kafkaWarmup       = 2000
+	kafkaStreamBytes  = 7160 + 32768
+	kafkaSummaryStart = "KafkaRecovery: leaked "
+)
+
+// syncBuffer collects a child's stderr while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// kafkaClasses compiles the example; it skips (or fails in CI) without a JDK.
+func kafkaClasses(t *testing.T) (java, classes string) {
+	t.Helper()
+	testutil.RequireBPF(t)
+	java = testutil.RequireJava(t)
+	return java, testutil.JavaClasses(t, filepath.Join("..", "examples", "java", "KafkaRecovery.java"))
+}
+
+// waitFor polls until stderr holds want, taking snapshots meanwhile as
+// leakscope's capture loop does.
+func waitFor(t *testing.T, tr *Tracer, stderr *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q from the JVM within 60s; stderr:\n%s", want, stderr.String())
+		}
+		if tr != nil {
+			if _, err := tr.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// removeJVMFiles removes what a killed JVM leaves in /tmp: the perf map
+// leakscope asked for and the attach listener's socket.
+func removeJVMFiles(pid int) {
+	os.Remove("/tmp/perf-" + itoa(pid) + ".map")
+	os.Remove("/tmp/.java_pid" + itoa(pid))
+}
+
+// startKafka starts the example, untraced, and returns once it has warmed
+// up and waits for its gate file.
+func startKafka(t *testing.T, java, classes, gate string, flags ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	args := append(append([]string{}, flags...), "-cp", classes, "KafkaRecovery", "--wait-file", gate, "--hold", "60000")
+	cmd := exec.Command(java, args...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		removeJVMFiles(pid)
+	})
+	waitFor(t, nil, stderr, "KafkaRecovery: warmed up")
+	return cmd, stderr
+}
+
+// attachKafka traces the example from its gate to its summary line.
+func attachKafka(t *testing.T, flags ...string) *analyze.Capture {
+	t.Helper()
+	java, classes := kafkaClasses(t)
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd, stderr := startKafka(t, java, classes, gate, flags...)
+	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tr, stderr, kafkaSummaryStart)
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("JVM gone after detach: %v", err)
+	}
+	return c
+}
+
+// zlibLeak checks that the leak is there: zlib.inflate, exactly the leaked
+// streams and their bytes, in a JVM capture; at rank 1 if rank1.
+func zlibLeak(t *testing.T, c *analyze.Capture, rank1 bool) *analyze.Site {
+	t.Helper()
+	checkNoLoss(t, c)
+	if c.Target.Runtime != analyze.RuntimeJVM || !strings.HasPrefix(c.Target.RuntimeVersion, "17") {
+		t.Errorf("target runtime %q %q, want jvm 17.x", c.Target.Runtime, c.Target.RuntimeVersion)
+	}
+	res := analyze.Rank(c, analyze.Options{})
+	if len(res.Leaks) == 0 {
+		t.Fatal("no leaks")
+	}
+	first := res.Leaks[0]
+	if !rank1 {
+		// Without a trend, long-lived JVM start-up allocations of the
+		// same size may rank first: find the biggest inflate row.
+		for _, l := range res.Leaks {
+			if l.Site.Kind == analyze.KindZlibInflate {
+				first = l
+				break
+			}
+		}
+	}
+	if first.Site.Kind != analyze.KindZlibInflate || first.Count != kafkaLeaked || first.Bytes != kafkaLeaked*kafkaStreamBytes {
+		t.Fatalf("rank 1 = %s, %d streams, %d bytes at %v (%s); want zlib.inflate, %d streams, %d bytes",
+			first.Site.Kind, first.Count, first.Bytes, functions(*first.Site), first.Site.Stack.Truncated, kafkaLeaked, kafkaLeaked*kafkaStreamBytes)
+	}
+	if f := first.Site.Stack.Frames[0]; f.Function != "Java_java_util_zip_Inflater_init" || !strings.HasSuffix(f.Module, "/libzip.so") {
+		t.Errorf("rank 1 frame 0 = %s in %s, want Java_java_util_zip_Inflater_init in libzip.so", f.Function, f.Module)
+	}
+	for _, f := range first.Site.Stack.Frames {
+		if f.Module == "[anon]" {
+			t.Errorf("frame %#x in a JVM shown as [anon], not [jit]", f.Address)
+		}
+	}
+	return first.Site
+}
+
+// hasInOrder reports whether fns holds want as a subsequence.
+func hasInOrder(fns []string, want ...string) bool {
+	for _, f := range fns {
+		if len(want) > 0 && f == want[0] {
+			want = want[1:]
+		}
+	}
+	return len(want) == 0
+}
+
+// checkNamedJavaStack checks the stack of a JVM with frame pointers: the
+// Java code that opened the stream, named, down to the thread's start.
+func checkNamedJavaStack(t *testing.T, s *analyze.Site) {
+	t.Helper()
+	fns := functions(*s)
+	if !hasInOrder(fns, "java.util.zip.Inflater.init", "java.util.zip.GZIPInputStream.<init>", "KafkaRecovery.recoverSegment") {
+		t.Errorf("stack %v does not name Inflater.init, GZIPInputStream.<init> and KafkaRecovery.recoverSegment", fns)
+	}
+	if s.Stack.Truncated != "" {
+		t.Errorf("stack %v truncated: %s", fns, s.Stack.Truncated)
+	}
+	for _, f := range s.Stack.Frames {
+		if f.Module == jitModule && f.Function == "" {
+			t.Errorf("unnamed JIT frame %#x in %v", f.Address, fns)
+		}
+	}
+}
+
+func TestJVMAttachPreserveFramePointer(t *testing.T) {
+	c := attachKafka(t, "-XX:+PreserveFramePointer")
+	site := zlibLeak(t, c, true)
+	checkNamedJavaStack(t, site)
+	if site.Allocs != kafkaLeaked || site.Frees != 0 {
+		t.Errorf("leak site: %d inits, %d ends; want %d, 0", site.Allocs, site.Frees, kafkaLeaked)
+	}
+	// serveFetch's streams were all closed; attached after the warm-up,
+	// leakscope saw exactly the 100 after the gate.
+	var fetched uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindZlibInflate && hasInOrder(functions(s), "KafkaRecovery.serveFetch") {
+			fetched += s.Allocs
+			if s.LiveCount != 0 {
+				t.Errorf("serveFetch site holds %d streams: %v", s.LiveCount, functions(s))
+			}
+		}
+	}
+	if fetched != kafkaClosed {
+		t.Errorf("serveFetch streams seen = %d, want %d", fetched, kafkaClosed)
+	}
+	// libzip allocates each z_stream itself (calloc(1, 112)): a malloc
+	// row with the same Java stack.
+	var zs []string
+	for _, s := range c.Sites {
+		fns := functions(s)
+		if s.Kind == analyze.KindMalloc && len(fns) > 0 && fns[0] == "Java_java_util_zip_Inflater_init" &&
+			hasInOrder(fns, "KafkaRecovery.recoverSegment") {
+			zs = append(zs, fmt.Sprintf("%d blocks, %d bytes", s.LiveCount, s.LiveBytes))
+		}
+	}
+	if len(zs) != 1 || zs[0] != fmt.Sprintf("%d blocks, %d bytes", kafkaLeaked, kafkaLeaked*112) {
+		t.Errorf("z_stream rows in recoverSegment: %v, want one of %d blocks, %d bytes", zs, kafkaLeaked, kafkaLeaked*112)
+	}
+}
+
+// TestJVMAttachNoFlags: without -XX:+PreserveFramePointer compiled Java
+// code keeps no frame pointers. The count is still exact, and the stack
+// ends, saying why, at the first compiled frame whose callers cannot be
+// trusted: no frame is skipped silently.
+func TestJVMAttachNoFlags(t *testing.T) {
+	c := attachKafka(t)
+	site := zlibLeak(t, c, true)
+	fns := functions(*site)
+	if len(fns) < 2 || fns[1] != "java.util.zip.Inflater.init" {
+		t.Errorf("stack %v: want the native method's wrapper, java.util.zip.Inflater.init, above libzip", fns)
+	}
+	tr := site.Stack.Truncated
+	if !strings.Contains(tr, "without -XX:+PreserveFramePointer") {
+		t.Errorf("truncation %q does not say the JVM runs without -XX:+PreserveFramePointer", tr)
+	}
+	last := site.Stack.Frames[len(site.Stack.Frames)-1]
+	if last.Module != jitModule || last.Function == jvm.Interpreted || !strings.Contains(tr, last.Function) {
+		t.Errorf("stack %v ends at %s in %s, want a compiled Java frame that the reason %q names", fns, last.Function, last.Module, tr)
+	}
+	var inits uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindZlibInflate {
+			inits += s.Allocs
+		}
+	}
+	if inits != kafkaLeaked+kafkaClosed {
+		t.Errorf("inflate streams seen = %d, want %d", inits, kafkaLeaked+kafkaClosed)
+	}
+}
+
+// TestJVMLaunch traces the JVM from its first instruction: libjvm.so is
+// loaded by the launcher after exec, and the Java code leaking is compiled
+// long after that; Stop names it while the JVM still runs. The JVM's own
+// start-up leaves megabytes that are never freed (the G1 heap's tables:
+// 2 MiB in one row); the leak outranks them because it keeps growing, so
+// the test snapshots through start-up and the leak, as leakscope run does.
+func TestJVMLaunch(t *testing.T) {
+	java, classes := kafkaClasses(t)
+	stderr := &syncBuffer{}
+	gate := filepath.Join(t.TempDir(), "go")
+	argv := []string{java, "-XX:+PreserveFramePointer", "-cp", classes, "KafkaRecovery", "--wait-file", gate, "--hold", "60000"}
+	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: stderr}, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proc.Signal(syscall.SIGKILL)
+		<-proc.Done()
+		removeJVMFiles(tr.Pid())
+	})
+	waitFor(t, tr, stderr, "KafkaRecovery: warmed up")
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tr, stderr, kafkaSummaryStart)
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := zlibLeak(t, c, true)
+	checkNamedJavaStack(t, site)
+	// Traced from exec: the warm-up's streams too, all closed.
+	var fetched uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindZlibInflate && hasInOrder(functions(s), "KafkaRecovery.serveFetch") {
+			fetched += s.Allocs
+		}
+	}
+	if fetched > kafkaClosed+kafkaWarmup {
+		t.Errorf("serveFetch streams seen = %d, want at most %d", fetched, kafkaClosed+kafkaWarmup)
+	}
+}
+
+// TestJVMLaunchExitedDumpAtExit: the JVM exits before leakscope names its
+// frames, and no snapshot was taken meanwhile; with -XX:+DumpPerfMapAtExit
+// the perf map written at exit names them.
+func TestJVMLaunchExitedDumpAtExit(t *testing.T) {
+	java, classes := kafkaClasses(t)
+	stderr := &syncBuffer{}
+	gate := filepath.Join(t.TempDir(), "go")
+	argv := []string{java, "-XX:+PreserveFramePointer", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit",
+		"-cp", classes, "KafkaRecovery", "--wait-file", gate}
+	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: stderr}, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeJVMFiles(tr.Pid()) })
+	// The gate only keeps the JIT's compilations of the warm-up out of
+	// the leak, whatever the machine's load; no snapshot is taken.
+	waitFor(t, nil, stderr, "KafkaRecovery: warmed up")
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-proc.Done():
+	case <-time.After(60 * time.Second):
+		proc.Signal(syscall.SIGKILL)
+		t.Fatal("JVM did not exit within 60s")
+	}
+	if code := proc.ExitCode(); code != 0 {
+		t.Fatalf("JVM exited %d: %s", code, stderr.String())
+	}
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNamedJavaStack(t, zlibLeak(t, c, false))
+}
+
+// TestDoctorJVM: the doctor names the JVM and says what its flags mean for
+// stacks, from the command line alone (it does not attach).
+func TestDoctorJVM(t *testing.T) {
+	java, classes := kafkaClasses(t)
+	for _, pfp := range []bool{false, true} {
+		var flags []string
+		want := "JVM: -XX:+PreserveFramePointer not on the command line: stacks end at the first compiled Java frame"
+		if pfp {
+			flags = append(flags, "-XX:+PreserveFramePointer")
+			want = "JVM: -XX:+PreserveFramePointer: stacks run through compiled Java code"
+		}
+		cmd, _ := startKafka(t, java, classes, filepath.Join(t.TempDir(), "never"), flags...)
+		var jvmOK, fp bool
+		for _, c := range Doctor(cmd.Process.Pid) {
+			if c.Name == "JVM" && c.OK && strings.Contains(c.Detail, "HotSpot 17") {
+				jvmOK = true
+			}
+			if c.Name == "frame pointers" && c.OK == pfp && strings.HasPrefix(c.Detail, want) {
+				fp = true
+			}
+		}
+		if !jvmOK || !fp {
+			t.Errorf("PreserveFramePointer=%v: doctor does not name the JVM (%v) or its frame pointers (%v)", pfp, jvmOK, fp)
+		}
+		if _, err := os.Stat("/tmp/.java_pid" + itoa(cmd.Process.Pid)); err == nil {
+			t.Error("the doctor attached to the JVM")
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package probe
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/unwind"
+)
+
+// unwindSpan is one object's rows in the kernel's unwind_rows table.
+type unwindSpan struct {
+	start, count uint32
+	use          bool // RANGE_DWARF: walk this object with its rows
+}
+
+// loadUnwindLocked gives every newly mapped object that needs it its
+// .eh_frame rows in the kernel, per the unwind mode: "auto" for objects
+// without frame pointers, or with them only in some functions (both
+// walked wrong by %rbp), "dwarf" for all, "fp" for none. Rows are built
+// once per object and never moved; when the table is full, later objects
+// fall back to frame pointers and a warning says so.
+func (t *Tracer) loadUnwindLocked() {
+	if t.opts.Unwind == UnwindFP {
+		return
+	}
+	for _, m := range t.view.current {
+		if !fileBacked(m) {
+			continue
+		}
+		if _, done := t.view.unwind[m.Path]; done {
+			continue
+		}
+		class := t.view.fpClass(m)
+		if t.opts.Unwind == UnwindAuto && class == fpYes {
+			t.view.unwind[m.Path] = unwindSpan{}
+			continue
+		}
+		t.view.unwind[m.Path] = t.uploadRows(m)
+	}
+}
+
+func (t *Tracer) uploadRows(m procfs.Mapping) unwindSpan {
+	rows, _, err := unwind.BuildFile(procfs.ObjectPath(t.pid, m))
+	if err != nil || len(rows) == 0 {
+		return unwindSpan{}
+	}
+	if uint64(t.rowNext)+uint64(len(rows)) > uint64(t.opts.MaxUnwindRows) {
+		t.warnOnce(fmt.Sprintf("unwind table full (%d rows): %s is walked with frame pointers only; raise --max-unwind-rows", t.opts.MaxUnwindRows, filepath.Base(m.Path)))
+		return unwindSpan{}
+	}
+	keys := make([]uint32, len(rows))
+	vals := make([]leakUnwindRow, len(rows))
+	for i, r := range rows {
+		keys[i] = t.rowNext + uint32(i)
+		vals[i] = leakUnwindRow{Pc: r.PC, CfaOff: r.CFAOffset, RbpOff: r.RBPOffset, Rule: r.Rule}
+	}
+	if _, err := t.objs.UnwindRows.BatchUpdate(keys, vals, nil); err != nil {
+		for i := range keys { // kernels without batch updates
+			if err := t.objs.UnwindRows.Put(keys[i], vals[i]); err != nil {
+				t.warnOnce(fmt.Sprintf("write unwind rows of %s: %v", filepath.Base(m.Path), err))
+				return unwindSpan{}
+			}
+		}
+	}
+	span := unwindSpan{start: t.rowNext, count: uint32(len(rows)), use: true}
+	t.rowNext += uint32(len(rows))
+	return span
+}
+
+// dwarfWalked reports whether frames in m were walked with unwind rows.
+func (v *mappingView) dwarfWalked(m procfs.Mapping) bool {
+	return v.unwind[m.Path].use
+}
