@@ -24,6 +24,10 @@ __u32 exec_seen = 0;
  * wait for the range table (user space continues it). */
 __u32 stop_sent = 0;
 
+/* Program images the target exec'd into since tracing began: allocation
+ * keys and site keys carry it, so the new image never matches the old's. */
+__u32 exec_gen = 0;
+
 /* Per-thread state of an acquire call between its entry and return probes. */
 struct pending {
 	__u64 size_bytes;
@@ -332,8 +336,24 @@ int pair_release_enter(struct pt_regs *ctx)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if ((bpf_get_current_pid_tgid() >> 32) == target_tgid)
-		exec_seen = 1;
+	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+		return 0;
+	if (exec_seen || !wait_exec) {
+		/* A new image replaces one that was traced: its heap is gone,
+		 * and so are its mappings. */
+		__sync_fetch_and_add(&exec_gen, 1);
+		__u32 zero = 0;
+		struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
+		if (ctl)
+			ctl->count = 0;
+		__u64 *last = bpf_map_lookup_elem(&miss_times, &zero);
+		if (last)
+			*last = 0;
+		stop_sent = 0; /* run: stop the new image too until its tables are in */
+		struct range_miss m = {};
+		bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
+	}
+	exec_seen = 1;
 	return 0;
 }
 

@@ -8,6 +8,14 @@
 #define MAX_FRAME_SPAN (8ULL << 20)
 #define RANGE_MISS_INTERVAL_NS (20ULL * 1000 * 1000)
 
+/* image_pad tags handle keys with the program image that made them: after
+ * an exec nothing of the old image matches (its heap is gone). Even, so it
+ * never equals an orphan's odd pad. */
+static __always_inline __u32 image_pad(void)
+{
+	return exec_gen << 1;
+}
+
 static __always_inline void stat_add(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
@@ -369,12 +377,12 @@ static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32
  * its site. Returns false if the owner is not live. */
 static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes)
 {
-	struct handle_key hk = { .addr = owner, .kind = owner_kind };
+	struct handle_key hk = { .addr = owner, .kind = owner_kind, .pad = image_pad() };
 	struct alloc_info *o = bpf_map_lookup_elem(&allocs, &hk);
 	if (!o)
 		return false;
 	__sync_fetch_and_add(&o->size_bytes, bytes);
-	struct site_key key = { .stack_id = o->stack_id, .kind = o->kind };
+	struct site_key key = { .stack_id = o->stack_id, .kind = o->kind, .pad = exec_gen };
 	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
 	if (s)
 		__sync_fetch_and_add(&s->live_bytes, bytes);
@@ -389,7 +397,7 @@ static __always_inline void site_release(struct alloc_info *info)
 		owner_add(info->owner, info->owner_kind, -(__s64)info->size_bytes);
 		return;
 	}
-	struct site_key key = { .stack_id = info->stack_id, .kind = info->kind };
+	struct site_key key = { .stack_id = info->stack_id, .kind = info->kind, .pad = exec_gen };
 	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
 	if (!s)
 		return;
@@ -402,7 +410,7 @@ static __always_inline void site_release(struct alloc_info *info)
 /* track_release forgets a live handle. Returns false if it was not known. */
 static __always_inline bool track_release(__u64 addr, __u32 kind)
 {
-	struct handle_key hk = { .addr = addr, .kind = kind };
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
 	if (!info)
 		return false;
@@ -420,7 +428,7 @@ static __always_inline bool track_release(__u64 addr, __u32 kind)
  * for good, under a key nothing will release. */
 static __always_inline bool orphan_resource(__u64 addr, __u32 kind)
 {
-	struct handle_key hk = { .addr = addr, .kind = kind };
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
 	if (!info)
 		return false;
@@ -447,7 +455,7 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 		.owner = owner,
 		.owner_kind = owner_kind,
 	};
-	struct handle_key hk = { .addr = addr, .kind = KIND_MALLOC };
+	struct handle_key hk = { .addr = addr, .kind = KIND_MALLOC, .pad = image_pad() };
 	if (bpf_map_update_elem(&allocs, &hk, &info, BPF_NOEXIST)) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
 		return false;
@@ -470,7 +478,7 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		orphan_resource(addr, kind);
 	}
 
-	struct site_key key = { .stack_id = stack_id, .kind = kind };
+	struct site_key key = { .stack_id = stack_id, .kind = kind, .pad = exec_gen };
 	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
 	if (!s) {
 		struct site_stats zero = {};
@@ -487,7 +495,7 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		.stack_id = stack_id,
 		.kind = kind,
 	};
-	struct handle_key hk = { .addr = addr, .kind = kind };
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	if (bpf_map_update_elem(&allocs, &hk, &info, BPF_NOEXIST)) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
 		return;
@@ -592,7 +600,7 @@ static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32
 	struct thread_state *ts = thread_state(false);
 	struct pending *p = ts ? &ts->outer : NULL;
 	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
-		struct handle_key hk = { .addr = addr, .kind = kind };
+		struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 		struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
 		if (info && info->owner && info->owner == p->out_ptr) {
 			__s64 size = info->size_bytes;

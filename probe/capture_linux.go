@@ -26,8 +26,16 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 	var order []uint64
 	var key leakSiteKey
 	var val leakSiteStats
+	t.preExec = preExec{}
 	it := t.objs.Sites.Iterate()
 	for it.Next(&key, &val) {
+		if key.Pad != t.execGen {
+			// A site of an image the target exec'd away from: its heap
+			// is gone, so is what it held. Counted for the warning.
+			t.preExec.count += val.LiveCount
+			t.preExec.bytes += val.LiveBytes
+			continue
+		}
 		rs := t.resolveLocked(key.StackId)
 		kind := t.kind(key.Kind)
 		id := siteID(kind, rs.key)
@@ -115,6 +123,10 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		return nil, err
 	}
 	t.warnLossesLocked(c.Lost)
+	if t.execGen > 0 {
+		t.warnOnce(fmt.Sprintf("the target exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
+			t.execGen, t.preExec.count, analyze.FormatBytes(t.preExec.bytes)))
+	}
 	t.untracedPairs()
 	c.Warnings = append(c.Warnings, t.warnings...)
 	return c, nil
@@ -130,7 +142,10 @@ func snapshotOf(points []sitePoint, at time.Duration) analyze.Snapshot {
 
 // readLiveLocked lists every live allocation with its age, in batches.
 func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMono uint64) error {
-	add := func(info *leakAllocInfo) {
+	add := func(key *leakHandleKey, info *leakAllocInfo) {
+		if key.Pad&1 == 0 && key.Pad>>1 != t.execGen {
+			return // made by an image the target exec'd away from
+		}
 		rs := t.resolveLocked(info.StackId)
 		id := siteID(t.kind(info.Kind), rs.key)
 		i, ok := index[id]
@@ -149,7 +164,7 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMon
 	for {
 		n, err := t.objs.Allocs.BatchLookup(&cursor, keys, vals, nil)
 		for i := 0; i < n; i++ {
-			add(&vals[i])
+			add(&keys[i], &vals[i])
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil
@@ -166,7 +181,7 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMon
 	var val leakAllocInfo
 	it := t.objs.Allocs.Iterate()
 	for it.Next(&key, &val) {
-		add(&val)
+		add(&key, &val)
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read live allocations: %w", err)
@@ -237,4 +252,20 @@ func monotonicNow() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
+}
+
+// preExec totals what sites of earlier program images held (see execGen).
+type preExec struct{ count, bytes uint64 }
+
+// checkExecLocked notices the target exec'ing into a new image: the old
+// image's mappings and symbols no longer apply, and a launched command is
+// stopped again until the new image's tables are in (stop_until_ranges).
+func (t *Tracer) checkExecLocked() {
+	var gen uint32
+	if err := t.objs.ExecGen.Get(&gen); err != nil || gen == t.execGen {
+		return
+	}
+	t.execGen = gen
+	t.view.newImage()
+	t.resumed = false
 }

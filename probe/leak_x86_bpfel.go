@@ -218,6 +218,7 @@ const (
 	leakProgZlibInflateEndEnter  = "zlib_inflate_end_enter"
 	leakProgZlibInflateEnter     = "zlib_inflate_enter"
 	leakProgZlibInflateInitEnter = "zlib_inflate_init_enter"
+	leakVarExecGen               = "exec_gen"
 	leakVarExecSeen              = "exec_seen"
 	leakVarPageSize              = "page_size"
 	leakVarStopSent              = "stop_sent"
@@ -315,6 +316,7 @@ type leakMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakVariableSpecs struct {
+	ExecGen         *ebpf.VariableSpec `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
 	StopSent        *ebpf.VariableSpec `ebpf:"stop_sent"`
@@ -382,6 +384,7 @@ func (m *leakMaps) Close() error {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakVariables struct {
+	ExecGen         *ebpf.Variable `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
 	StopSent        *ebpf.Variable `ebpf:"stop_sent"`

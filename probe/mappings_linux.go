@@ -44,6 +44,15 @@ func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
 	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}, unwind: map[string]unwindSpan{}}
 }
 
+// newImage forgets the mappings after the target exec'd: the address space
+// is new. What is known of objects (by path and inode: classes, unwind
+// rows, zlib probes) still holds.
+func (v *mappingView) newImage() {
+	v.current, v.history = nil, nil
+	v.runtime, v.runtimeVersion = "", ""
+	v.gone = false
+}
+
 // refresh rereads /proc/PID/maps; changed reports whether the executable
 // mappings differ from the last read.
 func (v *mappingView) refresh() (changed bool, err error) {

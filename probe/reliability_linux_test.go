@@ -202,24 +202,13 @@ func TestLaunchThreadStormLeavesNoPerThreadState(t *testing.T) {
 	}
 }
 
-// execBoundary says whether the BPF side separates the allocations of
-// successive images of the target (an exec during the capture).
-const execBoundary = false
-
 // execer leaks 10 blocks, then execs itself; the new image leaks 5. The
 // exec destroyed the first image's heap: its blocks are not leaks of the
 // program running at the end, and the report must not list them as such.
-// What it held is said in a warning.
-//
-// Known to fail: the kernel tables do not say which image made an
-// allocation, and the new image's stacks are read with the old image's
-// mappings. Needs the BPF exec boundary described in examples/README.md
-// ("execer"); remove the skip when it lands.
+// What it held is said in a warning. The kernel tags every allocation and
+// site with the image that made it (exec_gen).
 func TestLaunchExecReportsTheNewImage(t *testing.T) {
 	testutil.RequireBPF(t)
-	if !execBoundary {
-		t.Skip("needs the BPF exec boundary (examples/README.md, execer): the first image's live blocks are still reported")
-	}
 	bin := buildC(t, "execer")
 	tr, stderr := launchWait(t, Options{}, bin, "--churn", "1000", "--hold", "300")
 	c, err := tr.Stop()

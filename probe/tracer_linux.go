@@ -50,6 +50,8 @@ type Tracer struct {
 	lastSites   []analyze.Site
 	rowNext     uint32 // next free index in unwind_rows
 	resumed     bool   // the stopped launched command was continued
+	execGen     uint32 // program images the target exec'd into (exec_gen)
+	preExec     preExec
 }
 
 // Attach starts tracing the running process pid.
@@ -353,6 +355,7 @@ func (t *Tracer) resumeLocked() {
 // refreshLocked rereads /proc/PID/maps and, when the executable mappings
 // changed, rewrites the inactive half of the range table and flips to it.
 func (t *Tracer) refreshLocked() {
+	t.checkExecLocked()
 	changed, err := t.view.refresh()
 	if err != nil || !changed {
 		return
