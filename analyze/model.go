@@ -50,6 +50,10 @@ type Stack struct {
 type Alloc struct {
 	Size uint64        `json:"size"`
 	Age  time.Duration `json:"age_ns"` // time between the allocation and the end of the capture
+	// Weight is how many allocations this one stands for when the capture
+	// was sampled (Capture.SampleBytes): the inverse of its chance to be
+	// traced. 0 means 1 (every allocation traced).
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // Site is one allocating call stack and kind, with what it still holds.
@@ -120,4 +124,13 @@ type Capture struct {
 	Lost      Lost          `json:"lost"`
 	Objects   []Object      `json:"objects,omitempty"`
 	Warnings  []string      `json:"warnings,omitempty"`
+	// SampleBytes is the mean sampling gap in bytes when allocations were
+	// sampled (--sample-bytes); 0 when every allocation was traced. With
+	// sampling, counts and bytes are estimates.
+	SampleBytes uint64 `json:"sample_bytes,omitempty"`
+}
+
+// sampled reports whether s's live allocations carry sampling weights.
+func (s *Site) sampled() bool {
+	return len(s.Live) > 0 && s.Live[0].Weight != 0
 }

@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -149,14 +150,20 @@ func measure(s *Site, minAge time.Duration) Leak {
 		return l
 	}
 	l.AgeKnown = true
+	var count, bytes float64 // sampled allocations stand for Weight each
 	for _, a := range s.Live {
 		if a.Age < minAge {
 			continue
 		}
-		l.Count++
-		l.Bytes += a.Size
+		w := a.Weight
+		if w == 0 {
+			w = 1
+		}
+		count += w
+		bytes += w * float64(a.Size)
 		l.OldestAge = max(l.OldestAge, a.Age)
 	}
+	l.Count, l.Bytes = uint64(math.Round(count)), uint64(math.Round(bytes))
 	return l
 }
 
@@ -184,7 +191,8 @@ func reasons(l Leak, d, minAge time.Duration) []string {
 	held := fmt.Sprintf("holds %s in %d allocations", FormatBytes(l.Bytes), l.Count)
 	if l.AgeKnown && minAge > 0 {
 		held += " at least " + FormatDuration(minAge) + " old"
-		if younger := uint64(len(s.Live)) - l.Count; younger > 0 {
+		if n := uint64(len(s.Live)); n > l.Count && !s.sampled() {
+			younger := n - l.Count
 			held += fmt.Sprintf("; %d younger not counted", younger)
 		}
 	}

@@ -154,6 +154,10 @@ func parseCond(s string) (Cond, error) {
 }
 
 // parseSize reads a byte count such as "512", "64KiB" or "1.5 MiB".
+// ParseSize reads a byte size: a number with an optional unit B, KiB, MiB
+// or GiB ("512KiB", "1.5MiB").
+func ParseSize(s string) (uint64, error) { return parseSize(s) }
+
 func parseSize(s string) (uint64, error) {
 	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	if i < 0 {

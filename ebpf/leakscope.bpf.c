@@ -17,6 +17,14 @@ const volatile __u64 page_size = 4096;
  * command, so the launcher's own calls before exec never enter the tables. */
 const volatile __u32 wait_exec = 0;
 
+/* Byte-based sampling (--sample-bytes): 0 traces every allocation;
+ * otherwise an allocation is traced when the bytes allocated on this CPU
+ * since the last traced one pass an exponentially distributed gap of mean
+ * sample_bytes (tcmalloc's scheme), so one of size s is traced with
+ * probability 1 - exp(-s/sample_bytes), and user space scales by its
+ * inverse. Decided at entry: an untraced call skips its return probe. */
+const volatile __u64 sample_bytes = 0;
+
 /* Set by target_exec when the target execs. */
 __u32 exec_seen = 0;
 
@@ -135,6 +143,13 @@ struct {
 } miss_times SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64); /* bytes left before the next traced allocation */
+} sample_countdown SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
 } range_misses SEC(".maps");
@@ -146,6 +161,7 @@ const struct range_miss *unused_range_miss __attribute__((unused));
 const enum range_flag *unused_range_flag __attribute__((unused));
 const enum unwind_cfa *unused_unwind_cfa __attribute__((unused));
 const enum unwind_rbp *unused_unwind_rbp __attribute__((unused));
+const enum alloc_fn *unused_alloc_fn __attribute__((unused));
 const enum alloc_kind *unused_alloc_kind __attribute__((unused));
 const enum stat_index *unused_stat_index __attribute__((unused));
 const enum stack_flag *unused_stack_flag __attribute__((unused));
@@ -226,6 +242,96 @@ SEC("uprobe")
 int BPF_KPROBE(free_enter, void *ptr)
 {
 	release_enter(ctx, (__u64)ptr, KIND_MALLOC);
+	return 0;
+}
+
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+/* -ln((i + 0.5) / 64) * 1024: 64 steps of an exponential draw, mean ~1024. */
+static const __u16 neg_ln_1024[64] = { 4968, 3844, 3320, 2976, 2719, 2513, 2342, 2195, 2067, 1953, 1851, 1758, 1672, 1594, 1520, 1452, 1388, 1328, 1271, 1217, 1166, 1117, 1070, 1026, 983, 942, 903, 865, 828, 793, 759, 726, 694, 663, 633, 603, 575, 547, 520, 494, 469, 444, 419, 395, 372, 349, 327, 305, 284, 263, 243, 223, 203, 184, 165, 146, 128, 110, 92, 75, 58, 41, 24, 8 };
+
+/* sampled reports whether an allocation of size bytes is traced. */
+static __always_inline bool sampled(__u64 size)
+{
+	if (!sample_bytes)
+		return true;
+	__u32 zero = 0;
+	__s64 *left = bpf_map_lookup_elem(&sample_countdown, &zero);
+	if (!left)
+		return true;
+	*left -= (__s64)size;
+	if (*left > 0)
+		return false;
+	__u32 i = bpf_get_prandom_u32() & 63;
+	*left = (__s64)(sample_bytes * neg_ln_1024[i] / 1024);
+	return true;
+}
+
+/* in_resource_call: a malloc made for a resource being built or used (zlib
+ * state, a window inside inflate()) is always traced, sampled or not: its
+ * bytes belong to the resource. */
+static __always_inline bool in_resource_call(struct pt_regs *ctx)
+{
+	struct thread_state *ts = thread_state(false);
+	if (!ts)
+		return false;
+	__u64 sp = PT_REGS_SP(ctx);
+	return (ts->outer.sp && sp < ts->outer.sp && ts->outer.kind != KIND_MALLOC) ||
+	       (ts->zcall.sp && sp < ts->zcall.sp);
+}
+
+/* alloc_session serves every malloc-family function when sampling: one
+ * probe per call, whose return part runs only for traced calls (returning
+ * 1 at entry skips it), where a uprobe and a uretprobe would both trap on
+ * every call. The cookie is the function (enum alloc_fn). */
+SEC("uprobe.session")
+int alloc_session(struct pt_regs *ctx)
+{
+	if (bpf_session_is_return()) {
+		pending_exit(ctx);
+		return 0;
+	}
+	if (!is_target())
+		return 1;
+	volatile __u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
+	__u64 size = 0, old = 0, out = 0;
+	__u32 op = OP_RET_PTR;
+	switch (bpf_get_attach_cookie(ctx)) {
+	case FN_MALLOC:
+	case FN_VALLOC:
+		size = a1;
+		break;
+	case FN_CALLOC:
+		size = a1 * a2;
+		break;
+	case FN_REALLOC:
+		op = OP_REALLOC;
+		old = a1;
+		size = a2;
+		break;
+	case FN_REALLOCARRAY:
+		op = OP_REALLOC;
+		old = a1;
+		size = a2 * a3;
+		break;
+	case FN_POSIX_MEMALIGN:
+		op = OP_OUT_PTR;
+		out = a1;
+		size = a3;
+		break;
+	case FN_MEMALIGN:
+		size = a2;
+		break;
+	case FN_PVALLOC:
+		size = a1 ? (a1 + page_size - 1) & ~(page_size - 1) : page_size;
+		break;
+	default:
+		return 1;
+	}
+	/* A realloc always runs its return part: the old block may be traced. */
+	if (op != OP_REALLOC && !sampled(size) && !in_resource_call(ctx))
+		return 1;
+	pending_enter(ctx, KIND_MALLOC, op, size, old, out);
 	return 0;
 }
 

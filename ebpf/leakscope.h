@@ -8,6 +8,19 @@
 #define RANGE_SEARCH_STEPS 12  /* > log2(MAX_RANGES) */
 #define ROW_SEARCH_STEPS 24    /* > log2(rows of one object); libjvm.so has ~230k */
 
+/* Which malloc-family function a session probe is on (its attach cookie).
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum alloc_fn {
+	FN_MALLOC = 1,
+	FN_CALLOC = 2,
+	FN_REALLOC = 3,
+	FN_REALLOCARRAY = 4,
+	FN_POSIX_MEMALIGN = 5,
+	FN_MEMALIGN = 6, /* and aligned_alloc: (alignment, size) */
+	FN_VALLOC = 7,
+	FN_PVALLOC = 8,
+};
+
 /* What an allocation is. Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum alloc_kind {
 	KIND_MALLOC = 0,

@@ -526,7 +526,7 @@ static __always_inline __u64 result_addr(struct pending *p, __u64 ret)
 		/* realloc(p, 0) frees p and returns NULL (glibc); a failed
 		 * realloc(p, n>0) leaves p live. */
 		if (p->old_ptr && (ret || p->size_bytes == 0))
-			if (!track_release(p->old_ptr, p->kind))
+			if (!track_release(p->old_ptr, p->kind) && !sample_bytes)
 				stat_add(STAT_UNKNOWN_FREES, 1);
 		break;
 	default:
@@ -611,7 +611,8 @@ static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32
 		stat_add(STAT_NESTED_CALLS, 1);
 		return;
 	}
-	if (!track_release(addr, kind))
+	/* Sampling leaves most blocks untraced: their frees are no loss. */
+	if (!track_release(addr, kind) && !(sample_bytes && kind == KIND_MALLOC))
 		stat_add(STAT_UNKNOWN_FREES, 1);
 }
 

@@ -119,6 +119,9 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if err := t.readLiveLocked(c, byStack, nowMono); err != nil {
 		return nil, err
 	}
+	if t.opts.SampleBytes > 0 {
+		scaleSampled(c, t.opts.SampleBytes)
+	}
 	if err := t.readLostLocked(&c.Lost); err != nil {
 		return nil, err
 	}

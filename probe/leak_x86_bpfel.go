@@ -13,6 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type leakAllocFn uint32
+
+const (
+	leakAllocFnFN_MALLOC         leakAllocFn = 1
+	leakAllocFnFN_CALLOC         leakAllocFn = 2
+	leakAllocFnFN_REALLOC        leakAllocFn = 3
+	leakAllocFnFN_REALLOCARRAY   leakAllocFn = 4
+	leakAllocFnFN_POSIX_MEMALIGN leakAllocFn = 5
+	leakAllocFnFN_MEMALIGN       leakAllocFn = 6
+	leakAllocFnFN_VALLOC         leakAllocFn = 7
+	leakAllocFnFN_PVALLOC        leakAllocFn = 8
+)
+
 type leakAllocInfo struct {
 	_         structs.HostLayout
 	SizeBytes uint64
@@ -194,6 +207,7 @@ const (
 	leakMapMissTimes             = "miss_times"
 	leakMapRangeCtls             = "range_ctls"
 	leakMapRangeMisses           = "range_misses"
+	leakMapSampleCountdown       = "sample_countdown"
 	leakMapSites                 = "sites"
 	leakMapStackScratch          = "stack_scratch"
 	leakMapStacks                = "stacks"
@@ -201,6 +215,7 @@ const (
 	leakMapThreads               = "threads"
 	leakMapUnwindRows            = "unwind_rows"
 	leakProgAllocExit            = "alloc_exit"
+	leakProgAllocSession         = "alloc_session"
 	leakProgCallocEnter          = "calloc_enter"
 	leakProgFreeEnter            = "free_enter"
 	leakProgMallocEnter          = "malloc_enter"
@@ -221,8 +236,10 @@ const (
 	leakVarExecGen               = "exec_gen"
 	leakVarExecSeen              = "exec_seen"
 	leakVarPageSize              = "page_size"
+	leakVarSampleBytes           = "sample_bytes"
 	leakVarStopSent              = "stop_sent"
 	leakVarTargetTgid            = "target_tgid"
+	leakVarUnusedAllocFn         = "unused_alloc_fn"
 	leakVarUnusedAllocKind       = "unused_alloc_kind"
 	leakVarUnusedRangeFlag       = "unused_range_flag"
 	leakVarUnusedRangeMiss       = "unused_range_miss"
@@ -276,6 +293,7 @@ type leakSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakProgramSpecs struct {
 	AllocExit            *ebpf.ProgramSpec `ebpf:"alloc_exit"`
+	AllocSession         *ebpf.ProgramSpec `ebpf:"alloc_session"`
 	CallocEnter          *ebpf.ProgramSpec `ebpf:"calloc_enter"`
 	FreeEnter            *ebpf.ProgramSpec `ebpf:"free_enter"`
 	MallocEnter          *ebpf.ProgramSpec `ebpf:"malloc_enter"`
@@ -299,17 +317,18 @@ type leakProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakMapSpecs struct {
-	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
-	ExecRanges   *ebpf.MapSpec `ebpf:"exec_ranges"`
-	MissTimes    *ebpf.MapSpec `ebpf:"miss_times"`
-	RangeCtls    *ebpf.MapSpec `ebpf:"range_ctls"`
-	RangeMisses  *ebpf.MapSpec `ebpf:"range_misses"`
-	Sites        *ebpf.MapSpec `ebpf:"sites"`
-	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
-	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
-	Threads      *ebpf.MapSpec `ebpf:"threads"`
-	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
+	Allocs          *ebpf.MapSpec `ebpf:"allocs"`
+	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
+	MissTimes       *ebpf.MapSpec `ebpf:"miss_times"`
+	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
+	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
+	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
+	Sites           *ebpf.MapSpec `ebpf:"sites"`
+	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
+	Stacks          *ebpf.MapSpec `ebpf:"stacks"`
+	Stats           *ebpf.MapSpec `ebpf:"stats"`
+	Threads         *ebpf.MapSpec `ebpf:"threads"`
+	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
 }
 
 // leakVariableSpecs contains global variables before they are loaded into the kernel.
@@ -319,8 +338,10 @@ type leakVariableSpecs struct {
 	ExecGen         *ebpf.VariableSpec `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
+	SampleBytes     *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	StopSent        *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UnusedAllocFn   *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
 	UnusedRangeFlag *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.VariableSpec `ebpf:"unused_range_miss"`
@@ -351,17 +372,18 @@ func (o *leakObjects) Close() error {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakMaps struct {
-	Allocs       *ebpf.Map `ebpf:"allocs"`
-	ExecRanges   *ebpf.Map `ebpf:"exec_ranges"`
-	MissTimes    *ebpf.Map `ebpf:"miss_times"`
-	RangeCtls    *ebpf.Map `ebpf:"range_ctls"`
-	RangeMisses  *ebpf.Map `ebpf:"range_misses"`
-	Sites        *ebpf.Map `ebpf:"sites"`
-	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
-	Stacks       *ebpf.Map `ebpf:"stacks"`
-	Stats        *ebpf.Map `ebpf:"stats"`
-	Threads      *ebpf.Map `ebpf:"threads"`
-	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
+	Allocs          *ebpf.Map `ebpf:"allocs"`
+	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
+	MissTimes       *ebpf.Map `ebpf:"miss_times"`
+	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
+	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
+	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
+	Sites           *ebpf.Map `ebpf:"sites"`
+	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
+	Stacks          *ebpf.Map `ebpf:"stacks"`
+	Stats           *ebpf.Map `ebpf:"stats"`
+	Threads         *ebpf.Map `ebpf:"threads"`
+	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
 }
 
 func (m *leakMaps) Close() error {
@@ -371,6 +393,7 @@ func (m *leakMaps) Close() error {
 		m.MissTimes,
 		m.RangeCtls,
 		m.RangeMisses,
+		m.SampleCountdown,
 		m.Sites,
 		m.StackScratch,
 		m.Stacks,
@@ -387,8 +410,10 @@ type leakVariables struct {
 	ExecGen         *ebpf.Variable `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
+	SampleBytes     *ebpf.Variable `ebpf:"sample_bytes"`
 	StopSent        *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.Variable `ebpf:"target_tgid"`
+	UnusedAllocFn   *ebpf.Variable `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind *ebpf.Variable `ebpf:"unused_alloc_kind"`
 	UnusedRangeFlag *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.Variable `ebpf:"unused_range_miss"`
@@ -404,6 +429,7 @@ type leakVariables struct {
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakPrograms struct {
 	AllocExit            *ebpf.Program `ebpf:"alloc_exit"`
+	AllocSession         *ebpf.Program `ebpf:"alloc_session"`
 	CallocEnter          *ebpf.Program `ebpf:"calloc_enter"`
 	FreeEnter            *ebpf.Program `ebpf:"free_enter"`
 	MallocEnter          *ebpf.Program `ebpf:"malloc_enter"`
@@ -426,6 +452,7 @@ type leakPrograms struct {
 func (p *leakPrograms) Close() error {
 	return _LeakClose(
 		p.AllocExit,
+		p.AllocSession,
 		p.CallocEnter,
 		p.FreeEnter,
 		p.MallocEnter,

@@ -29,6 +29,11 @@ type Options struct {
 	// Track lists the declared acquire/release pairs to trace besides the
 	// malloc family and zlib (--track, --track-file, presets).
 	Track []track.Pair
+	// SampleBytes, when not 0, traces allocations by bytes: on average one
+	// per SampleBytes allocated (Poisson, as tcmalloc samples), each
+	// scaled by the inverse of its chance to be traced. Needs uprobe
+	// sessions (Linux 6.13+). 0 traces every allocation exactly.
+	SampleBytes uint64
 	// Unwind chooses, per object, how stacks are walked through it:
 	// "auto" (default: frame pointers where the object keeps them, its
 	// .eh_frame table elsewhere), "fp" (frame pointers only) or "dwarf"

@@ -43,12 +43,12 @@ func TestSpecLayout(t *testing.T) {
 		t.Errorf("stack depth %d", n)
 	}
 	for name, prog := range spec.Programs {
-		if prog.AttachTo == "" && prog.SectionName != "uprobe" && prog.SectionName != "uretprobe" {
+		if prog.AttachTo == "" && prog.SectionName != "uprobe" && prog.SectionName != "uretprobe" && prog.SectionName != "uprobe.session" {
 			t.Errorf("program %s in section %s", name, prog.SectionName)
 		}
 	}
-	if len(spec.Programs) != 18 {
-		t.Errorf("%d programs, want 18 (malloc family 9, return, zlib 5, pair acquire and release, exec)", len(spec.Programs))
+	if len(spec.Programs) != 19 {
+		t.Errorf("%d programs, want 19 (malloc family 9, return, session, zlib 5, pair acquire and release, exec)", len(spec.Programs))
 	}
 }
 

@@ -159,6 +159,9 @@ func (t *Tracer) load(waitExec bool) error {
 	if err := spec.Variables["wait_exec"].Set(wait); err != nil {
 		return fmt.Errorf("set wait_exec: %w", err)
 	}
+	if err := spec.Variables["sample_bytes"].Set(t.opts.SampleBytes); err != nil {
+		return fmt.Errorf("set sample_bytes: %w", err)
+	}
 	if err := spec.Variables["page_size"].Set(uint64(os.Getpagesize())); err != nil {
 		return fmt.Errorf("set page_size: %w", err)
 	}
@@ -216,8 +219,19 @@ func (t *Tracer) attach() error {
 			return fmt.Errorf("%s: symbol %s: %w", t.alloc.Display, required, ErrNoAllocator)
 		}
 	}
-	if _, err := t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, mallocFamily); err != nil {
+	family := mallocFamily
+	if t.opts.SampleBytes > 0 {
+		// free first (releasesFirst's reason), then one session link
+		// for the whole family.
+		family = mallocFamily[len(mallocFamily)-1:]
+	}
+	if _, err := t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, family); err != nil {
 		return err
+	}
+	if t.opts.SampleBytes > 0 {
+		if err := t.attachSession(); err != nil {
+			return err
+		}
 	}
 	for _, prog := range []*ebpf.Program{t.objs.TargetExec} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog})

@@ -25,6 +25,9 @@ type V1 struct {
 	Lost            V1Lost    `json:"lost"`
 	Leaks           []V1Leak  `json:"leaks"`    // rank 1 first; [] when none
 	Warnings        []string  `json:"warnings"` // [] when none
+	// SampleBytes is the mean sampling gap when allocations were sampled
+	// (--sample-bytes): malloc counts and bytes are then estimates.
+	SampleBytes uint64 `json:"sample_bytes,omitempty"`
 }
 
 // V1Target describes the traced process.
@@ -155,6 +158,7 @@ func toV1(r *analyze.Result) *V1 {
 		},
 		StartedAt:       c.StartedAt,
 		DurationSeconds: c.Duration.Seconds(),
+		SampleBytes:     c.SampleBytes,
 		Totals: V1Totals{
 			OutstandingCount: r.Totals.OutstandingCount,
 			OutstandingBytes: r.Totals.OutstandingBytes,

@@ -82,6 +82,10 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	}
 	line("outstanding", fmt.Sprintf("%s in %d allocations",
 		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
+	if c.SampleBytes > 0 {
+		line("sampling", fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
+			analyze.FormatBytes(c.SampleBytes)))
+	}
 	if l := c.Lost; l != (analyze.Lost{}) {
 		line("lost", fmt.Sprintf("the capture missed events, so these numbers may be wrong: "+
 			"allocations dropped %d, unknown frees %d, stack errors %d, frees missed %d, pending dropped %d",

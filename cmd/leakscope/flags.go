@@ -26,6 +26,8 @@ type captureOptions struct {
 	MaxStacks      uint32
 	Unwind         string
 	MaxUnwindRows  uint32
+	SampleBytes    string
+	sampleBytes    uint64
 	Progress       string // auto, always, never
 	Save           string
 	Track          []string
@@ -50,6 +52,7 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&o.MaxAllocations, "max-allocations", probe.DefaultMaxAllocations, "size of the kernel's live-allocation table")
 	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
 	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
+	fs.StringVar(&o.SampleBytes, "sample-bytes", "", "sample allocations: trace one per SIZE allocated on average (e.g. 512KiB); counts become estimates. Default: trace every allocation")
 	fs.StringVar(&o.Unwind, "unwind", probe.UnwindAuto, "how stacks are walked per object: auto (frame pointers where kept, .eh_frame tables elsewhere), fp or dwarf")
 	fs.Uint32Var(&o.MaxUnwindRows, "max-unwind-rows", probe.DefaultMaxUnwindRows, "size of the kernel's unwind table shared by all objects (8 bytes a row)")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
@@ -96,6 +99,14 @@ func (o *captureOptions) validate() error {
 	}
 	if o.MaxAllocations == 0 || o.MaxSites == 0 || o.MaxStacks == 0 {
 		return fmt.Errorf("--max-allocations, --max-sites and --max-stacks must be positive")
+	}
+	o.sampleBytes = 0
+	if o.SampleBytes != "" {
+		n, err := analyze.ParseSize(o.SampleBytes)
+		if err != nil || n == 0 {
+			return fmt.Errorf("--sample-bytes %q: want a positive size such as 512KiB", o.SampleBytes)
+		}
+		o.sampleBytes = n
 	}
 	switch o.Unwind {
 	case probe.UnwindAuto, probe.UnwindFP, probe.UnwindDWARF:
@@ -146,6 +157,7 @@ func (o *captureOptions) probeOptions(warnf func(string, ...any)) probe.Options 
 	return probe.Options{
 		Track:          o.pairs,
 		Unwind:         o.Unwind,
+		SampleBytes:    o.sampleBytes,
 		MaxUnwindRows:  o.MaxUnwindRows,
 		MaxAllocations: o.MaxAllocations,
 		MaxSites:       o.MaxSites,

@@ -1,0 +1,58 @@
+package probe
+
+import (
+	"math"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+// sampleWeight is how many allocations of size bytes one traced allocation
+// stands for when sampling every mean bytes: the inverse of its chance to
+// be traced, 1 - exp(-size/mean).
+func sampleWeight(size, mean uint64) float64 {
+	if mean == 0 {
+		return 1
+	}
+	p := -math.Expm1(-float64(size) / float64(mean))
+	if p <= 0 {
+		return float64(mean) // a 0-byte allocation: one per gap
+	}
+	return 1 / p
+}
+
+// scaleSampled turns a sampled capture's malloc sites into estimates: each
+// live allocation gets its weight, and the site's totals (and its series)
+// are scaled by the same factor. Resources are never sampled.
+func scaleSampled(c *analyze.Capture, mean uint64) {
+	c.SampleBytes = mean
+	factor := map[uint64]float64{}
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		if s.Kind != analyze.KindMalloc || len(s.Live) == 0 {
+			continue
+		}
+		var count, bytes float64
+		for j := range s.Live {
+			w := sampleWeight(s.Live[j].Size, mean)
+			s.Live[j].Weight = w
+			count += w
+			bytes += w * float64(s.Live[j].Size)
+		}
+		f := count / float64(len(s.Live))
+		factor[s.ID] = f
+		s.LiveCount, s.LiveBytes = uint64(math.Round(count)), uint64(math.Round(bytes))
+		s.Allocs = uint64(math.Round(float64(s.Allocs) * f))
+		s.Frees = uint64(math.Round(float64(s.Frees) * f))
+	}
+	for i := range c.Snapshots {
+		for j := range c.Snapshots[i].Sites {
+			p := &c.Snapshots[i].Sites[j]
+			if f, ok := factor[p.ID]; ok {
+				p.LiveCount = uint64(math.Round(float64(p.LiveCount) * f))
+				p.LiveBytes = uint64(math.Round(float64(p.LiveBytes) * f))
+				p.Allocs = uint64(math.Round(float64(p.Allocs) * f))
+				p.Frees = uint64(math.Round(float64(p.Frees) * f))
+			}
+		}
+	}
+}

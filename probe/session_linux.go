@@ -1,0 +1,103 @@
+package probe
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Constants of the bpf(2) ABI that cilium/ebpf v0.22 does not expose for
+// uprobe sessions.
+const (
+	bpfLinkCreate        = 28 // BPF_LINK_CREATE
+	bpfTraceUprobeSesion = 57 // BPF_TRACE_UPROBE_SESSION
+)
+
+// linkCreateUprobeMulti is union bpf_attr's link_create for uprobe_multi
+// links (include/uapi/linux/bpf.h).
+type linkCreateUprobeMulti struct {
+	progFd        uint32
+	targetFd      uint32
+	attachType    uint32
+	flags         uint32
+	path          uint64
+	offsets       uint64
+	refCtrOffsets uint64
+	cookies       uint64
+	cnt           uint32
+	multiFlags    uint32
+	pid           uint32
+	_             uint32
+}
+
+// sessionFamily maps the malloc family to alloc_session's cookies
+// (enum alloc_fn); free stays a plain entry probe.
+var sessionFamily = []struct {
+	symbol string
+	fn     leakAllocFn
+}{
+	{"malloc", leakAllocFnFN_MALLOC},
+	{"calloc", leakAllocFnFN_CALLOC},
+	{"realloc", leakAllocFnFN_REALLOC},
+	{"reallocarray", leakAllocFnFN_REALLOCARRAY},
+	{"posix_memalign", leakAllocFnFN_POSIX_MEMALIGN},
+	{"aligned_alloc", leakAllocFnFN_MEMALIGN},
+	{"memalign", leakAllocFnFN_MEMALIGN},
+	{"valloc", leakAllocFnFN_VALLOC},
+	{"pvalloc", leakAllocFnFN_PVALLOC},
+}
+
+// attachSession attaches alloc_session to every malloc-family function of
+// the allocator with one uprobe-session link (kernel 6.13+): an untraced
+// (sampled-out) call then costs one trap instead of two.
+func (t *Tracer) attachSession() error {
+	var offsets, cookies []uint64
+	seen := map[uint64]bool{}
+	for _, f := range sessionFamily {
+		vaddr, ok := t.alloc.Obj.Lookup(f.symbol)
+		if !ok || seen[vaddr] {
+			continue
+		}
+		seen[vaddr] = true
+		off, err := fileOffset(t.alloc.Path, vaddr)
+		if err != nil {
+			return err
+		}
+		offsets = append(offsets, off)
+		cookies = append(cookies, uint64(f.fn))
+		t.probed = append(t.probed, f.symbol)
+	}
+	path, err := unix.BytePtrFromString(t.alloc.Path)
+	if err != nil {
+		return err
+	}
+	attr := linkCreateUprobeMulti{
+		progFd:     uint32(t.objs.AllocSession.FD()),
+		attachType: bpfTraceUprobeSesion,
+		path:       uint64(uintptr(unsafe.Pointer(path))),
+		offsets:    uint64(uintptr(unsafe.Pointer(&offsets[0]))),
+		cookies:    uint64(uintptr(unsafe.Pointer(&cookies[0]))),
+		cnt:        uint32(len(offsets)),
+		pid:        uint32(t.pid),
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(path)
+	runtime.KeepAlive(offsets)
+	runtime.KeepAlive(cookies)
+	if errno != 0 {
+		if errno == unix.EINVAL || errno == unix.EOPNOTSUPP || errno == unix.ENOTSUP {
+			return fmt.Errorf("attach uprobe session on %s: %w (--sample-bytes needs uprobe sessions, Linux 6.13 or later)", t.alloc.Display, errno)
+		}
+		return attachError(t.alloc.Display, "malloc family (session)", errno)
+	}
+	l, err := link.NewFromFD(int(fd))
+	if err != nil {
+		unix.Close(int(fd))
+		return fmt.Errorf("wrap uprobe session link: %w", err)
+	}
+	t.links = append(t.links, l)
+	return nil
+}
