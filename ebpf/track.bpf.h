@@ -407,16 +407,23 @@ static __always_inline void site_release(struct alloc_info *info)
 	__sync_fetch_and_add(&s->frees, 1);
 }
 
-/* track_release forgets a live handle. Returns false if it was not known. */
-static __always_inline bool track_release(__u64 addr, __u32 kind)
+/* take_entry removes a live handle of this image from allocs into *out.
+ * Only the deleter gets it, so a racing double release counts once. */
+static __always_inline bool take_entry(__u64 addr, __u32 kind, struct alloc_info *out)
 {
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
 	if (!info)
 		return false;
-	struct alloc_info copy = *info;
-	/* Only the deleter accounts, so a racing double release counts once. */
-	if (bpf_map_delete_elem(&allocs, &hk))
+	*out = *info;
+	return bpf_map_delete_elem(&allocs, &hk) == 0;
+}
+
+/* track_release forgets a live handle. Returns false if it was not known. */
+static __always_inline bool track_release(__u64 addr, __u32 kind)
+{
+	struct alloc_info copy;
+	if (!take_entry(addr, kind, &copy))
 		return false;
 	site_release(&copy);
 	stat_add(STAT_FREES, 1);
@@ -428,14 +435,10 @@ static __always_inline bool track_release(__u64 addr, __u32 kind)
  * for good, under a key nothing will release. */
 static __always_inline bool orphan_resource(__u64 addr, __u32 kind)
 {
-	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
-	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
-	if (!info)
+	struct alloc_info copy;
+	if (!take_entry(addr, kind, &copy))
 		return false;
-	struct alloc_info copy = *info;
-	if (bpf_map_delete_elem(&allocs, &hk))
-		return false;
-	hk.pad = bpf_get_prandom_u32() | 1;
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = bpf_get_prandom_u32() | 1 };
 	if (bpf_map_update_elem(&allocs, &hk, &copy, BPF_NOEXIST))
 		stat_add(STAT_ALLOCS_DROPPED, 1);
 	return true;
