@@ -4,12 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"time"
 )
 
-// Options controls which live allocations Rank counts and how many leaks it
-// keeps.
+// Options controls which sites and live allocations Rank counts, how it
+// groups sites and how many leaks it keeps.
 type Options struct {
 	// MinAge counts only live allocations at least this old. It needs
 	// per-allocation ages (Site.Live); a site without them is counted with
@@ -17,10 +18,25 @@ type Options struct {
 	MinAge time.Duration
 	// Top keeps at most Top leaks; 0 or less keeps all of them.
 	Top int
+	// Kinds keeps only the sites whose Kind matches one of these
+	// path.Match patterns, e.g. "zlib.*"; empty keeps every kind. A
+	// malformed pattern matches nothing.
+	Kinds []string
+	// Focus keeps only the sites with at least one frame whose name
+	// matches it; Ignore drops the sites with any such frame, as pprof's
+	// -focus and -ignore do. A frame's name is its function, or the base
+	// name of its module when no symbol covers it. nil filters nothing.
+	// See ParseFilter.
+	Focus, Ignore *regexp.Regexp
+	// GroupBy is how sites become leaks: GroupByFrame merges the sites of
+	// one kind that share a GroupFrame; GroupByStack or "" keeps one leak
+	// per site. Grouping comes after the filters above.
+	GroupBy Grouping
 }
 
-// Totals is what every site of a capture still holds, after the MinAge
-// filter. It covers all sites, including those Options.Top cut off.
+// Totals is what every site of a capture still holds, after the Kinds,
+// Focus and Ignore filters and the MinAge filter. It covers all sites those
+// filters keep, including those Options.Top cut off.
 type Totals struct {
 	OutstandingCount uint64 // live allocations
 	OutstandingBytes uint64
@@ -29,7 +45,7 @@ type Totals struct {
 // Leak is one ranked site.
 type Leak struct {
 	Rank         int    // 1 is the most likely leak
-	Site         *Site  // points into Result.Capture.Sites
+	Site         *Site  // points into Result.Capture.Sites; a merged site with GroupByFrame
 	Count, Bytes uint64 // live allocations counted after the MinAge filter
 	// OldestAge is the age of the oldest counted allocation at the end of
 	// the capture; 0 when AgeKnown is false.
@@ -65,7 +81,14 @@ type Result struct {
 }
 
 // Rank scores every site of c and returns those still holding memory, most
-// likely leak first. Result.Leaks point into c, which must not be nil.
+// likely leak first. c must not be nil, and Rank never modifies it.
+//
+// The filters of opts (Kinds, Focus, Ignore) and its GroupBy apply first,
+// so the leaks, their trends and Result.Totals cover only the sites they
+// keep. Result.Capture is then a copy of c holding only those sites
+// (merged by GroupBy), whose snapshots list only them; a merged site gets
+// the reason "N stacks grouped by FRAME". Without filters or grouping,
+// Result.Capture is c itself. Result.Leaks point into Result.Capture.
 //
 // The base score (v1) is the live bytes, weighted down for young sites and
 // for sites that free most of what they allocate:
@@ -96,6 +119,7 @@ type Result struct {
 // Equal scores are ordered by Bytes, then Count (both descending), then
 // Site.ID (ascending), so the order is deterministic.
 func Rank(c *Capture, opts Options) *Result {
+	c, notes := filter(c, opts)
 	r := &Result{Capture: c, Options: opts, Leaks: []Leak{}}
 	for i := range c.Sites {
 		l := measure(&c.Sites[i], opts.MinAge)
@@ -122,7 +146,11 @@ func Rank(c *Capture, opts Options) *Result {
 		}
 	}
 	for i := range r.Leaks {
-		r.Leaks[i].Reasons = reasons(r.Leaks[i], c.Duration, opts.MinAge)
+		l := &r.Leaks[i]
+		l.Reasons = reasons(*l, c.Duration, opts.MinAge)
+		if n, ok := notes[l.Site.ID]; ok {
+			l.Reasons = append(l.Reasons, n)
+		}
 	}
 	slices.SortFunc(r.Leaks, func(a, b Leak) int {
 		return cmp.Or(

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -151,7 +152,7 @@ func TestRank(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Capture{Duration: tt.dur, Sites: tt.sites}
 			r := Rank(c, tt.opts)
-			if r.Capture != c || r.Options != tt.opts {
+			if r.Capture != c || !reflect.DeepEqual(r.Options, tt.opts) {
 				t.Errorf("Result.Capture, Options = %p, %+v; want %p, %+v", r.Capture, r.Options, c, tt.opts)
 			}
 			if r.Totals != tt.totals {

@@ -41,7 +41,8 @@ type V1Target struct {
 	RuntimeVersion string `json:"runtime_version,omitempty"`
 }
 
-// V1Totals is what all sites still hold, after the min-age filter.
+// V1Totals is what all sites still hold, after the min-age filter and the
+// filters of analyze.Options (Kinds, Focus, Ignore): only the sites they keep.
 type V1Totals struct {
 	OutstandingCount uint64 `json:"outstanding_count"`
 	OutstandingBytes uint64 `json:"outstanding_bytes"`

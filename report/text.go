@@ -80,6 +80,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if r.Options.MinAge > 0 {
 		line("min age", analyze.FormatDuration(r.Options.MinAge))
 	}
+	if f := r.Options.Filters(); f != "" {
+		line("filters", f+"; totals cover only what they keep")
+	}
 	line("outstanding", fmt.Sprintf("%s in %d allocations",
 		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
 	if c.SampleBytes > 0 {

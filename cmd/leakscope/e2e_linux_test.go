@@ -84,6 +84,8 @@ func TestRunCtrlCWritesReport(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Whatever happens, leave no traced --forever process behind.
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	// Interrupt once the command runs traced (leakscope's child has
 	// exec'd it) and has done some rounds.
 	waitForExec(t, cmd.Process.Pid, prog, 60*time.Second)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"path"
+	"regexp"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -36,6 +38,10 @@ type captureOptions struct {
 	FailOn         []string
 	rules          []analyze.Rule
 	ReportDir      string // --report-dir: every format plus junit.xml; see reportdir.go
+	Focus, Ignore  string // --focus, --ignore: regular expressions on frames
+	focus, ignore  *regexp.Regexp
+	Kinds          []string // --kind: path.Match patterns on a site's kind
+	GroupBy        string   // --group-by: stack or frame
 
 	Goroutines goroutineDump // --goroutines: see goroutines.go
 }
@@ -66,6 +72,10 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.FailOn, "fail-on", nil, "exit 1 when a leak row meets every condition of RULE, e.g. 'kind=malloc,bytes>1MiB' (repeatable)")
 	fs.StringVar(&o.ReportDir, "report-dir", "", "also write report.txt, report.json, report.html, profile.pb.gz and junit.xml into this directory (CI artifacts)")
+	fs.StringVar(&o.Focus, "focus", "", "keep only the stacks with a frame whose function (or object, when unnamed) matches this regular expression; totals cover what is kept")
+	fs.StringVar(&o.Ignore, "ignore", "", "drop the stacks with a frame whose function (or object, when unnamed) matches this regular expression")
+	fs.StringArrayVar(&o.Kinds, "kind", nil, "keep only the leaks whose kind matches this pattern, e.g. 'zlib.*' (repeatable)")
+	fs.StringVar(&o.GroupBy, "group-by", string(analyze.GroupByStack), "one leak per call stack (stack) or per first frame outside allocators and runtimes (frame)")
 	o.addGoroutinesFlag(fs)
 }
 
@@ -78,6 +88,9 @@ func (o *captureOptions) validate() error {
 		return fmt.Errorf("unknown --format %q: use text, json, html or pprof", o.Format)
 	}
 	if err := o.parseTrack(); err != nil {
+		return err
+	}
+	if err := o.parseFilters(); err != nil {
 		return err
 	}
 	o.rules = o.rules[:0]
@@ -119,6 +132,48 @@ func (o *captureOptions) validate() error {
 		return fmt.Errorf("unknown --progress %q: use auto, always or never", o.Progress)
 	}
 	return nil
+}
+
+// parseFilters checks --kind and --group-by and compiles --focus and
+// --ignore; an empty expression filters nothing.
+func (o *captureOptions) parseFilters() error {
+	o.focus, o.ignore = nil, nil
+	var err error
+	if o.Focus != "" {
+		if o.focus, err = analyze.ParseFilter("--focus", o.Focus); err != nil {
+			return err
+		}
+	}
+	if o.Ignore != "" {
+		if o.ignore, err = analyze.ParseFilter("--ignore", o.Ignore); err != nil {
+			return err
+		}
+	}
+	for _, k := range o.Kinds {
+		if _, err := path.Match(k, ""); err != nil {
+			return fmt.Errorf("--kind %q: %w", k, err)
+		}
+	}
+	switch analyze.Grouping(o.GroupBy) {
+	case analyze.GroupByStack, analyze.GroupByFrame:
+	default:
+		return fmt.Errorf("unknown --group-by %q: use stack or frame", o.GroupBy)
+	}
+	return nil
+}
+
+// rankOptions are the analyze options of a report: --min-age, the filters,
+// --group-by, and at most top leaks (0 keeps all of them, as the --fail-on
+// rules need).
+func (o *captureOptions) rankOptions(top int) analyze.Options {
+	return analyze.Options{
+		MinAge:  o.MinAge,
+		Top:     top,
+		Kinds:   o.Kinds,
+		Focus:   o.focus,
+		Ignore:  o.ignore,
+		GroupBy: analyze.Grouping(o.GroupBy),
+	}
 }
 
 // parseTrack reads --track and --track-file into pairs; a kind declared

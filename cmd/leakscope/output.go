@@ -17,7 +17,7 @@ import (
 // A file is written whole or not at all: it is rendered in memory, written
 // to a temporary file beside the target (mode 0600) and renamed into place.
 func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*analyze.Result, error) {
-	res := analyze.Rank(c, analyze.Options{MinAge: opts.MinAge, Top: opts.Top})
+	res := analyze.Rank(c, opts.rankOptions(opts.Top))
 	correlateGoroutines(res, opts)
 	var buf bytes.Buffer
 	var err error
@@ -42,7 +42,8 @@ func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*a
 }
 
 // finish writes the report, then applies the --fail-on rules to every
-// leak (not only the top N): exit 1 and one stderr line per matching row.
+// leak (not only the top N) the filters keep, grouped as the report is:
+// exit 1 and one stderr line per matching row.
 func finish(c *analyze.Capture, opts *captureOptions, io ioStreams) error {
 	if _, err := writeReport(c, opts, io.Out); err != nil {
 		return err
@@ -53,7 +54,7 @@ func finish(c *analyze.Capture, opts *captureOptions, io ioStreams) error {
 	if len(opts.rules) == 0 {
 		return nil
 	}
-	all := analyze.Rank(c, analyze.Options{MinAge: opts.MinAge})
+	all := analyze.Rank(c, opts.rankOptions(0))
 	matches := analyze.MatchRules(all, opts.rules)
 	for _, m := range matches {
 		top := "?"

@@ -21,13 +21,14 @@ import (
 // the directory as it was; each file is then written whole or not at all
 // (writeFileAtomic), mode 0600, into the directory, which is created with
 // mode 0700 when missing. The reports follow --format's renderers with
-// --min-age and --top; profile.pb.gz holds every site, and junit.xml
-// applies the --fail-on rules to every leak, as finish does.
+// --min-age, --top and the filters (--focus, --ignore, --kind, --group-by);
+// profile.pb.gz holds every site they keep, and junit.xml applies the
+// --fail-on rules to every leak, as finish does.
 func writeReportDir(c *analyze.Capture, opts *captureOptions) error {
 	if opts.ReportDir == "" {
 		return nil
 	}
-	res := analyze.Rank(c, analyze.Options{MinAge: opts.MinAge, Top: opts.Top})
+	res := analyze.Rank(c, opts.rankOptions(opts.Top))
 	correlateGoroutines(res, opts) // as writeReport does, so the files agree with it
 	var data [5][]byte             // rendered files; junit.xml embeds report.txt
 	files := [len(data)]struct {
@@ -39,7 +40,7 @@ func writeReportDir(c *analyze.Capture, opts *captureOptions) error {
 		{"report.html", func(w io.Writer) error { return report.HTML(w, res) }},
 		{"profile.pb.gz", func(w io.Writer) error { return report.Pprof(w, res) }},
 		{"junit.xml", func(w io.Writer) error {
-			all := analyze.Rank(c, analyze.Options{MinAge: opts.MinAge})
+			all := analyze.Rank(c, opts.rankOptions(0))
 			return writeJUnit(w, c, opts.rules, analyze.MatchRules(all, opts.rules), data[0])
 		}},
 	}

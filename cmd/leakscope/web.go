@@ -63,7 +63,7 @@ func runWeb(ctx context.Context, opts *reportOptions, io ioStreams) error {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := report.Pprof(&buf, analyze.Rank(c, analyze.Options{})); err != nil {
+	if err := report.Pprof(&buf, analyze.Rank(c, opts.rankOptions(0))); err != nil {
 		return err
 	}
 	p, err := profile.Parse(&buf)
