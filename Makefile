@@ -14,7 +14,7 @@ export BPF2GO_CFLAGS := -O2 -g -Wall -Werror
 # process, which must make no malloc calls of its own.
 export CGO_ENABLED   := 0
 
-.PHONY: all build generate check-generated test test-short bench fuzz fmt vet lint examples demo clean
+.PHONY: all build generate check-generated test test-short bench soak fuzz fmt vet lint examples demo clean
 
 all: build
 
@@ -73,6 +73,13 @@ fuzz:
 ## (needs root; ~10 min; writes bench/results-DATE.md, see docs/performance.md)
 bench:
 	bash bench/run.sh
+
+## soak: churn --forever under leakscope run for SOAK_SECONDS (default 600);
+## checks exact counts, no losses and a flat RSS (needs root; not in make test;
+## results in bin/soak/, see docs/reliability.md)
+SOAK_SECONDS ?= 600
+soak:
+	SOAK_SECONDS=$(SOAK_SECONDS) bash bench/soak.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '_bpfel.go$$')

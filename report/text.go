@@ -89,10 +89,16 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 		line("sampling", fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
 			analyze.FormatBytes(c.SampleBytes)))
 	}
-	if l := c.Lost; l != (analyze.Lost{}) {
+	// Unknown frees change no count (a free of memory never seen
+	// allocated: made before tracing began, or glibc freeing its per-thread
+	// cache at thread exit); the others mean counts may be short.
+	if l := c.Lost; l.AllocationsDropped+l.StackErrors+l.FreesMissed+l.PendingDropped > 0 {
 		line("lost", fmt.Sprintf("the capture missed events, so these numbers may be wrong: "+
 			"allocations dropped %d, unknown frees %d, stack errors %d, frees missed %d, pending dropped %d",
 			l.AllocationsDropped, l.UnknownFrees, l.StackErrors, l.FreesMissed, l.PendingDropped))
+	} else if l.UnknownFrees > 0 {
+		line("unknown", fmt.Sprintf("%d frees of memory never seen allocated (made before tracing began, or glibc's per-thread cache freed at thread exit); no count depends on them",
+			l.UnknownFrees))
 	}
 	for _, w := range c.Warnings {
 		line("warning", w)

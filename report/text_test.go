@@ -74,16 +74,29 @@ func TestTextTop(t *testing.T) {
 	}
 }
 
+// Every loss that can make counts wrong gets the lost line; unknown frees
+// alone, which change no count, get their own line instead.
 func TestLostLine(t *testing.T) {
-	for _, lost := range []analyze.Lost{
-		{AllocationsDropped: 1}, {UnknownFrees: 1}, {StackErrors: 1}, {FreesMissed: 1}, {PendingDropped: 1},
+	for _, tc := range []struct {
+		lost analyze.Lost
+		want string
+	}{
+		{analyze.Lost{AllocationsDropped: 1}, "\nlost:"},
+		{analyze.Lost{StackErrors: 1}, "\nlost:"},
+		{analyze.Lost{FreesMissed: 1}, "\nlost:"},
+		{analyze.Lost{PendingDropped: 1}, "\nlost:"},
+		{analyze.Lost{UnknownFrees: 1}, "\nunknown:     1 frees of memory never seen allocated"},
+		{analyze.Lost{UnknownFrees: 3, StackErrors: 1}, "unknown frees 3, stack errors 1"},
 	} {
 		var b bytes.Buffer
-		if err := Text(&b, analyze.Rank(&analyze.Capture{Lost: lost}, analyze.Options{}), TextOptions{}); err != nil {
+		if err := Text(&b, analyze.Rank(&analyze.Capture{Lost: tc.lost}, analyze.Options{}), TextOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(b.String(), "\nlost:") {
-			t.Errorf("no lost line for %+v:\n%s", lost, b.String())
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%+v: no %q in\n%s", tc.lost, tc.want, b.String())
+		}
+		if tc.lost.UnknownFrees > 0 && tc.lost.StackErrors == 0 && strings.Contains(b.String(), "\nlost:") {
+			t.Errorf("%+v: unknown frees alone printed the lost line", tc.lost)
 		}
 	}
 }

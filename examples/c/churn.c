@@ -33,6 +33,10 @@
  * With --forever, each thread repeats rounds (sleeping --interval ms in
  * between) until SIGINT/SIGTERM; the leaks scale with the total number of
  * completed thread-rounds R: 25*R / 8000*R and R / 5000*R.
+ * --duration MS ends --forever without a signal: no thread starts a round
+ * once MS ms have passed since the work began (each finishes the round it
+ * is in), so the work ends at a round boundary and a tracer can keep
+ * watching until the summary line (bench/soak.sh relies on this).
  *
  * libc-internal allocations (NOT ours): pthread_create allocates the new
  * thread's DTV with calloc inside ld.so (_dl_allocate_tls), and glibc keeps
@@ -87,6 +91,22 @@ struct worker {
 
 static pthread_barrier_t g_start;
 static struct common_opts g_opts = { .interval_ms = 1000 };
+/* --duration: CLOCK_MONOTONIC ns after which no round starts (0: none).
+ * Written before the start barrier, read by the workers after it. */
+static int64_t g_deadline_ns;
+
+static int64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int past_deadline(void)
+{
+	return g_deadline_ns != 0 && monotonic_ns() >= g_deadline_ns;
+}
 
 /* ---- the leaks ------------------------------------------------------------ */
 
@@ -278,10 +298,10 @@ EXAMPLE_NOINLINE void *worker_main(void *arg)
 	pthread_barrier_wait(&g_start);
 	for (;;) {
 		run_round(w);
-		if (!g_opts.forever || g_stop)
+		if (!g_opts.forever || g_stop || past_deadline())
 			break;
 		sleep_ms(g_opts.interval_ms);
-		if (g_stop)
+		if (g_stop || past_deadline())
 			break;
 	}
 	clear_sink();
@@ -296,7 +316,8 @@ static const char usage_text[] =
 	"(leak_in_worker) and 1 x 5000 B (leak_grown_buffer).\n"
 	"  --threads N        worker threads (default 4, max 256)\n"
 	"  --iterations M     churn iterations per thread and round "
-	"(default 50000)\n";
+	"(default 50000)\n"
+	"  --duration MS      with --forever: start no round after MS ms of work\n";
 
 static struct worker g_workers[MAX_THREADS];
 
@@ -305,7 +326,7 @@ int main(int argc, char **argv)
 	long threads = DEFAULT_THREADS, iterations = DEFAULT_ITERATIONS;
 	unsigned long leak_blocks = 0, leak_bytes = 0;
 	unsigned long grown_blocks = 0, grown_bytes = 0;
-	long thread_rounds = 0;
+	long thread_rounds = 0, duration_ms = 0;
 	struct line l = { .len = 0 };
 	int rc;
 
@@ -322,6 +343,9 @@ int main(int argc, char **argv)
 			i++;
 		else if (strcmp(argv[i], "--iterations") == 0 &&
 			 !parse_long(v, 0, &iterations))
+			i++;
+		else if (strcmp(argv[i], "--duration") == 0 &&
+			 !parse_long(v, 1, &duration_ms))
 			i++;
 		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 			usage_exit(PROG, usage_text, 0);
@@ -348,6 +372,8 @@ int main(int argc, char **argv)
 	}
 
 	wait_before_work(&g_opts);
+	if (duration_ms > 0)
+		g_deadline_ns = monotonic_ns() + (int64_t)duration_ms * 1000000;
 	pthread_barrier_wait(&g_start);
 
 	for (long t = 0; t < threads; t++) {
