@@ -245,6 +245,7 @@ func TestGroupByFrameMergedSite(t *testing.T) {
 		"holds 1.3 KiB in 4 allocations",
 		"frees 71.4%: 10 of 14 allocations released",
 		"oldest 10s, 100% of the capture",
+		"confidence medium (0.66)",
 		"3 stacks grouped by parse_header",
 	}
 	if !slices.Equal(l.Reasons, wantReasons) {

@@ -63,7 +63,10 @@ type Leak struct {
 	// it by the growth weight and is what leaks are ranked by; the two are
 	// equal without a Trend. See Rank.
 	BaseScore, Score float64
-	Reasons          []string // human sentences stating the facts the score used
+	// Confidence, from 0 to 1, is how much evidence says this is a leak
+	// rather than memory held on purpose (see confidence).
+	Confidence float64
+	Reasons    []string // human sentences stating the facts the score used
 	// Goroutines are the goroutines of a Go target's dump whose stacks
 	// run through this leak's Go code (CorrelateGoroutines); nil without
 	// a dump or when none does.
@@ -147,7 +150,9 @@ func Rank(c *Capture, opts Options) *Result {
 	}
 	for i := range r.Leaks {
 		l := &r.Leaks[i]
+		l.Confidence = confidence(*l, c)
 		l.Reasons = reasons(*l, c.Duration, opts.MinAge)
+		l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
 		if n, ok := notes[l.Site.ID]; ok {
 			l.Reasons = append(l.Reasons, n)
 		}
@@ -258,4 +263,48 @@ func reasons(l Leak, d, minAge time.Duration) []string {
 		rs = append(rs, "stack truncated: "+s.Stack.Truncated)
 	}
 	return rs
+}
+
+// confidence weighs the evidence that a row is a leak, from 0 to 1. It
+// starts at 0.2 for memory merely held, and adds:
+//   - up to 0.3 for age: the oldest live allocation's share of the capture
+//     (memory held since the start is more telling than memory just made);
+//   - up to 0.2 for never freeing: 0.2 × (1 - frees/allocs);
+//   - up to 0.3 for steady growth: 0.3 × the trend's weight above its floor,
+//     or 0.1 when the capture has too few snapshots to tell (unknown).
+//
+// A plateau (a pool filled once) stays at 0.4 or below however much and
+// however long it holds; a steady leak that never frees approaches 1. Sampled captures are scaled by
+// 0.9: their counts are estimates.
+func confidence(l Leak, c *Capture) float64 {
+	conf := 0.2
+	if l.AgeKnown && c.Duration > 0 {
+		conf += 0.3 * min(1, float64(l.OldestAge)/float64(c.Duration))
+	}
+	if s := l.Site; s.Allocs > 0 {
+		conf += 0.2 * (1 - min(1, float64(s.Frees)/float64(s.Allocs)))
+	}
+	if l.Trend != nil {
+		conf += 0.3 * (l.Trend.Weight - 0.1) / 0.9
+		if l.Trend.Plateau {
+			// Filled, then flat: what a pool or a cache does.
+			conf = min(conf, 0.4)
+		}
+	} else {
+		conf += 0.1
+	}
+	if c.SampleBytes > 0 {
+		conf *= 0.9
+	}
+	return math.Round(max(0, min(1, conf))*100) / 100
+}
+
+func confidenceLabel(c float64) string {
+	switch {
+	case c >= 0.7:
+		return "high"
+	case c >= 0.45:
+		return "medium"
+	}
+	return "low"
 }

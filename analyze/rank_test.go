@@ -200,6 +200,7 @@ func TestRankReasons(t *testing.T) {
 				"never freed: 0 of 512 allocations released",
 				"oldest 9m12s, 92% of the capture",
 				"stack truncated: libfoo.so has no frame pointers",
+				"confidence high (0.78)", // 0.2 + 0.3×0.92 age + 0.2 never freed + 0.1 trend unknown
 			},
 		},
 		{
@@ -213,6 +214,7 @@ func TestRankReasons(t *testing.T) {
 				"holds 99.0 KiB in 99 allocations at least 1m0s old; 1 younger not counted",
 				"frees 99.2%: 12700 of 12800 allocations released",
 				"oldest 2m0s, 20% of the capture",
+				"confidence low (0.36)", // 0.2 + 0.3×0.2 + 0.2×0.008 + 0.1
 			},
 		},
 		{
@@ -223,6 +225,7 @@ func TestRankReasons(t *testing.T) {
 				"holds 3 B in 3 allocations",
 				"free rate unknown: no allocations seen during the capture",
 				"age unknown: the capture has no per-allocation ages, so the min-age filter was not applied",
+				"confidence low (0.30)", // 0.2 + 0.1 trend unknown
 			},
 		},
 	}
@@ -236,5 +239,36 @@ func TestRankReasons(t *testing.T) {
 				t.Errorf("Reasons:\n got %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// A pool filled once and then flat stays at low confidence however long it
+// holds; a steady leak that never frees is high.
+func TestConfidencePoolVersusLeak(t *testing.T) {
+	c := &Capture{Duration: 10 * time.Second}
+	pool := Site{ID: 1, Kind: KindMalloc, LiveCount: 4, LiveBytes: 4 << 20, Allocs: 4}
+	leak := Site{ID: 2, Kind: KindMalloc, LiveCount: 10, LiveBytes: 10 << 10, Allocs: 10}
+	for i := 0; i < 4; i++ {
+		pool.Live = append(pool.Live, Alloc{Size: 1 << 20, Age: 10 * time.Second})
+	}
+	for i := 0; i < 10; i++ {
+		leak.Live = append(leak.Live, Alloc{Size: 1 << 10, Age: time.Duration(10-i) * time.Second})
+	}
+	c.Sites = []Site{pool, leak}
+	for i := 0; i <= 10; i++ {
+		p := SitePoint{ID: 1, LiveCount: 4, LiveBytes: 4 << 20}
+		if i == 0 {
+			p.LiveCount, p.LiveBytes = 1, 1<<20
+		}
+		l := SitePoint{ID: 2, LiveCount: uint64(i), LiveBytes: uint64(i) << 10}
+		c.Snapshots = append(c.Snapshots, Snapshot{At: time.Duration(i) * time.Second, Sites: []SitePoint{p, l}})
+	}
+	res := Rank(c, Options{})
+	got := map[uint64]float64{}
+	for _, l := range res.Leaks {
+		got[l.Site.ID] = l.Confidence
+	}
+	if got[1] > 0.4 || got[2] < 0.7 {
+		t.Errorf("confidence pool %.2f (want <= 0.4), leak %.2f (want >= 0.7)", got[1], got[2])
 	}
 }

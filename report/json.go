@@ -68,6 +68,7 @@ type V1Leak struct {
 	OldestAgeSeconds float64   `json:"oldest_age_seconds"` // 0 when unknown
 	Score            float64   `json:"score"`              // size, age and free rate only: the fixed v1 formula
 	RankScore        float64   `json:"rank_score"`         // score × trend weight; leaks are ordered by it
+	Confidence       float64   `json:"confidence"`         // 0 to 1: how much evidence says leak, not memory held on purpose
 	Reasons          []string  `json:"reasons"`
 	Truncated        string    `json:"truncated,omitempty"`
 	Frames           []V1Frame `json:"frames"` // leaf first
@@ -182,6 +183,7 @@ func toV1(r *analyze.Result) *V1 {
 			OldestAgeSeconds: l.OldestAge.Seconds(),
 			Score:            l.BaseScore,
 			RankScore:        l.Score,
+			Confidence:       l.Confidence,
 			Reasons:          nonNil(l.Reasons),
 			Truncated:        s.Stack.Truncated,
 			Frames:           make([]V1Frame, 0, len(s.Stack.Frames)),
