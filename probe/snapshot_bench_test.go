@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,7 +42,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	defer pr.Close()
 	opts := Options{MaxSites: 1 << 17, MaxStacks: 1 << 17, Warnf: b.Logf}
-	argv := []string{bin, "--stacks", itoa(stacks), "--per-stack", itoa(perStack)}
+	argv := []string{bin, "--stacks", strconv.Itoa(stacks), "--per-stack", strconv.Itoa(perStack)}
 	tr, proc, err := Launch(argv, Stdio{Err: pw}, opts)
 	pw.Close()
 	if err != nil {

@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""Summarize one bench/run.sh run directory as markdown on stdout.
+
+Usage: python3 bench/report.py bin/bench/run-<stamp>
+
+Reads the timed runs (<storm>.<tool>.<rep>.{wall,time,err,json,heaptrack.zst,bt}),
+checks every run's report against the storm's ground truth, and prints the
+results table, the fixed costs, BPF memory, per-program BPF time, the Go
+benchmarks and the issue's targets. Definitions are in docs/performance.md.
+"""
+
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+RAW = sys.argv[1]
+TOOLS = ["bare", "leakscope", "sampled", "heaptrack", "bpftrace"]
+LABEL = {"leakscope": "leakscope (exact)", "sampled": "leakscope, sampled (`--sample-bytes %s`)"}
+
+# Ground truth, from the storms' summary lines (checked against them below).
+STORMS = {
+    "alloc": {"fn": "leak_storm_block", "kind": "malloc", "title": "alloc storm (2 threads x 1M malloc/free, 16 B-4 KiB)"},
+    "zlib": {"fn": "leak_inflate_stream", "kind": "zlib.inflate", "title": "zlib storm (100k inflate streams)"},
+}
+
+
+def read(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def context():
+    ctx = {}
+    for line in read(os.path.join(RAW, "context.txt")).splitlines():
+        k, _, v = line.partition("=")
+        ctx[k] = v
+    return ctx
+
+
+def summary(err):
+    """Parses a storm's summary line."""
+    m = {}
+    line = next((l for l in err.splitlines() if "_storm:" in l and "storm_ns" in l), "")
+    if not line:
+        return None
+    for key in ("storm_ns", "cpu_user_us", "cpu_sys_us", "maxrss_kb"):
+        r = re.search(key + r" (\d+)", line)
+        m[key] = int(r.group(1)) if r else 0
+    m["calls"] = int(re.search(r"allocator calls (\d+)", line).group(1))
+    r = re.search(r"leaked (\d+) inflate streams \((\d+) blocks, (\d+) bytes\) in (\w+)", line)
+    if r:
+        m["units"], m["blocks"], m["bytes"], m["fn"] = int(r.group(1)), int(r.group(2)), int(r.group(3)), r.group(4)
+    else:
+        r = re.search(r"leaked (\d+) blocks, (\d+) bytes in (\w+)", line)
+        m["blocks"], m["bytes"], m["fn"] = int(r.group(1)), int(r.group(2)), r.group(3)
+        m["units"] = m["blocks"]
+    return m
+
+
+def gnu_time(text):
+    t = {}
+    for key, name in (("User time (seconds)", "user"), ("System time (seconds)", "sys"), ("Maximum resident set size (kbytes)", "maxrss_kb")):
+        r = re.search(re.escape(key) + r": ([\d.]+)", text)
+        t[name] = float(r.group(1)) if r else 0.0
+    return t
+
+
+# ------------------------------------------------------------------ exactness checks
+
+def check_leakscope(base, truth, storm):
+    try:
+        with open(base + ".json") as f:
+            rep = json.load(f)
+    except (OSError, ValueError) as e:
+        return False, "no report (%s)" % e
+    rows = [l for l in rep.get("leaks", []) if l.get("frames") and l["frames"][0].get("function") == truth["fn"]]
+    count = sum(l["outstanding_count"] for l in rows)
+    nbytes = sum(l["outstanding_bytes"] for l in rows)
+    kinds = sorted({l["kind"] for l in rows})
+    want_kind = STORMS[storm]["kind"]
+    ok = count == truth["units"] and nbytes == truth["bytes"] and kinds == [want_kind]
+    unit = "streams" if want_kind.startswith("zlib") else "blocks"
+    msg = "%d %s, %d B in %d row(s) %s" % (count, unit, nbytes, len(rows), "/".join(kinds) or "-")
+    if rep.get("sample_bytes"):
+        # Sampled counts are estimates: say how far off, never "exact".
+        return None, "estimate %s (truth %d %s, %d B)" % (msg, truth["units"], unit, truth["bytes"])
+    lost = {k: v for k, v in rep.get("lost", {}).items() if v}
+    if lost:
+        msg += "; lost " + ", ".join("%s %d" % kv for kv in sorted(lost.items()))
+    return ok, msg
+
+
+def check_heaptrack(base, truth, storm):
+    files = glob.glob(base + ".heaptrack*")
+    if not files:
+        return False, "no heaptrack data"
+    fg = base + ".flame"
+    cmd = ["heaptrack_print", "-f", files[0], "--print-leaks", "1", "--print-peaks", "0",
+           "--print-allocators", "0", "--print-temporary", "0",
+           "--filter-bt-function", truth["fn"], "-F", fg, "--flamegraph-cost-type", "leaked"]
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    # "X leaked over N calls from:" heads each caller path of a leak site;
+    # with the filter only paths through the leaking function remain.
+    blocks = sum(int(n) for n in re.findall(r"leaked over (\d+) calls from:\n", out))
+    nbytes = 0
+    for line in read(fg).splitlines():
+        stack, _, cost = line.rpartition(" ")
+        if truth["fn"] in stack and cost.isdigit():
+            nbytes += int(cost)
+    ok = blocks == truth["blocks"] and nbytes == truth["bytes"]
+    return ok, "%d blocks, %d B under %s" % (blocks, nbytes, truth["fn"])
+
+
+def symbolize(binary, addrs):
+    if not addrs:
+        return {}
+    out = subprocess.run(["addr2line", "-f", "-e", binary] + ["0x%x" % (a - 1) for a in addrs],
+                         capture_output=True, text=True).stdout.splitlines()
+    return {a: out[2 * i] for i, a in enumerate(addrs) if 2 * i < len(out)}
+
+
+def check_bpftrace(base, truth, storm, binary):
+    text = read(base + ".bt")
+    if not text:
+        return False, "no bpftrace output"
+    stacks = {}
+    for name, body, value in re.findall(r"@(live_blocks|live_bytes)\[\n(.*?)\]: (-?\d+)", text, re.S):
+        key = tuple(int(a, 16) for a in re.findall(r"0x[0-9a-f]+", body))
+        stacks.setdefault(key, {})[name] = int(value)
+    addrs = sorted({a for k in stacks for a in k if a < 0x10000000})
+    names = symbolize(binary, addrs)
+    blocks = nbytes = all_blocks = all_bytes = 0
+    for key, v in stacks.items():
+        b, n = v.get("live_blocks", 0), v.get("live_bytes", 0)
+        all_blocks += b
+        all_bytes += n
+        if any(names.get(a) == truth["fn"] for a in key):
+            blocks += b
+            nbytes += n
+    ok = blocks == truth["blocks"] and nbytes == truth["bytes"]
+    msg = "%d blocks, %d B under %s" % (blocks, nbytes, truth["fn"])
+    if not ok:
+        msg += " (all stacks: %d blocks, %d B outstanding)" % (all_blocks, all_bytes)
+    return ok, msg
+
+
+# ------------------------------------------------------------------ collection
+
+def runs(storm, tool):
+    out = []
+    for wall in sorted(glob.glob(os.path.join(RAW, "%s.%s.*.wall" % (storm, tool)))):
+        base = wall[: -len(".wall")]
+        rep = int(base.rsplit(".", 1)[1])
+        s = summary(read(base + ".err"))
+        if s is None:
+            out.append({"rep": rep, "failed": True, "base": base})
+            continue
+        t = gnu_time(read(base + ".time"))
+        r = {
+            "rep": rep, "base": base, "failed": False,
+            "wall": int(read(wall).strip()) / 1e9,
+            "storm": s["storm_ns"] / 1e9,
+            "target_cpu": (s["cpu_user_us"] + s["cpu_sys_us"]) / 1e6,
+            "target_sys": s["cpu_sys_us"] / 1e6,
+            "total_cpu": t["user"] + t["sys"],
+            "maxrss_mib": t["maxrss_kb"] / 1024,
+            "target_rss_mib": s["maxrss_kb"] / 1024,
+            "truth": s,
+            "load": read(base + ".load").strip(),
+        }
+        binary = os.path.join("bin", "bench", storm + "_storm")
+        if tool in ("leakscope", "sampled"):
+            r["exact"] = check_leakscope(base, s, storm)
+        elif tool == "heaptrack":
+            r["exact"] = check_heaptrack(base, s, storm)
+        elif tool == "bpftrace":
+            r["exact"] = check_bpftrace(base, s, storm, binary)
+        out.append(r)
+    return out
+
+
+def tool_label(tool, ctx):
+    return LABEL.get(tool, tool).replace("%s", ctx.get("sample_bytes", "?"))
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def spread(xs):
+    return "%.2f-%.2f" % (min(xs), max(xs)) if xs else "-"
+
+
+def mem_samples(storm, tool):
+    rows = []
+    for line in read(os.path.join(RAW, "mem.%s.%s.samples" % (storm, tool))).splitlines():
+        p = line.split()
+        if len(p) == 3:
+            rows.append(tuple(int(x) for x in p))
+    if not rows:
+        return None
+    return {"bpf_mib": max(r[0] for r in rows) / 2**20, "hwm_mib": max(r[1] for r in rows) / 1024}
+
+
+def fixed_costs():
+    starts, ends = [], []
+    for f in sorted(glob.glob(os.path.join(RAW, "fixed.*.times"))):
+        p = read(f).split()
+        if len(p) == 3 and all(x.isdigit() for x in p):
+            t0, tt, t1 = map(int, p)
+            starts.append((tt - t0) / 1e9)
+            ends.append((t1 - tt) / 1e9)
+    return starts, ends
+
+
+def prog_stats():
+    names = {}
+    for line in read(os.path.join(RAW, "stats.names")).splitlines():
+        p = line.split()
+        if len(p) == 2:
+            names[p[0]] = p[1]
+    rows = []
+    for line in read(os.path.join(RAW, "stats.progs")).splitlines():
+        m = re.search(r"prog_id: (\d+) run_time_ns: (\d+) run_cnt: (\d+)", line)
+        if m and int(m.group(3)) > 0:
+            pid, ns, cnt = m.group(1), int(m.group(2)), int(m.group(3))
+            rows.append((names.get(pid, "prog %s" % pid), cnt, ns))
+    return rows
+
+
+def gobench():
+    rows = []
+    for line in read(os.path.join(RAW, "gobench.txt")).splitlines():
+        if line.startswith("Benchmark"):
+            parts = line.split()
+            metrics = {}
+            for i in range(2, len(parts) - 1, 2):
+                metrics[parts[i + 1]] = parts[i]
+            rows.append((re.sub(r"-\d+$", "", parts[0]), metrics))
+    return rows
+
+
+# ------------------------------------------------------------------ output
+
+def main():
+    ctx = context()
+    print("# leakscope benchmark results, %s" % ctx.get("date", "?")[:10])
+    print()
+    print("Produced by `make bench` (bench/run.sh, bench/report.py); method and analysis in")
+    print("[docs/performance.md](../docs/performance.md). Raw outputs: `%s`." % RAW)
+    print()
+    print("| | |\n|---|---|")
+    for k, label in (("date", "date (UTC)"), ("kernel", "kernel"), ("cpus", "CPUs"), ("cpu", "CPU"), ("mem_mib", "memory (MiB)"),
+                     ("commit", "leakscope commit"), ("dirty_files", "uncommitted files in the tree"), ("go", "Go"),
+                     ("gcc", "gcc"), ("glibc", "glibc"), ("zlib", "zlib"), ("heaptrack", "heaptrack"), ("bpftrace", "bpftrace"),
+                     ("reps", "repetitions"), ("loadavg_start", "load average at start"), ("loadavg_end", "load average at end")):
+        if k in ctx:
+            print("| %s | %s |" % (label, ctx[k]))
+    print()
+    for f in sorted(glob.glob(os.path.join(RAW, "skip.*"))):
+        print("- **%s skipped**: %s" % (f.rsplit(".", 1)[1], read(f).strip()))
+    for line in read(os.path.join(RAW, "notes.txt")).splitlines():
+        if not line.startswith("skip "):
+            print("- note: %s" % line)
+    print()
+
+    print("## Storms\n")
+    print("Medians of %s repetitions, tools alternated within each repetition. *wall*: the whole" % ctx.get("reps", "?"))
+    print("command, tool start-up and tear-down included. *storm*: the workload's own time (it")
+    print("measures itself). Slowdowns are the **median of per-repetition ratios** to the bare run of")
+    print("the same repetition. *slowdown (CPU)*: the target's CPU time over the bare run's (ratio of")
+    print("medians): it barely moves with the machine's load, where wall and storm times do, and for")
+    print("these CPU-bound storms it is what the storm slowdown is on an idle machine.")
+    print("*µs/call (storm)*: (storm time − bare storm time) / allocator calls;")
+    print("*µs/call (CPU)*: (target CPU − bare CPU) / allocator calls, where target CPU is the storm")
+    print("process's own user+sys time, which includes the kernel's time in probes its threads hit.")
+    print("*tool CPU*: CPU of the whole command minus the target's own. *peak RSS*: the largest")
+    print("process of the command (GNU time). *BPF maps*: memlock of the tool's map fds, the number")
+    print("`bpftool map show` prints, sampled in a separate untimed run. *known leak*: whether the")
+    print("tool's report attributes exactly the storm's known leak to its function, in every run.\n")
+
+    targets = {}
+    for storm in ("alloc", "zlib"):
+        bare = {r["rep"]: r for r in runs(storm, "bare") if not r["failed"]}
+        if not bare:
+            continue
+        calls = next(iter(bare.values()))["truth"]["calls"]
+        print("### %s\n" % STORMS[storm]["title"])
+        print("Allocator calls per run: %d.\n" % calls)
+        loads = [float(r["load"]) for t in TOOLS for r in runs(storm, t) if not r["failed"] and r["load"]]
+        if loads:
+            print("1-minute load average at the start of the runs: median %.1f (%.1f-%.1f) on %s CPUs.\n" % (
+                med(loads), min(loads), max(loads), ctx.get("cpus", "?")))
+        print("| tool | wall s | slowdown (wall) | storm s | slowdown (storm) | slowdown (CPU) | µs/call (storm) | µs/call (CPU) | target CPU s | tool CPU s | peak RSS MiB | BPF maps MiB | known leak reported exactly |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for tool in TOOLS:
+            rs = runs(storm, tool)
+            ok = [r for r in rs if not r["failed"]]
+            if not rs:
+                continue
+            if not ok:
+                print("| %s | failed in every run | | | | | | | | | | | |" % tool_label(tool, ctx))
+                continue
+            wall_ratio = [r["wall"] / bare[r["rep"]]["wall"] for r in ok if r["rep"] in bare]
+            storm_ratio = [r["storm"] / bare[r["rep"]]["storm"] for r in ok if r["rep"] in bare]
+            bare_storm = med([b["storm"] for b in bare.values()])
+            bare_cpu = med([b["target_cpu"] for b in bare.values()])
+            us_storm = (med([r["storm"] for r in ok]) - bare_storm) * 1e6 / calls
+            us_cpu = (med([r["target_cpu"] for r in ok]) - bare_cpu) * 1e6 / calls
+            tool_cpu = med([r["total_cpu"] - r["target_cpu"] for r in ok])
+            mem = mem_samples(storm, tool)
+            bpf = "%.1f" % mem["bpf_mib"] if mem and mem["bpf_mib"] > 0 else "-"
+            rss = "%.1f" % med([r["maxrss_mib"] for r in ok])
+            if tool == "leakscope" and mem:
+                rss += " (own %.1f)" % mem["hwm_mib"]
+            if tool == "bare":
+                exact = "- (ground truth)"
+            elif tool == "sampled":
+                exact = "estimates, not exact; last run: %s" % ok[-1]["exact"][1]
+            else:
+                good = [r for r in ok if r["exact"][0]]
+                exact = "%s %d/%d: %s" % ("yes" if len(good) == len(rs) else "**no**", len(good), len(rs), ok[-1]["exact"][1])
+            if len(ok) < len(rs):
+                exact += " (%d run(s) failed)" % (len(rs) - len(ok))
+            sl_w = "%.1f× (%s)" % (med(wall_ratio), spread(wall_ratio)) if tool != "bare" else "1"
+            sl_s = "%.1f× (%s)" % (med(storm_ratio), spread(storm_ratio)) if tool != "bare" else "1"
+            cpu_ratio = med([r["target_cpu"] for r in ok]) / bare_cpu
+            sl_c = "%.1f×" % cpu_ratio if tool != "bare" else "1"
+            print("| %s | %.2f | %s | %.3f | %s | %s | %s | %s | %.2f | %s | %s | %s | %s |" % (
+                tool_label(tool, ctx), med([r["wall"] for r in ok]), sl_w, med([r["storm"] for r in ok]), sl_s, sl_c,
+                "%.2f" % us_storm if tool != "bare" else "-", "%.2f" % us_cpu if tool != "bare" else "-",
+                med([r["target_cpu"] for r in ok]), "%.2f" % tool_cpu if tool != "bare" else "-", rss, bpf, exact))
+            targets[(storm, tool)] = {"wall": med(wall_ratio) if wall_ratio else None, "storm": med(storm_ratio) if storm_ratio else None,
+                                      "cpu": cpu_ratio,
+                                      "rss": mem["hwm_mib"] if mem else None}
+        if not runs(storm, "sampled"):
+            print("| leakscope, sampled | not run | | | | | | | | | | | |")
+        print()
+
+    starts, ends = fixed_costs()
+    if starts:
+        print("## leakscope fixed costs\n")
+        print("`leakscope run -- /bin/date +%s%N`, 3 runs: start-up (leakscope started → target ran)")
+        print("median %.2f s (%s); tear-down (target ran → leakscope exited) median %.2f s (%s)." % (
+            med(starts), spread(starts), med(ends), spread(ends)))
+        print("Both are in every *wall* number above and in no *storm* number.\n")
+
+    ps = prog_stats()
+    if ps:
+        print("## Time inside leakscope's BPF programs\n")
+        print("alloc storm on 1 thread, one run with `kernel.bpf_stats_enabled=1` (which itself adds")
+        print("a little per run). Program time only: the uprobe/uretprobe trap and return costs come on")
+        print("top (docs/performance.md).\n")
+        print("| program | runs | mean ns/run |\n|---|---|---|")
+        for name, cnt, ns in sorted(ps, key=lambda r: -r[1]):
+            print("| %s | %d | %.0f |" % (name, cnt, ns / cnt))
+        print()
+
+    gb = gobench()
+    if gb:
+        print("## Go benchmarks (user space)\n")
+        print("| benchmark | ns/op | ms/op | B/op | allocs/op | other |\n|---|---|---|---|---|---|")
+        for name, m in gb:
+            other = ", ".join("%s %s" % (v, k) for k, v in m.items() if k not in ("ns/op", "B/op", "allocs/op"))
+            ns = float(m.get("ns/op", "nan"))
+            print("| %s | %s | %.1f | %s | %s | %s |" % (name, m.get("ns/op", "-"), ns / 1e6, m.get("B/op", "-"), m.get("allocs/op", "-"), other))
+        print()
+        targets["gobench"] = {n: m for n, m in gb}
+
+    print("## Targets from the issue\n")
+    print("| target | measured | met? |\n|---|---|---|")
+
+    def row(name, value, limit, unit="×", fmt="%.1f"):
+        if value is None:
+            print("| %s | not measured | - |" % name)
+            return
+        print("| %s | %s%s | %s |" % (name, fmt % value, unit, "met" if value <= limit else "**not met**"))
+
+    a = targets.get(("alloc", "leakscope"), {})
+    row("alloc storm, exact mode ≤ 15× (CPU)", a.get("cpu"), 15)
+    row("alloc storm, exact mode ≤ 15× (storm time)", a.get("storm"), 15)
+    row("alloc storm, exact mode ≤ 15× (wall, with start-up and tear-down)", a.get("wall"), 15)
+    sa = targets.get(("alloc", "sampled"), {})
+    row("alloc storm, sampled ≤ 10× (CPU, --sample-bytes %s)" % ctx.get("sample_bytes", "?"), sa.get("cpu"), 10)
+    row("alloc storm, sampled ≤ 10× (storm time)", sa.get("storm"), 10)
+    z = targets.get(("zlib", "leakscope"), {})
+    row("zlib storm ≤ 1.5× (CPU)", z.get("cpu"), 1.5)
+    row("zlib storm ≤ 1.5× (storm time)", z.get("storm"), 1.5)
+    row("zlib storm ≤ 1.5× (wall)", z.get("wall"), 1.5)
+    g = targets.get("gobench", {})
+    snap = g.get("BenchmarkSnapshot")
+    if snap:
+        row("snapshot of 1M allocations / 100k stacks < 100 ms (periodic Snapshot)", float(snap["ns/op"]) / 1e6, 100, " ms", "%.0f")
+        row("  first Snapshot (reads and resolves the 100k new stacks)", float(snap.get("first-ms", "nan")), 100, " ms", "%.0f")
+        row("  Stop (detach, read 1M live allocations, build the capture)", float(snap.get("stop-ms", "nan")), 100, " ms", "%.0f")
+    else:
+        row("snapshot of 1M allocations / 100k stacks < 100 ms", None, 0)
+    rss = [v["rss"] for k, v in targets.items() if isinstance(k, tuple) and k[1] == "leakscope" and v.get("rss")]
+    row("tool RSS < 100 MiB (leakscope's own VmHWM, max over storms)", max(rss) if rss else None, 100, " MiB")
+    read_ms = g.get("BenchmarkCaptureFile/read/sites=100k/live=1M/snapshots=10")
+    rank = g.get("BenchmarkRank/sites=100k/live=1M/snapshots=10/top=10")
+    text = g.get("BenchmarkRender/text/sites=100k/top=10")
+    if read_ms and rank and text:
+        total = (float(read_ms["ns/op"]) + float(rank["ns/op"]) + float(text["ns/op"])) / 1e9
+        row("100k-stack report < 2 s (read capture + rank + text, 10 snapshots, top 10)", total, 2, " s", "%.2f")
+    rank60 = g.get("BenchmarkRank/sites=100k/live=1M/snapshots=60/top=10")
+    if rank60:
+        row("  rank alone, 60 snapshots (a one-minute capture)", float(rank60["ns/op"]) / 1e9, 2, " s", "%.2f")
+    for fmt in ("text", "json"):
+        r = g.get("BenchmarkRender/%s/sites=100k/top=0" % fmt)
+        if r:
+            row("  %s report of all 100k leaks (--top 0), render only" % fmt, float(r["ns/op"]) / 1e9, 2, " s", "%.2f")
+    r = g.get("BenchmarkRender/pprof/sites=100k")
+    if r:
+        row("  pprof of 100k sites, render only", float(r["ns/op"]) / 1e9, 2, " s", "%.2f")
+    print()
+
+
+main()

@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# bench/run.sh - leakscope's performance harness (make bench); method and
+# results in docs/performance.md.
+#
+# In one run it builds leakscope and the storms of examples/bench/, then runs
+# REPS repetitions; each repetition runs every storm under every tool, in an
+# order rotated by repetition (bare, leakscope exact, leakscope sampled,
+# heaptrack, bpftrace). Then it
+# measures what the timed runs cannot (fixed costs, BPF map memory, per-probe
+# program time), runs the Go benchmarks, and writes
+# bench/results-YYYY-MM-DD.md via bench/report.py. Raw outputs stay in
+# bin/bench/run-<stamp>/.
+#
+# Environment:
+#   REPS=5             repetitions of every (storm, tool) pair
+#   TOOLS="bare leakscope sampled heaptrack bpftrace"
+#   SAMPLE_BYTES=512KiB  --sample-bytes of the "sampled" tool (leakscope)
+#   STORMS="alloc zlib"
+#   GOBENCH=1          run the Go benchmarks (0 skips them)
+#   BPF_STATS=1        one extra run with kernel.bpf_stats_enabled=1 for the
+#                      per-program breakdown (restored afterwards)
+#   INSTALL=1          apt-get the missing tools (time heaptrack bpftrace ...)
+#   OUT=bench/results-<UTC date>.md   where the summary goes
+#   PHASES="timed fixed memory stats go"   the parts to run
+#   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
+#                      earlier run with a subset of PHASES to complete it
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPS=${REPS:-5}
+TOOLS=${TOOLS:-"bare leakscope sampled heaptrack bpftrace"}
+SAMPLE_BYTES=${SAMPLE_BYTES:-512KiB}
+STORMS=${STORMS:-"alloc zlib"}
+GOBENCH=${GOBENCH:-1}
+BPF_STATS=${BPF_STATS:-1}
+INSTALL=${INSTALL:-1}
+
+PHASES=${PHASES:-"timed fixed memory stats go"}
+[ "$GOBENCH" = 1 ] || PHASES=${PHASES/go/}
+[ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
+RAW=${RAW:-bin/bench/run-$(date -u +%Y%m%dT%H%M%SZ)}
+OUT=${OUT:-bench/results-$(date -u +%Y-%m-%d).md}
+mkdir -p "$RAW"
+echo "== raw results in $RAW"
+
+note() { echo "$*" | tee -a "$RAW/notes.txt"; }
+phase() { [[ " $PHASES " == *" $1 "* ]]; }
+skip() { # tool reason
+	echo "$2" >"$RAW/skip.$1"
+	note "skip $1: $2"
+}
+
+# ---------------------------------------------------------------- tools
+need=()
+[ -x /usr/bin/time ] || need+=(time)
+command -v python3 >/dev/null || need+=(python3)
+command -v addr2line >/dev/null || need+=(binutils)
+command -v gcc >/dev/null || need+=(gcc)
+[ -f /usr/include/zlib.h ] || need+=(zlib1g-dev)
+case " $TOOLS " in *" heaptrack "*) command -v heaptrack >/dev/null || need+=(heaptrack) ;; esac
+case " $TOOLS " in *" bpftrace "*) command -v bpftrace >/dev/null || need+=(bpftrace) ;; esac
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ]; then
+		echo "== apt-get install ${need[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		{ apt-get update -qq && apt-get install -y -qq "${need[@]}"; } >"$RAW/apt.log" 2>&1 ||
+			note "apt-get install ${need[*]} failed (see $RAW/apt.log)"
+	else
+		note "missing: ${need[*]} (INSTALL=0 or not root)"
+	fi
+fi
+for t in /usr/bin/time python3 addr2line gcc; do
+	command -v "$t" >/dev/null || { echo "bench: $t is required" >&2; exit 2; }
+done
+
+active=()
+for tool in $TOOLS; do
+	case $tool in
+	bare) ;;
+	leakscope)
+		[ "$(id -u)" = 0 ] || { skip leakscope "needs root (CAP_BPF, CAP_PERFMON)"; continue; } ;;
+	sampled)
+		[ "$(id -u)" = 0 ] || { skip sampled "needs root (CAP_BPF, CAP_PERFMON)"; continue; }
+		make build >/dev/null 2>&1 || true
+		bin/leakscope run --help 2>&1 | grep -q -- --sample-bytes ||
+			{ skip sampled "this leakscope has no --sample-bytes"; continue; } ;;
+	heaptrack)
+		command -v heaptrack >/dev/null || { skip heaptrack "heaptrack not installed (Debian package heaptrack)"; continue; } ;;
+	bpftrace)
+		[ "$(id -u)" = 0 ] || { skip bpftrace "needs root"; continue; }
+		command -v bpftrace >/dev/null || { skip bpftrace "bpftrace not installed (Debian package bpftrace)"; continue; } ;;
+	*) echo "bench: unknown tool $tool" >&2; exit 2 ;;
+	esac
+	active+=("$tool")
+done
+
+# ---------------------------------------------------------------- build
+echo "== build"
+make build >"$RAW/build.log" 2>&1 || { cat "$RAW/build.log" >&2; exit 2; }
+CFLAGS_BENCH=(-O2 -g -Wall -Wextra -fno-omit-frame-pointer -no-pie)
+gcc "${CFLAGS_BENCH[@]}" -pthread -o bin/bench/alloc_storm examples/bench/alloc_storm.c
+gcc "${CFLAGS_BENCH[@]}" -o bin/bench/zlib_storm examples/bench/zlib_storm.c -lz
+
+# ---------------------------------------------------------------- context
+phase timed || [ ! -f "$RAW/context.txt" ] && {
+	echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "kernel=$(uname -r)"
+	echo "cpus=$(nproc)"
+	echo "cpu=$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"
+	echo "mem_mib=$(awk '/MemTotal/{print int($2/1024)}' /proc/meminfo)"
+	echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	echo "dirty_files=$(GIT_OPTIONAL_LOCKS=0 git status --porcelain 2>/dev/null | wc -l)"
+	echo "go=$(go env GOVERSION)"
+	echo "gcc=$(gcc -dumpfullversion)"
+	echo "glibc=$(ldd --version | awk 'NR==1{print $NF}')"
+	echo "zlib=$(dpkg-query -W -f='${Version}' zlib1g 2>/dev/null || echo unknown)"
+	command -v heaptrack >/dev/null && echo "heaptrack=$(heaptrack --version 2>&1 | awk '{print $NF; exit}')"
+	command -v bpftrace >/dev/null && echo "bpftrace=$(bpftrace --version 2>&1 | awk '{print $NF}')"
+	echo "reps=$REPS"
+	echo "sample_bytes=$SAMPLE_BYTES"
+	echo "tools=${active[*]}"
+	echo "storms=$STORMS"
+	echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$RAW/context.txt"
+
+# ---------------------------------------------------------------- timed runs
+storm_bin() { echo "bin/bench/${1}_storm"; }
+
+# run_one STORM TOOL REP: one timed run. Writes $base.{out,err,time,wall}.
+run_one() {
+	local storm=$1 tool=$2 rep=$3 bin base cmd
+	bin=$(storm_bin "$storm")
+	base=$RAW/$storm.$tool.$rep
+	case $tool in
+	bare) cmd=("$bin") ;;
+	leakscope) cmd=(bin/leakscope run --progress never --format json -o "$base.json" -- "$bin") ;;
+	sampled) cmd=(bin/leakscope run --progress never --format json --sample-bytes "$SAMPLE_BYTES" -o "$base.json" -- "$bin") ;;
+	heaptrack) cmd=(heaptrack -o "$base.heaptrack" "$bin") ;;
+	bpftrace) cmd=(env BPFTRACE_MAP_KEYS_MAX=16384 bpftrace -o "$base.bt" bench/memleak.bt -c "$bin") ;;
+	esac
+	echo "$(cut -d' ' -f1 /proc/loadavg)" >"$base.load"
+	local t0 t1 rc=0
+	t0=$(date +%s%N)
+	/usr/bin/time -v -o "$base.time" "${cmd[@]}" >"$base.out" 2>"$base.err" || rc=$?
+	t1=$(date +%s%N)
+	echo "$((t1 - t0))" >"$base.wall"
+	if [ $rc -ne 0 ]; then
+		note "$storm/$tool rep $rep exited $rc (see $base.err)"
+	fi
+	awk -v s="$storm" -v t="$tool" -v r="$rep" -v ns="$((t1 - t0))" 'BEGIN{printf "  %-6s %-10s rep %d: %6.2f s\n", s, t, r, ns / 1e9}'
+}
+
+n=${#active[@]}
+phase timed && echo "== timed runs: $REPS repetitions of {$STORMS} x {${active[*]}}"
+phase timed && for rep in $(seq 1 "$REPS"); do
+	for storm in $STORMS; do
+		for i in $(seq 0 $((n - 1))); do
+			run_one "$storm" "${active[$(((i + rep - 1) % n))]}" "$rep"
+		done
+	done
+done
+
+# ---------------------------------------------------------------- fixed costs
+# leakscope's start-up (load, verify, attach) and tear-down (detach, final
+# read) around a target that does nothing: /bin/date prints when it ran.
+if phase fixed && [[ " ${active[*]} " == *" leakscope "* ]]; then
+	echo "== leakscope fixed costs (run -- /bin/date, 3 times)"
+	for i in 1 2 3; do
+		t0=$(date +%s%N)
+		bin/leakscope run --progress never --format json -o "$RAW/fixed.$i.json" -- /bin/date +%s%N >"$RAW/fixed.$i.out" 2>"$RAW/fixed.$i.err"
+		t1=$(date +%s%N)
+		echo "$t0 $(head -1 "$RAW/fixed.$i.out") $t1" >"$RAW/fixed.$i.times"
+	done
+fi
+
+# ---------------------------------------------------------------- memory
+# sample_tool PID FILE: every 0.1 s until PID exits, append the BPF map
+# memory it holds (memlock of its bpf-map fds, the number `bpftool map
+# show` prints), its VmHWM and its own CPU ticks.
+sample_tool() {
+	local pid=$1 file=$2 fd sum link hwm cpu m
+	while kill -0 "$pid" 2>/dev/null; do
+		sum=0
+		for fd in /proc/"$pid"/fd/*; do
+			link=$(readlink "$fd" 2>/dev/null) || continue
+			if [ "$link" = "anon_inode:bpf-map" ]; then
+				# The fd may be closed and reused between the two reads.
+				m=$(awk '/^memlock:/{print $2}' /proc/"$pid"/fdinfo/"${fd##*/}" 2>/dev/null || true)
+				[[ $m =~ ^[0-9]+$ ]] && sum=$((sum + m))
+			fi
+		done
+		hwm=$(awk '/^VmHWM:/{print $2}' /proc/"$pid"/status 2>/dev/null || echo 0)
+		cpu=$(awk '{print $14 + $15}' /proc/"$pid"/stat 2>/dev/null || echo 0)
+		echo "$sum ${hwm:-0} ${cpu:-0}" >>"$file"
+		sleep 0.1
+	done
+}
+
+phase memory && for storm in $STORMS; do
+	bin=$(storm_bin "$storm")
+	if [[ " ${active[*]} " == *" leakscope "* ]]; then
+		echo "== memory: leakscope on $storm storm (untimed)"
+		bin/leakscope run --progress never --format json -o "$RAW/mem.$storm.leakscope.json" -- "$bin" >/dev/null 2>"$RAW/mem.$storm.leakscope.err" &
+		sample_tool $! "$RAW/mem.$storm.leakscope.samples"
+		wait $! || true
+	fi
+	if [[ " ${active[*]} " == *" bpftrace "* ]]; then
+		echo "== memory: bpftrace on $storm storm (untimed)"
+		env BPFTRACE_MAP_KEYS_MAX=16384 bpftrace -o "$RAW/mem.$storm.bpftrace.bt" bench/memleak.bt -c "$bin" >/dev/null 2>"$RAW/mem.$storm.bpftrace.err" &
+		sample_tool $! "$RAW/mem.$storm.bpftrace.samples"
+		wait $! || true
+	fi
+done
+
+# ---------------------------------------------------------------- per-probe cost
+# One run of the alloc storm on one thread with kernel.bpf_stats_enabled=1:
+# the kernel then counts every program's runs and run time (fdinfo
+# run_cnt/run_time_ns). The storm holds 3 s after its work so the counts can
+# be read while leakscope still has the programs.
+if phase stats && [[ " ${active[*]} " == *" leakscope "* ]] && [[ " $STORMS " == *" alloc "* ]]; then
+	echo "== per-program BPF time (alloc storm, 1 thread, bpf_stats_enabled=1)"
+	rm -f "$RAW"/stats.*
+	old_stats=$(sysctl -n kernel.bpf_stats_enabled)
+	trap 'sysctl -qw kernel.bpf_stats_enabled="$old_stats"' EXIT
+	sysctl -qw kernel.bpf_stats_enabled=1
+	bin/leakscope run --progress never --format json -o "$RAW/stats.json" -- bin/bench/alloc_storm --threads 1 --hold 3000 >/dev/null 2>"$RAW/stats.err" &
+	lpid=$!
+	while kill -0 "$lpid" 2>/dev/null; do
+		snap=""
+		for fd in /proc/"$lpid"/fd/*; do
+			[ "$(readlink "$fd" 2>/dev/null)" = "anon_inode:bpf-prog" ] || continue
+			snap+="$(awk '/^prog_id:|^run_time_ns:|^run_cnt:/{printf "%s %s ", $1, $2}' /proc/"$lpid"/fdinfo/"${fd##*/}" 2>/dev/null || true)"$'\n'
+		done
+		# Keep the last sample taken while the target still held (its
+		# summary line comes after the hold).
+		if [ -n "$snap" ] && ! grep -q storm_ns "$RAW/stats.err"; then
+			printf '%s' "$snap" >"$RAW/stats.progs"
+			# Name the programs once, while their IDs are live.
+			if [ ! -s "$RAW/stats.names" ] && command -v bpftool >/dev/null; then
+				awk '{print $2}' "$RAW/stats.progs" | while read -r id; do
+					bpftool prog show id "$id" 2>/dev/null | awk -v id="$id" 'NR==1{for(i=1;i<=NF;i++) if($i=="name") print id, $(i+1)}'
+				done >"$RAW/stats.names"
+			fi
+		fi
+		sleep 0.5
+	done
+	wait "$lpid" || true
+	sysctl -qw kernel.bpf_stats_enabled="$old_stats"
+	trap - EXIT
+fi
+
+phase timed && echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/context.txt"
+
+# ---------------------------------------------------------------- Go benchmarks
+if phase go; then
+	echo "== Go benchmarks"
+	echo "loadavg_go=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/context.txt"
+	{
+		go test -run '^$' -bench 'Rank|CaptureFile' -benchmem -benchtime 3x ./analyze/
+		go test -run '^$' -bench 'Render' -benchmem -benchtime 3x ./report/
+		go test -run '^$' -bench 'Symbolize' -benchmem -benchtime 3x ./probe/symbolize/
+		go test -run '^$' -bench 'Snapshot' -benchmem -benchtime 5x ./probe/
+	} 2>&1 | tee "$RAW/gobench.txt" | grep -E '^(Benchmark|ok|FAIL|---)' || true
+fi
+
+# ---------------------------------------------------------------- report
+echo "== report"
+python3 bench/report.py "$RAW" >"$OUT"
+cp "$OUT" "$RAW/results.md"
+echo
+cat "$OUT"
+echo
+echo "== written to $OUT (raw: $RAW)"
