@@ -15,8 +15,10 @@ const MinTrendPoints = 3
 // maxPairPoints bounds the points the pairwise statistics (Theil–Sen and
 // Mann–Kendall, quadratic in the number of points) look at. Longer series
 // are sampled evenly, first and last point included, so a capture with
-// thousands of snapshots still ranks in milliseconds per site.
-const maxPairPoints = 128
+// thousands of snapshots still ranks in milliseconds per site. 24 points
+// are 276 pairs, plenty for a median slope and a trend sign; 128 points made
+// ranking 100k sites take 11.6 s and 8 GB (bench/results-2026-11-29.md).
+const maxPairPoints = 24
 
 // Point is one site's live memory at one snapshot.
 type Point struct {
@@ -163,7 +165,14 @@ func evenly(points []Point, k int) []Point {
 // theilSen returns the median slope, per second, of y between every pair of
 // points at different times.
 func theilSen(points []Point, y func(Point) float64) float64 {
-	var slopes []float64
+	flat := true
+	for _, p := range points[1:] {
+		flat = flat && y(p) == y(points[0])
+	}
+	if flat {
+		return 0 // every slope is 0: skip the pairs
+	}
+	slopes := make([]float64, 0, len(points)*(len(points)-1)/2)
 	for i := range points {
 		for j := i + 1; j < len(points); j++ {
 			dt := (points[j].At - points[i].At).Seconds()
