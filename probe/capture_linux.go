@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -24,17 +23,14 @@ type sitePoint struct {
 func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 	merged := map[uint64]*sitePoint{}
 	var order []uint64
-	var key leakSiteKey
-	var val leakSiteStats
 	t.preExec = preExec{}
-	it := t.objs.Sites.Iterate()
-	for it.Next(&key, &val) {
+	err := forEach(t.objs.Sites, func(key *leakSiteKey, val *leakSiteStats) {
 		if key.Pad != t.execGen {
 			// A site of an image the target exec'd away from: its heap
 			// is gone, so is what it held. Counted for the warning.
 			t.preExec.count += val.LiveCount
 			t.preExec.bytes += val.LiveBytes
-			continue
+			return
 		}
 		rs := t.resolveLocked(key.StackId)
 		kind := t.kind(key.Kind)
@@ -49,8 +45,8 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 		p.LiveBytes += val.LiveBytes
 		p.Allocs += val.Allocs
 		p.Frees += val.Frees
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read site table: %w", err)
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
@@ -161,32 +157,7 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMon
 		}
 		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: info.SizeBytes, Age: age})
 	}
-	keys := make([]leakHandleKey, 4096)
-	vals := make([]leakAllocInfo, 4096)
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := t.objs.Allocs.BatchLookup(&cursor, keys, vals, nil)
-		for i := 0; i < n; i++ {
-			add(&keys[i], &vals[i])
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return nil
-		}
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read live allocations: %w", err)
-		}
-	}
-	// Kernels without batch lookups: one element at a time.
-	var key leakHandleKey
-	var val leakAllocInfo
-	it := t.objs.Allocs.Iterate()
-	for it.Next(&key, &val) {
-		add(&key, &val)
-	}
-	if err := it.Err(); err != nil {
+	if err := forEach(t.objs.Allocs, add); err != nil {
 		return fmt.Errorf("read live allocations: %w", err)
 	}
 	return nil
