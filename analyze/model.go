@@ -90,7 +90,7 @@ type Lost struct {
 	UnknownFrees       uint64 `json:"unknown_frees"`       // releases of handles never seen acquired
 	StackErrors        uint64 `json:"stack_errors"`        // stacks that could not be stored or read
 	FreesMissed        uint64 `json:"frees_missed"`        // addresses reused while still recorded live
-	PendingDropped     uint64 `json:"pending_dropped"`     // per-thread call table full
+	PendingDropped     uint64 `json:"pending_dropped"`     // per-thread call state could not be allocated
 }
 
 // Object is one executable object mapped into the target.
