@@ -43,7 +43,7 @@ enum stat_index {
 	STAT_UNKNOWN_FREES = 1,   /* release of a handle not in the table */
 	STAT_STACK_ERRORS = 2,    /* stack could not be stored or read */
 	STAT_FREES_MISSED = 3,    /* an address came back while still recorded */
-	STAT_PENDING_DROPPED = 4, /* per-thread pending table full */
+	STAT_PENDING_DROPPED = 4, /* per-thread state could not be allocated */
 	STAT_FAILED_ALLOCS = 5,   /* allocator returned failure: not counted */
 	STAT_NESTED_CALLS = 6,    /* allocator calls made inside another tracked call */
 	STAT_ALLOCS = 7,          /* allocations tracked */
