@@ -440,7 +440,9 @@ func TestKill9LeavesTargetUnharmed(t *testing.T) {
 			uprobes++
 		}
 	}
-	if len(ids) == 0 || uprobes < 10 {
+	// free (and zlib's calls) are perf-event uprobes; the rest of the malloc
+	// family is one uprobe-session link, which "bpftool perf" does not list.
+	if len(ids) == 0 || uprobes < 1 {
 		t.Fatalf("while attached: %d programs, %d uprobes held by leakscope; the checks below would prove nothing", len(ids), uprobes)
 	}
 	if mem, file := mallocBytes(t, pid); bytes.Equal(mem, file) {
