@@ -184,3 +184,24 @@ func (t *Tracer) kind(k uint32) analyze.Kind {
 	}
 	return kindName(k)
 }
+
+// withJVMPresets turns on preset jvm (kind jvm.direct) for a JVM target:
+// one whose objects include libjvm.so (mapped, for Attach) or the java
+// launcher's libjli.so (start-up objects, for Launch; libjvm.so is loaded
+// later and probed when mapped), unless the user declared jvm.direct.
+func withJVMPresets(opts Options, objects []string) Options {
+	isJVM := false
+	for _, o := range objects {
+		base := o[strings.LastIndex(o, "/")+1:]
+		isJVM = isJVM || strings.HasPrefix(base, "libjvm.so") || strings.HasPrefix(base, "libjli.so")
+	}
+	for _, p := range opts.Track {
+		if p.Kind == "jvm.direct" {
+			return opts
+		}
+	}
+	if ps, err := track.PresetPairs("jvm"); isJVM && err == nil {
+		opts.Track = append(append([]track.Pair{}, opts.Track...), ps...)
+	}
+	return opts
+}

@@ -29,6 +29,16 @@ var presets = map[string][]Pair{
 			Acquire: []Call{{"opendir", Handle{Kind: Ret}}, {"fdopendir", Handle{Kind: Ret}}},
 			Release: []Call{{"closedir", Handle{Arg, 1}}}},
 	},
+	// jvm is HotSpot's native direct memory: sun.misc.Unsafe.allocateMemory
+	// and ByteBuffer.allocateDirect end in Unsafe_AllocateMemory0 (local
+	// symbols of libjvm.so, in .symtab). Probe turns it on for JVM targets.
+	// Unsafe_ReallocateMemory0 returns 0 on failure and keeps the old block;
+	// reopen3 releases it anyway (Java then throws OutOfMemoryError).
+	"jvm": {
+		{Kind: "jvm.direct", Library: "libjvm.so",
+			Acquire: []Call{{"Unsafe_AllocateMemory0", Handle{Kind: Ret}}, {"Unsafe_ReallocateMemory0", Handle{Reopen, 3}}},
+			Release: []Call{{"Unsafe_FreeMemory0", Handle{Arg, 3}}}},
+	},
 	"openssl": {
 		{Kind: "openssl.ssl", Library: "libssl.so",
 			Acquire: []Call{{"SSL_new", Handle{Kind: Ret}}},
