@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
 // outermost are functions at the bottom of every stack: a walk that ends
@@ -64,13 +65,44 @@ func (r *stackResolver) stale(rs resolvedStack) bool {
 // frame pointers are cut there, so one call site is one stack however
 // much garbage %rbp held.
 type stackResolver struct {
-	view *mappingView
-	byID map[uint64]resolvedStack
-	jit  jitNames // the target's runtime, naming frames in JIT code
+	view   *mappingView
+	byID   map[uint64]resolvedStack
+	jit    jitNames // the target's runtime, naming frames in JIT code
+	frames map[frameKey]frameInfo
 }
 
 func newStackResolver(v *mappingView) *stackResolver {
-	return &stackResolver{view: v, byID: map[uint64]resolvedStack{}}
+	return &stackResolver{view: v, byID: map[uint64]resolvedStack{}, frames: map[frameKey]frameInfo{}}
+}
+
+// frameKey is one return address in one object.
+type frameKey struct {
+	obj   *symbolize.Object
+	vaddr uint64
+}
+
+// frameInfo is what symbolizing a return address found: stacks share
+// most of their frames, so each address is decoded and named once
+// (100k stacks of 17 frames: most of the first snapshot's time otherwise).
+type frameInfo struct {
+	call bool // a call instruction precedes it (or Go's goexit return)
+	isGo bool
+	sfs  []symbolize.Frame
+}
+
+func (r *stackResolver) frameInfo(obj *symbolize.Object, vaddr uint64) frameInfo {
+	k := frameKey{obj, vaddr}
+	if fi, ok := r.frames[k]; ok {
+		return fi
+	}
+	// A return address belongs to the call before it (vaddr - 1).
+	fi := frameInfo{
+		call: obj.CallPrecedes(vaddr) || goexitReturn(obj, vaddr),
+		isGo: obj.GoCode(vaddr - 1),
+		sfs:  obj.Frames(vaddr - 1),
+	}
+	r.frames[k] = fi
+	return fi
 }
 
 // lost is the stack of allocations whose stack could not be stored.
@@ -120,7 +152,8 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 			if obj, err := r.view.object(m); err == nil {
 				vaddr := obj.VAddr(addr, m.Start, m.Offset)
 				f.Offset = vaddr
-				if i > 0 && !obj.CallPrecedes(vaddr) && !goexitReturn(obj, vaddr) {
+				fi := r.frameInfo(obj, vaddr)
+				if i > 0 && !fi.call {
 					reason = fmt.Sprintf("walk stopped at 0x%x in %s: not a return address (%s)",
 						addr, filepath.Base(m.Path), noFPCause(frames[len(frames)-1]))
 					break
@@ -128,8 +161,8 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 				// A return address belongs to the call before it. Go
 				// code may expand into the functions inlined there,
 				// innermost first, before the one that holds the code.
-				isGo = obj.GoCode(vaddr - 1)
-				sfs := obj.Frames(vaddr - 1)
+				isGo = fi.isGo
+				sfs := fi.sfs
 				last := sfs[len(sfs)-1]
 				if i > 0 && isGo && !prevGo && gap == "" && !cgoCallers[last.Function] {
 					gap = cgoGap(frames[len(frames)-1], sfs[0].Function, m.Path)
