@@ -51,9 +51,16 @@ func (s *syncBuffer) String() string {
 // kafkaClasses compiles the example; it skips (or fails in CI) without a JDK.
 func kafkaClasses(t *testing.T) (java, classes string) {
 	t.Helper()
+	return javaExample(t, "KafkaRecovery")
+}
+
+// javaExample compiles examples/java/<class>.java; it skips (or fails in
+// CI) without BPF or a JDK.
+func javaExample(t *testing.T, class string) (java, classes string) {
+	t.Helper()
 	testutil.RequireBPF(t)
 	java = testutil.RequireJava(t)
-	return java, testutil.JavaClasses(t, filepath.Join("..", "examples", "java", "KafkaRecovery.java"))
+	return java, testutil.JavaClasses(t, filepath.Join("..", "examples", "java", class+".java"))
 }
 
 // waitFor polls until stderr holds want, taking snapshots meanwhile as
@@ -81,11 +88,11 @@ func removeJVMFiles(pid int) {
 	os.Remove("/tmp/.java_pid" + itoa(pid))
 }
 
-// startKafka starts the example, untraced, and returns once it has warmed
-// up and waits for its gate file.
-func startKafka(t *testing.T, java, classes, gate string, flags ...string) (*exec.Cmd, *syncBuffer) {
+// startGated starts a gated Java example, untraced, and returns once it has
+// warmed up ("<class>: warmed up") and waits for its gate file.
+func startGated(t *testing.T, java, classes, class, gate string, flags ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	args := append(append([]string{}, flags...), "-cp", classes, "KafkaRecovery", "--wait-file", gate, "--hold", "60000")
+	args := append(append([]string{}, flags...), "-cp", classes, class, "--wait-file", gate, "--hold", "60000")
 	cmd := exec.Command(java, args...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
@@ -98,7 +105,7 @@ func startKafka(t *testing.T, java, classes, gate string, flags ...string) (*exe
 		cmd.Wait()
 		removeJVMFiles(pid)
 	})
-	waitFor(t, nil, stderr, "KafkaRecovery: warmed up")
+	waitFor(t, nil, stderr, class+": warmed up")
 	return cmd, stderr
 }
 
@@ -106,8 +113,16 @@ func startKafka(t *testing.T, java, classes, gate string, flags ...string) (*exe
 func attachKafka(t *testing.T, flags ...string) *analyze.Capture {
 	t.Helper()
 	java, classes := kafkaClasses(t)
+	return attachGated(t, java, classes, "KafkaRecovery", kafkaSummaryStart, flags...)
+}
+
+// attachGated attaches to a gated Java example once it has warmed up and
+// traces it from its gate to its summary line; the JVM must survive the
+// detach.
+func attachGated(t *testing.T, java, classes, class, summary string, flags ...string) *analyze.Capture {
+	t.Helper()
 	gate := filepath.Join(t.TempDir(), "go")
-	cmd, stderr := startKafka(t, java, classes, gate, flags...)
+	cmd, stderr := startGated(t, java, classes, class, gate, flags...)
 	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +130,7 @@ func attachKafka(t *testing.T, flags ...string) *analyze.Capture {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, tr, stderr, kafkaSummaryStart)
+	waitFor(t, tr, stderr, summary)
 	c, err := tr.Stop()
 	if err != nil {
 		t.Fatal(err)
@@ -266,27 +281,7 @@ func TestJVMAttachNoFlags(t *testing.T) {
 // the test snapshots through start-up and the leak, as leakscope run does.
 func TestJVMLaunch(t *testing.T) {
 	java, classes := kafkaClasses(t)
-	stderr := &syncBuffer{}
-	gate := filepath.Join(t.TempDir(), "go")
-	argv := []string{java, "-XX:+PreserveFramePointer", "-cp", classes, "KafkaRecovery", "--wait-file", gate, "--hold", "60000"}
-	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: stderr}, Options{Warnf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		proc.Signal(syscall.SIGKILL)
-		<-proc.Done()
-		removeJVMFiles(tr.Pid())
-	})
-	waitFor(t, tr, stderr, "KafkaRecovery: warmed up")
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, tr, stderr, kafkaSummaryStart)
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := launchGated(t, java, classes, "KafkaRecovery", kafkaSummaryStart)
 	site := zlibLeak(t, c, true)
 	checkNamedJavaStack(t, site)
 	// Traced from exec: the warm-up's streams too, all closed.
@@ -299,6 +294,35 @@ func TestJVMLaunch(t *testing.T) {
 	if fetched > kafkaClosed+kafkaWarmup {
 		t.Errorf("serveFetch streams seen = %d, want at most %d", fetched, kafkaClosed+kafkaWarmup)
 	}
+}
+
+// launchGated runs a gated Java example with -XX:+PreserveFramePointer
+// under Launch, snapshotting through start-up, its warm-up and, after the
+// gate, until its summary line, as leakscope run does; then stops.
+func launchGated(t *testing.T, java, classes, class, summary string) *analyze.Capture {
+	t.Helper()
+	stderr := &syncBuffer{}
+	gate := filepath.Join(t.TempDir(), "go")
+	argv := []string{java, "-XX:+PreserveFramePointer", "-cp", classes, class, "--wait-file", gate, "--hold", "60000"}
+	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: stderr}, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proc.Signal(syscall.SIGKILL)
+		<-proc.Done()
+		removeJVMFiles(tr.Pid())
+	})
+	waitFor(t, tr, stderr, class+": warmed up")
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tr, stderr, summary)
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestJVMLaunchExitedDumpAtExit: the JVM exits before leakscope names its
@@ -348,7 +372,7 @@ func TestDoctorJVM(t *testing.T) {
 			flags = append(flags, "-XX:+PreserveFramePointer")
 			want = "JVM: -XX:+PreserveFramePointer: stacks run through compiled Java code"
 		}
-		cmd, _ := startKafka(t, java, classes, filepath.Join(t.TempDir(), "never"), flags...)
+		cmd, _ := startGated(t, java, classes, "KafkaRecovery", filepath.Join(t.TempDir(), "never"), flags...)
 		var jvmOK, fp bool
 		for _, c := range Doctor(cmd.Process.Pid) {
 			if c.Name == "JVM" && c.OK && strings.Contains(c.Detail, "HotSpot 17") {

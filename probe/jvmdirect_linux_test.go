@@ -1,14 +1,9 @@
 package probe
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/leakscope/leakscope/analyze"
-	"github.com/leakscope/leakscope/internal/testutil"
 	"github.com/leakscope/leakscope/probe/jvm"
 )
 
@@ -26,9 +21,7 @@ const (
 // directClasses compiles the example; it skips (or fails in CI) without a JDK.
 func directClasses(t *testing.T) (java, classes string) {
 	t.Helper()
-	testutil.RequireBPF(t)
-	java = testutil.RequireJava(t)
-	return java, testutil.JavaClasses(t, filepath.Join("..", "examples", "java", "DirectLeak.java"))
+	return javaExample(t, "DirectLeak")
 }
 
 // checkDirectLeak checks the jvm.direct rows: one row of exactly the
@@ -92,32 +85,7 @@ func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
 // TestJVMDirectAttach: attached to a JVM, the jvm preset is on by itself.
 func TestJVMDirectAttach(t *testing.T) {
 	java, classes := directClasses(t)
-	gate := filepath.Join(t.TempDir(), "go")
-	cmd := exec.Command(java, "-XX:+PreserveFramePointer", "-cp", classes, "DirectLeak", "--wait-file", gate, "--hold", "60000")
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		removeJVMFiles(pid)
-	})
-	waitFor(t, nil, stderr, "DirectLeak: warmed up")
-	tr, err := Attach(pid, Options{Warnf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, tr, stderr, directSummaryStart)
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := attachGated(t, java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer")
 	checkDirectLeak(t, c, true)
 }
 
@@ -125,26 +93,5 @@ func TestJVMDirectAttach(t *testing.T) {
 // jvm preset is on too, and is attached when libjvm.so is loaded.
 func TestJVMDirectLaunch(t *testing.T) {
 	java, classes := directClasses(t)
-	stderr := &syncBuffer{}
-	gate := filepath.Join(t.TempDir(), "go")
-	argv := []string{java, "-XX:+PreserveFramePointer", "-cp", classes, "DirectLeak", "--wait-file", gate, "--hold", "60000"}
-	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: stderr}, Options{Warnf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		proc.Signal(syscall.SIGKILL)
-		<-proc.Done()
-		removeJVMFiles(tr.Pid())
-	})
-	waitFor(t, tr, stderr, "DirectLeak: warmed up")
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, tr, stderr, directSummaryStart)
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkDirectLeak(t, c, false)
+	checkDirectLeak(t, launchGated(t, java, classes, "DirectLeak", directSummaryStart), false)
 }
