@@ -68,10 +68,10 @@ func (t *Tracer) attachResources(path, display string) error {
 		return nil // not readable: nothing to probe
 	}
 	ino := st.Sys().(*syscall.Stat_t).Ino
-	if t.zlib[ino] {
+	if t.checked[ino] {
 		return nil
 	}
-	t.zlib[ino] = true
+	t.checked[ino] = true
 	obj, err := t.cache.Object(path)
 	if err != nil {
 		return nil

@@ -45,7 +45,7 @@ type Tracer struct {
 	warnings  []string
 	command   []string
 	probed    []string
-	zlib      map[uint64]bool // inodes of objects checked for resources
+	checked   map[uint64]bool // inodes of objects already checked for zlib and declared pairs
 	// pairObjects lists, per declared pair, the objects it is attached in.
 	pairObjects [][]string
 	lastSites   []analyze.Site
@@ -119,7 +119,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 		started: time.Now(),
 		done:    make(chan struct{}),
 		view:    newMappingView(pid, cache),
-		zlib:    map[uint64]bool{},
+		checked: map[uint64]bool{},
 	}
 	t.pairObjects = make([][]string, len(opts.Track))
 	t.sym = newStackResolver(t.view)
@@ -401,7 +401,7 @@ func (t *Tracer) refreshLocked() {
 	t.findRuntimeLocked() // a JVM: name its JIT code
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
 	for _, m := range t.view.current {
-		if fileBacked(m) && !t.zlib[m.Inode] {
+		if fileBacked(m) && !t.checked[m.Inode] {
 			if err := t.attachResources(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
 				t.warnOnce(err.Error())
 			}
