@@ -70,7 +70,36 @@ enum range_flag {
 	RANGE_ZLIB = 2,   /* the object holds a traced zlib: its mallocs can belong to a stream */
 	RANGE_GO = 4,     /* Go code: its frame-pointer chain may switch stacks (cgo) */
 	RANGE_DWARF = 8,  /* unwind through it with its rows in unwind_rows (.eh_frame) */
+	RANGE_JVM_INTERP = 16, /* HotSpot's template interpreter: each frame's Method* is at fp-3 words */
+	RANGE_JVM_CODE = 32,   /* HotSpot's code cache: compiled frames are unwound by their code blob's frame size */
 };
+
+#define MAX_JVM_HEAPS 4
+#define JVM_SEGMAP_STEPS 64
+
+/* One code heap of a HotSpot JVM (CodeHeap), written by user space from
+ * the JVM's VMStructs. The code blob holding a pc is found with the heap's
+ * segment map, as HotSpot's CodeHeap::find_start does: one byte per
+ * segment, 0 at a block's first segment, else a hop back towards it, 0xff
+ * for unused segments. The blob follows its block's header.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct jvm_heap {
+	__u64 low;             /* first segment's address (VirtualSpace _low) */
+	__u64 high;            /* end of the reserved heap */
+	__u64 segmap;          /* address of the segment map */
+	__u32 log2_segment;    /* log2 of the segment size */
+	__u32 blob_offset;     /* sizeof(HeapBlock): the CodeBlob follows */
+	__u32 frame_size_offset; /* CodeBlob::_frame_size (int, in words) */
+	__u32 pad;
+};
+
+/* A stack entry with this bit set is not a return address: it holds the
+ * Method* of the interpreted Java frame whose return address precedes it
+ * (user addresses never have bit 63 set). */
+#define STACK_JVM_METHOD (1ULL << 63)
+/* Word offset of the Method* slot below an interpreted frame's %rbp
+ * (HotSpot x86-64 frame_x86.hpp: interpreter_frame_method_offset). */
+#define JVM_INTERP_METHOD_OFFSET (-3 * 8)
 
 /* One row of an object's unwind table, built from .eh_frame by
  * probe/unwind (see Row there): from pc (an ELF vaddr) to the next row's,

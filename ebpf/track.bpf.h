@@ -129,6 +129,26 @@ static long row_step(__u64 i, struct row_search *c)
 	return 0;
 }
 
+/* push_frame appends return address ra, whose frame's stack pointer at
+ * the call is sp; returns 1 to stop the walk. */
+static __always_inline long push_frame(struct walk_ctx *w, __u64 ra, __u64 sp)
+{
+	struct stack *st = w->st;
+	if (ra == 0)
+		return 1;
+	__u32 d = st->depth;
+	if (d >= MAX_STACK_DEPTH) {
+		st->flags |= STACK_MAX_DEPTH;
+		return 1;
+	}
+	st->ips[d] = ra;
+	st->depth = d + 1;
+	w->ip = ra;
+	w->sp = sp;
+	w->hash = (w->hash ^ ra) * 1099511628211ULL;
+	return 0;
+}
+
 /* dwarf_step unwinds one frame of an object without frame pointers with
  * its .eh_frame rows; returns 1 to stop the walk. Every frame here is a
  * return address, so the row looked up is the call's (pc - 1): a call that
@@ -186,19 +206,76 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct exec_range *r)
 		w->fp = 0;
 		break;
 	}
-	if (ra == 0)
-		return 1;
-	__u32 d = st->depth;
-	if (d >= MAX_STACK_DEPTH) {
-		st->flags |= STACK_MAX_DEPTH;
+	return push_frame(w, ra, cfa);
+}
+
+/* State of one walk back through a code heap's segment map. */
+struct seg_search {
+	__u64 segmap;
+	__u64 idx;  /* segment index, moved back to its block's first */
+	__u32 done; /* 1: found the block's first segment; 2: not code */
+};
+
+static long segmap_step(__u64 i, struct seg_search *c)
+{
+	__u8 hop;
+	if (bpf_probe_read_user(&hop, sizeof(hop), (void *)(c->segmap + c->idx)) || hop == 0xff || hop > c->idx) {
+		c->done = 2;
 		return 1;
 	}
-	st->ips[d] = ra;
-	st->depth = d + 1;
-	w->ip = ra;
-	w->sp = cfa;
-	w->hash = (w->hash ^ ra) * 1099511628211ULL;
+	if (hop == 0) {
+		c->done = 1;
+		return 1;
+	}
+	c->idx -= hop;
 	return 0;
+}
+
+/* jvm_step unwinds one compiled Java frame (or any code blob with a frame
+ * size) in a HotSpot code heap: the frame spans frame_size words above the
+ * stack pointer at its call, the return address in the last, the caller's
+ * %rbp in the one below (HotSpot's sender_for_compiled_frame). No frame
+ * pointer is needed. Returns -1 when the blob has no frame size (stubs
+ * and the interpreter keep %rbp: the caller walks it by frame pointer). */
+static __always_inline long jvm_step(struct walk_ctx *w)
+{
+	struct stack *st = w->st;
+	struct jvm_heap *h = NULL;
+	for (__u32 k = 0; k < MAX_JVM_HEAPS; k++) {
+		struct jvm_heap *c = bpf_map_lookup_elem(&jvm_heaps, &k);
+		if (c && c->low && w->ip >= c->low && w->ip < c->high) {
+			h = c;
+			break;
+		}
+	}
+	if (!h)
+		return -1;
+	struct seg_search c = { .segmap = h->segmap, .idx = (w->ip - h->low) >> (h->log2_segment & 63) };
+	bpf_loop(JVM_SEGMAP_STEPS, segmap_step, &c, 0);
+	if (c.done != 1) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	__u64 blob = h->low + (c.idx << (h->log2_segment & 63)) + h->blob_offset;
+	__s32 size = 0;
+	if (bpf_probe_read_user(&size, sizeof(size), (void *)(blob + h->frame_size_offset))) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	if (size <= 0)
+		return -1;
+	__u64 cfa = w->sp + (__u64)size * 8;
+	if ((__u64)size * 8 > MAX_FRAME_SPAN) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	__u64 frame[2]; /* caller's %rbp, return address */
+	if (bpf_probe_read_user(frame, sizeof(frame), (void *)(cfa - 16))) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	w->fp = frame[0];
+	return push_frame(w, frame[1], cfa);
 }
 
 /* walk_step appends one frame; returns 1 to stop the walk. */
@@ -208,6 +285,11 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	struct exec_range *r = find_range(w->ip);
 	if (r && (r->flags & RANGE_DWARF))
 		return dwarf_step(w, r);
+	if (r && (r->flags & RANGE_JVM_CODE)) {
+		long ret = jvm_step(w);
+		if (ret >= 0)
+			return ret;
+	}
 	if (r) {
 		if (!(r->flags & RANGE_HAS_FP)) {
 			st->flags |= STACK_NO_FP;
@@ -220,6 +302,29 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		note_range_miss(w->ip);
 	}
 	__u64 fp = w->fp;
+	__u64 sender_sp = 0;
+	if (r && (r->flags & RANGE_JVM_INTERP)) {
+		/* An interpreted Java frame: every method runs the same
+		 * interpreter code, so its Method* tells them apart. */
+		__u64 slots[3] = {}; /* Method*, last sp, sender sp */
+		if (fp > MAX_FRAME_SPAN)
+			bpf_probe_read_user(slots, sizeof(slots), (void *)(fp + JVM_INTERP_METHOD_OFFSET));
+		__u64 method = slots[0];
+		/* The caller's stack pointer: a compiled caller's frame is
+		 * measured from it (fp + 16 is below it when the interpreter
+		 * extended the caller's frame for the arguments). */
+		if (slots[2] >= fp + 16 && slots[2] - fp <= MAX_FRAME_SPAN)
+			sender_sp = slots[2];
+		__u32 d = st->depth;
+		if (d >= MAX_STACK_DEPTH) {
+			st->flags |= STACK_MAX_DEPTH;
+			return 1;
+		}
+		method = STACK_JVM_METHOD | (method & ~STACK_JVM_METHOD);
+		st->ips[d] = method;
+		st->depth = d + 1;
+		w->hash = (w->hash ^ method) * 1099511628211ULL;
+	}
 	if (fp == 0)
 		return 1; /* outermost frame */
 	if (fp < w->sp || (fp & 7) || fp - w->sp > MAX_FRAME_SPAN) {
@@ -250,7 +355,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	st->ips[d] = frame[1];
 	st->depth = d + 1;
 	w->ip = frame[1];
-	w->sp = fp + 16;
+	w->sp = sender_sp ? sender_sp : fp + 16;
 	w->fp = frame[0];
 	w->hash = (w->hash ^ frame[1]) * 1099511628211ULL;
 	return 0;

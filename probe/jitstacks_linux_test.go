@@ -14,10 +14,14 @@ import (
 // fakeNamer names a few addresses of a pretend code cache, the way a JVM
 // without -XX:+PreserveFramePointer does.
 type fakeNamer struct {
-	names map[uint64]jvm.Symbol
-	gen   uint64
-	calls []bool // calledNative of each Frame call
+	names   map[uint64]jvm.Symbol
+	methods map[uint64]string // Method* → name
+	gen     uint64
+	calls   []bool // calledNative of each Frame call
 }
+
+func (n *fakeNamer) Code() (jvm.Code, bool)   { return jvm.Code{}, false }
+func (n *fakeNamer) Method(ptr uint64) string { return n.methods[ptr] }
 
 func (n *fakeNamer) Frame(addr uint64, calledNative bool) jvm.Frame {
 	n.calls = append(n.calls, calledNative)
@@ -105,6 +109,60 @@ func TestJITFramesNamedAndCut(t *testing.T) {
 	}
 	if rs := r.resolve(3, rawStack(0x10400)); rs.pending || rs.stack.Frames[0].Function != "a.B.late" {
 		t.Errorf("after a new map: %+v pending=%v", rs.stack.Frames[0], rs.pending)
+	}
+}
+
+// Interpreted frames share the interpreter's return addresses: the Method*
+// the kernel recorded after each names it and keeps their sites apart.
+func TestInterpretedFramesNamedByMethod(t *testing.T) {
+	n := &fakeNamer{
+		names: map[uint64]jvm.Symbol{
+			0x10100: {Name: "a.B.wrapper", Kind: jvm.KindMethod},
+			0x10300: {Name: jvm.Interpreted, Kind: jvm.KindInterpreter},
+		},
+		methods: map[uint64]string{0x7000: "a.B.leak", 0x7100: "a.B.main"},
+	}
+	r := jitResolver(n)
+	m := func(ptr uint64) uint64 { return ptr | stackJVMMethod }
+	rs := r.resolve(1, rawStack(0x10100, 0x10300, m(0x7000), 0x10300, m(0x7100)))
+	if got := strings.Join(functions(analyze.Site{Stack: rs.stack}), ","); got != "a.B.wrapper,a.B.leak,a.B.main" {
+		t.Errorf("frames %s, want a.B.wrapper,a.B.leak,a.B.main", got)
+	}
+	if rs.stack.Truncated != "" {
+		t.Errorf("reason %q", rs.stack.Truncated)
+	}
+	// The same return addresses with other methods: another site.
+	other := r.resolve(2, rawStack(0x10100, 0x10300, m(0x7100), 0x10300, m(0x7100)))
+	if other.key == rs.key {
+		t.Errorf("stacks of different methods share key %q", rs.key)
+	}
+	if got := strings.Join(functions(analyze.Site{Stack: other.stack}), ","); got != "a.B.wrapper,a.B.main,a.B.main" {
+		t.Errorf("frames %s", got)
+	}
+	// A method that cannot be read keeps the interpreter's label, and the
+	// site of a walk that recorded no method (the kernel did not know the
+	// interpreter yet).
+	unread := r.resolve(3, rawStack(0x10100, 0x10300, m(0x9999)))
+	if got := strings.Join(functions(analyze.Site{Stack: unread.stack}), ","); got != "a.B.wrapper,"+jvm.Interpreted {
+		t.Errorf("frames %s", got)
+	}
+	if untagged := r.resolve(4, rawStack(0x10100, 0x10300)); untagged.key != unread.key {
+		t.Errorf("unnamed method: key %q, want the untagged walk's %q", unread.key, untagged.key)
+	}
+}
+
+func TestSplitRange(t *testing.T) {
+	rs := []leakExecRange{{Start: 0x1000, End: 0x2000, Flags: 1}, {Start: 0x3000, End: 0x9000, Flags: 0}}
+	got := splitRange(rs, 0x4000, 0x5000, 16)
+	want := []leakExecRange{{Start: 0x1000, End: 0x2000, Flags: 1}, {Start: 0x3000, End: 0x4000}, {Start: 0x4000, End: 0x5000, Flags: 16}, {Start: 0x5000, End: 0x9000}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("split inside:\n got %v\nwant %v", got, want)
+	}
+	if got := splitRange(rs, 0x3000, 0x9000, 16); fmt.Sprint(got) != fmt.Sprint([]leakExecRange{rs[0], {Start: 0x3000, End: 0x9000, Flags: 16}}) {
+		t.Errorf("whole range: %v", got)
+	}
+	if got := splitRange(rs, 0x1800, 0x3800, 16); fmt.Sprint(got) != fmt.Sprint(rs) {
+		t.Errorf("straddling two ranges must change nothing: %v", got)
 	}
 }
 

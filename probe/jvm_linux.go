@@ -26,6 +26,13 @@ type frameNamer interface {
 	// Retry looks again for addresses not named yet: at most once per
 	// refresh interval, or now when final.
 	Retry(final bool)
+	// Code returns the layout of the runtime's code, once known: the
+	// kernel records each interpreted frame's method and walks compiled
+	// frames by their size with it.
+	Code() (jvm.Code, bool)
+	// Method names a method recorded for an interpreted frame ("" if
+	// unknown).
+	Method(ptr uint64) string
 	Close() error
 }
 
@@ -69,6 +76,30 @@ func (t *Tracer) findRuntimeLocked() {
 	j.namer, j.runtime, j.version = n, analyze.RuntimeJVM, vm.Version
 }
 
+// findJVMCodeLocked asks the namer for the JVM's code cache layout until
+// it is known, and gives the kernel its code heaps; it reports whether the
+// range table must change for it.
+func (t *Tracer) findJVMCodeLocked() bool {
+	n := t.sym.jit.namer
+	if n == nil || t.view.jvmCode != nil {
+		return false
+	}
+	code, ok := n.Code()
+	if !ok {
+		return false
+	}
+	for i, h := range code.Heaps {
+		kh := leakJvmHeap{Low: h.Low, High: h.High, Segmap: h.Segmap, Log2Segment: h.Log2Segment,
+			BlobOffset: h.BlobOffset, FrameSizeOffset: h.FrameSizeOffset}
+		if err := t.objs.JvmHeaps.Put(uint32(i), kh); err != nil {
+			t.warnOnce(fmt.Sprintf("JVM %d: compiled Java frames will not be walked: write its code heaps: %v", t.pid, err))
+			return false
+		}
+	}
+	t.view.jvmCode = &code
+	return true
+}
+
 // retryNamesLocked gives stacks with unnamed JIT frames another chance:
 // the namer looks again (final: whatever its rate limit, at the end of a
 // capture while the target may still be alive); stacks resolved with older
@@ -96,6 +127,23 @@ func (t *Tracer) closeRuntimeLocked() {
 // nameJIT names frame f, at a return address in anonymous executable
 // memory, with the namer. It returns why the walk cannot go on above f
 // ("" if it can) and whether f is still unnamed.
+// stackJVMMethod marks a kernel stack entry that holds the Method* of the
+// interpreted frame before it (STACK_JVM_METHOD in ebpf/leakscope.h).
+const stackJVMMethod = 1 << 63
+
+// nameMethod names interpreted frame f with the method the kernel read
+// from its frame, and returns the name ("" if unknown).
+func (r *stackResolver) nameMethod(f *analyze.Frame, ptr uint64) string {
+	if r.jit.namer == nil || ptr == 0 {
+		return ""
+	}
+	name := r.jit.namer.Method(ptr)
+	if name != "" {
+		f.Function = name
+	}
+	return name
+}
+
 func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (cut string, unnamed bool) {
 	jf := r.jit.namer.Frame(f.Address, calledNative)
 	f.Module = jitModule
@@ -127,9 +175,30 @@ func doctorJVM(pid int, maps []procfs.Mapping) []Check {
 		fmt.Sprintf("HotSpot %s (%s): compiled Java frames are named from its perf map, which leakscope asks for through the attach protocol (as jcmd PID Compiler.perfmap)", version, vm.LibJVM),
 		fmt.Sprintf("HotSpot %s (%s): its attach mechanism is off (-Xrs or -XX:+DisableAttachMechanism, or still starting): compiled Java frames stay unnamed", version, vm.LibJVM))})
 	on, known := jvm.CommandLineFlag(pid, "PreserveFramePointer")
-	cs = append(cs, Check{"frame pointers", on, "JVM: " + detail(on,
-		"-XX:+PreserveFramePointer: stacks run through compiled Java code",
-		detail(known, "-XX:-PreserveFramePointer", "-XX:+PreserveFramePointer not on the command line")+
-			": stacks end at the first compiled Java frame, saying so (restart the JVM with -XX:+PreserveFramePointer)")})
+	flag := detail(on, "-XX:+PreserveFramePointer", detail(known, "-XX:-PreserveFramePointer", "-XX:+PreserveFramePointer not on the command line"))
+	// The VMStructs tables are read from memory: no attach.
+	var code jvm.Code
+	var vmErr error
+	if mem, err := jvm.OpenMemory(pid); err != nil {
+		vmErr = err
+	} else {
+		var m *jvm.Methods
+		if m, vmErr = jvm.NewMethods(mem, vm.Object, vm.Bias); vmErr == nil {
+			code = m.Code()
+		}
+		mem.Close()
+	}
+	walked := vmErr == nil || on
+	var how string
+	switch {
+	case vmErr == nil:
+		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size (%d code heaps, interpreter at %#x)",
+			flag, len(code.Heaps), code.Interpreter[0])
+	case on:
+		how = fmt.Sprintf("%s: stacks run through compiled Java code; interpreted frames stay [interpreted] (VMStructs: %v)", flag, vmErr)
+	default:
+		how = fmt.Sprintf("%s and VMStructs unreadable (%v): stacks end at the first compiled Java frame, saying so (restart the JVM with -XX:+PreserveFramePointer)", flag, vmErr)
+	}
+	cs = append(cs, Check{"Java stacks", walked, "JVM: " + how})
 	return cs
 }

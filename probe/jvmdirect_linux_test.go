@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/leakscope/leakscope/analyze"
-	"github.com/leakscope/leakscope/probe/jvm"
 )
 
 // Ground truth of examples/java/DirectLeak.java with its defaults
@@ -27,8 +26,8 @@ func directClasses(t *testing.T) (java, classes string) {
 // checkDirectLeak checks the jvm.direct rows: one row of exactly the
 // leaked blocks and their bytes (Unsafe_AllocateMemory0 mallocs exactly
 // the size asked: NMT is off, so os::malloc adds no header), allocated in
-// leakBuffers (compiled during the warm-up, so named; its caller main runs
-// once and is interpreted); every other row released. attached: traced
+// leakBuffers (compiled during the warm-up; its caller main runs once and
+// is interpreted); every other row released. attached: traced
 // from the gate only, so the counts are exact (launched, the warm-up may be
 // seen too, depending on when libjvm.so is probed; all of it is freed).
 func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
@@ -62,9 +61,10 @@ func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
 	}
 	// Frame 0 is the caller of the probed Unsafe_AllocateMemory0: the
 	// native method's wrapper, named from the perf map.
-	if !hasInOrder(fns, "jdk.internal.misc.Unsafe.allocateMemory0", "DirectLeak.leakBuffers", jvm.Interpreted, "start_thread") ||
+	// main, interpreted, is named by the Method* in its frame.
+	if !hasInOrder(fns, "jdk.internal.misc.Unsafe.allocateMemory0", "DirectLeak.leakBuffers", "DirectLeak.main", "start_thread") ||
 		fns[0] != "jdk.internal.misc.Unsafe.allocateMemory0" || s.Stack.Frames[0].Module != jitModule {
-		t.Errorf("leak row stack %v: want the [jit] wrapper jdk.internal.misc.Unsafe.allocateMemory0 first, then DirectLeak.leakBuffers, its interpreted caller, down to start_thread", fns)
+		t.Errorf("leak row stack %v: want the [jit] wrapper jdk.internal.misc.Unsafe.allocateMemory0 first, then DirectLeak.leakBuffers, its interpreted caller DirectLeak.main, down to start_thread", fns)
 	}
 	if s.Stack.Truncated != "" {
 		t.Errorf("leak row stack %v truncated: %s", fns, s.Stack.Truncated)
@@ -83,15 +83,26 @@ func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
 }
 
 // TestJVMDirectAttach: attached to a JVM, the jvm preset is on by itself.
+// Without JVM flags the stack is walked through compiled frames by their
+// frame size (VMStructs) just the same.
 func TestJVMDirectAttach(t *testing.T) {
 	java, classes := directClasses(t)
-	c := attachGated(t, java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer")
-	checkDirectLeak(t, c, true)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"PreserveFramePointer", []string{"-XX:+PreserveFramePointer"}},
+		{"NoFlags", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkDirectLeak(t, attachGated(t, java, classes, "DirectLeak", directSummaryStart, tc.flags...), true)
+		})
+	}
 }
 
 // TestJVMDirectLaunch: launched through the java launcher (libjli.so), the
 // jvm preset is on too, and is attached when libjvm.so is loaded.
 func TestJVMDirectLaunch(t *testing.T) {
 	java, classes := directClasses(t)
-	checkDirectLeak(t, launchGated(t, java, classes, "DirectLeak", directSummaryStart), false)
+	checkDirectLeak(t, launchGated(t, java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer"), false)
 }

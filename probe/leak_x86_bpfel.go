@@ -63,6 +63,17 @@ type leakHandleKey struct {
 	Pad  uint32
 }
 
+type leakJvmHeap struct {
+	_               structs.HostLayout
+	Low             uint64
+	High            uint64
+	Segmap          uint64
+	Log2Segment     uint32
+	BlobOffset      uint32
+	FrameSizeOffset uint32
+	Pad             uint32
+}
+
 type leakRangeCtl struct {
 	_          structs.HostLayout
 	Slot       uint32
@@ -73,10 +84,12 @@ type leakRangeCtl struct {
 type leakRangeFlag uint32
 
 const (
-	leakRangeFlagRANGE_HAS_FP leakRangeFlag = 1
-	leakRangeFlagRANGE_ZLIB   leakRangeFlag = 2
-	leakRangeFlagRANGE_GO     leakRangeFlag = 4
-	leakRangeFlagRANGE_DWARF  leakRangeFlag = 8
+	leakRangeFlagRANGE_HAS_FP     leakRangeFlag = 1
+	leakRangeFlagRANGE_ZLIB       leakRangeFlag = 2
+	leakRangeFlagRANGE_GO         leakRangeFlag = 4
+	leakRangeFlagRANGE_DWARF      leakRangeFlag = 8
+	leakRangeFlagRANGE_JVM_INTERP leakRangeFlag = 16
+	leakRangeFlagRANGE_JVM_CODE   leakRangeFlag = 32
 )
 
 type leakRangeMiss struct {
@@ -204,6 +217,7 @@ type leakUnwindRow struct {
 const (
 	leakMapAllocs                = "allocs"
 	leakMapExecRanges            = "exec_ranges"
+	leakMapJvmHeaps              = "jvm_heaps"
 	leakMapMissTimes             = "miss_times"
 	leakMapRangeCtls             = "range_ctls"
 	leakMapRangeMisses           = "range_misses"
@@ -241,6 +255,7 @@ const (
 	leakVarTargetTgid            = "target_tgid"
 	leakVarUnusedAllocFn         = "unused_alloc_fn"
 	leakVarUnusedAllocKind       = "unused_alloc_kind"
+	leakVarUnusedJvmHeap         = "unused_jvm_heap"
 	leakVarUnusedRangeFlag       = "unused_range_flag"
 	leakVarUnusedRangeMiss       = "unused_range_miss"
 	leakVarUnusedStackFlag       = "unused_stack_flag"
@@ -319,6 +334,7 @@ type leakProgramSpecs struct {
 type leakMapSpecs struct {
 	Allocs          *ebpf.MapSpec `ebpf:"allocs"`
 	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
+	JvmHeaps        *ebpf.MapSpec `ebpf:"jvm_heaps"`
 	MissTimes       *ebpf.MapSpec `ebpf:"miss_times"`
 	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
@@ -343,6 +359,7 @@ type leakVariableSpecs struct {
 	TargetTgid      *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedAllocFn   *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
+	UnusedJvmHeap   *ebpf.VariableSpec `ebpf:"unused_jvm_heap"`
 	UnusedRangeFlag *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.VariableSpec `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
@@ -374,6 +391,7 @@ func (o *leakObjects) Close() error {
 type leakMaps struct {
 	Allocs          *ebpf.Map `ebpf:"allocs"`
 	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
+	JvmHeaps        *ebpf.Map `ebpf:"jvm_heaps"`
 	MissTimes       *ebpf.Map `ebpf:"miss_times"`
 	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
@@ -390,6 +408,7 @@ func (m *leakMaps) Close() error {
 	return _LeakClose(
 		m.Allocs,
 		m.ExecRanges,
+		m.JvmHeaps,
 		m.MissTimes,
 		m.RangeCtls,
 		m.RangeMisses,
@@ -415,6 +434,7 @@ type leakVariables struct {
 	TargetTgid      *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedAllocFn   *ebpf.Variable `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind *ebpf.Variable `ebpf:"unused_alloc_kind"`
+	UnusedJvmHeap   *ebpf.Variable `ebpf:"unused_jvm_heap"`
 	UnusedRangeFlag *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.Variable `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.Variable `ebpf:"unused_stack_flag"`

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/jvm"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
@@ -33,6 +34,7 @@ type mappingView struct {
 	objs    map[string]*symbolize.Object
 	zlib    map[uint64]bool       // inodes of objects whose zlib is probed
 	unwind  map[string]unwindSpan // by path: the object's rows in unwind_rows
+	jvmCode *jvm.Code             // a JVM's code cache, once known
 	gone    bool                  // target exited: maps no longer readable
 	// runtime and runtimeVersion describe the executable (detectRuntime);
 	// "" until the mappings were first read.
@@ -165,6 +167,41 @@ func (v *mappingView) execRanges() []leakExecRange {
 		rs = append(rs, r)
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
+	if c := v.jvmCode; c != nil {
+		for i := range rs {
+			if rs[i].Start >= c.Cache[0] && rs[i].End <= c.Cache[1] {
+				rs[i].Flags |= uint32(leakRangeFlagRANGE_JVM_CODE)
+			}
+		}
+		rs = splitRange(rs, c.Interpreter[0], c.Interpreter[1], uint32(leakRangeFlagRANGE_JVM_INTERP|leakRangeFlagRANGE_HAS_FP))
+	}
+	return rs
+}
+
+// splitRange gives [start, end), inside one range of rs (sorted), a range
+// of its own with flags: the rest of the range it was in keeps its own.
+func splitRange(rs []leakExecRange, start, end uint64, flags uint32) []leakExecRange {
+	for i, r := range rs {
+		if start < r.Start || end > r.End {
+			continue
+		}
+		mid := r
+		mid.Start, mid.End, mid.Flags = start, end, flags
+		parts := []leakExecRange{}
+		if r.Start < start {
+			lo := r
+			lo.End = start
+			parts = append(parts, lo)
+		}
+		parts = append(parts, mid)
+		if end < r.End {
+			hi := r
+			hi.Start = end
+			parts = append(parts, hi)
+		}
+		out := append(append(append([]leakExecRange{}, rs[:i]...), parts...), rs[i+1:]...)
+		return out
+	}
 	return rs
 }
 

@@ -134,8 +134,22 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 	native := true  // the previous frame (first: the probed function) was native code
 	pending, jitCut := false, ""
 	unmapped := false
+	// Interpreted frames share the interpreter's return addresses: their
+	// methods tell stacks apart. A method that cannot be named (the JVM
+	// exited) adds nothing, so its stack is the one walked before the
+	// kernel knew the interpreter.
+	var methods []string
 	for i := 0; i < n; i++ {
 		addr := raw.Ips[i]
+		if addr&stackJVMMethod != 0 {
+			// The method of the interpreted frame just appended.
+			if len(frames) > 0 {
+				if name := r.nameMethod(&frames[len(frames)-1], addr&^stackJVMMethod); name != "" {
+					methods = append(methods, name)
+				}
+			}
+			continue
+		}
 		m, mapped := r.view.lookup(addr)
 		unmapped = unmapped || !mapped
 		f := analyze.Frame{Address: addr}
@@ -220,7 +234,7 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 	if gap != "" {
 		reason = strings.TrimSuffix(gap+"; "+reason, "; ")
 	}
-	rs := resolvedStack{key: stackKey(frames, reason), stack: analyze.Stack{Frames: frames, Truncated: reason}}
+	rs := resolvedStack{key: stackKey(frames, methods, reason), stack: analyze.Stack{Frames: frames, Truncated: reason}}
 	if pending {
 		rs.pending, rs.gen = true, r.jit.namer.Generation()
 	}
@@ -285,10 +299,14 @@ func frameName(f analyze.Frame) string {
 	return fmt.Sprintf("0x%x", f.Address)
 }
 
-func stackKey(frames []analyze.Frame, reason string) string {
+func stackKey(frames []analyze.Frame, methods []string, reason string) string {
 	var b strings.Builder
 	for _, f := range frames {
 		b.WriteString(strconv.FormatUint(f.Address, 16))
+		b.WriteByte(',')
+	}
+	for _, m := range methods {
+		b.WriteString(m)
 		b.WriteByte(',')
 	}
 	b.WriteString(reason)

@@ -395,10 +395,17 @@ func (t *Tracer) resumeLocked() {
 func (t *Tracer) refreshLocked() {
 	t.checkExecLocked()
 	changed, err := t.view.refresh()
-	if err != nil || !changed {
+	if err != nil {
 		return
 	}
-	t.findRuntimeLocked() // a JVM: name its JIT code
+	if changed {
+		t.findRuntimeLocked() // a JVM: name its JIT code
+	}
+	// A JVM's code cache is known once it started: the kernel then
+	// names interpreted frames' methods and walks compiled frames.
+	if !t.findJVMCodeLocked() && !changed {
+		return
+	}
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
 	for _, m := range t.view.current {
 		if fileBacked(m) && !t.checked[m.Inode] {

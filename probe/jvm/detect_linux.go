@@ -20,6 +20,10 @@ type VM struct {
 	// Version is the Java runtime version from Home's release file, e.g.
 	// "17.0.15+6-Debian-1deb12u1" ("" if unknown).
 	Version string
+	// Object is libjvm.so as leakscope reads it (through /proc/PID), and
+	// Bias its load bias in the JVM (0 if unknown).
+	Object string
+	Bias   uint64
 }
 
 // Find reports whether the process pid, with mappings maps, runs a HotSpot
@@ -40,7 +44,10 @@ func Find(pid int, maps []procfs.Mapping) (*VM, bool) {
 	if lib.Path == "" || !hotSpot(procfs.ObjectPath(pid, lib)) {
 		return nil, false
 	}
-	vm := &VM{Pid: pid, LibJVM: lib.Path}
+	vm := &VM{Pid: pid, LibJVM: lib.Path, Object: procfs.ObjectPath(pid, lib)}
+	if bias, err := LoadBias(vm.Object, lib.Start, lib.Offset); err == nil {
+		vm.Bias = bias
+	}
 	vm.Home, vm.Version = release(pid, lib.Path)
 	return vm, true
 }

@@ -58,6 +58,12 @@ type Namer struct {
 	missed    map[uint64]time.Time // addresses not in perf, first miss
 	warned    map[string]bool
 	exited    bool
+
+	// methods names interpreted frames from the JVM's metadata; nil
+	// until its VMStructs could be read (methodsTried: last attempt).
+	methods      *Methods
+	mem          *os.File
+	methodsTried time.Time
 }
 
 type fileStamp struct {
@@ -92,8 +98,68 @@ func NewNamer(vm *VM, warnf func(format string, args ...any)) (*Namer, error) {
 	return n, nil
 }
 
-// Close releases the JVM's /tmp.
-func (n *Namer) Close() error { return n.tmp.Close() }
+// Close releases the JVM's /tmp and memory.
+func (n *Namer) Close() error {
+	if n.mem != nil {
+		n.mem.Close()
+	}
+	return n.tmp.Close()
+}
+
+// loadMethods reads the JVM's VMStructs the first time they are ready (a
+// launched JVM fills them in while it starts), trying at most once per
+// RefreshInterval.
+func (n *Namer) loadMethods() bool {
+	if n.methods != nil {
+		return true
+	}
+	if n.exited || (!n.methodsTried.IsZero() && time.Since(n.methodsTried) < n.RefreshInterval) {
+		return false
+	}
+	n.methodsTried = time.Now()
+	if n.mem == nil {
+		mem, err := OpenMemory(n.VM.Pid)
+		if err != nil {
+			n.warnOnce("interpreted Java frames of JVM %d stay unnamed: %v", n.VM.Pid, err)
+			n.exited = !alive(n.VM.Pid)
+			return false
+		}
+		n.mem = mem
+	}
+	m, err := NewMethods(n.mem, n.VM.Object, n.VM.Bias)
+	if err != nil {
+		if alive(n.VM.Pid) && time.Since(n.started) > 30*time.Second {
+			n.warnOnce("interpreted Java frames of JVM %d stay unnamed: %v", n.VM.Pid, err)
+		}
+		return false
+	}
+	n.methods = m
+	return true
+}
+
+// Code returns the JVM's code cache layout once its VMStructs could be
+// read: the kernel then records the Method* of each interpreted frame and
+// walks compiled frames by their frame size.
+func (n *Namer) Code() (Code, bool) {
+	if !n.loadMethods() {
+		return Code{}, false
+	}
+	return n.methods.Code(), true
+}
+
+// Method names the Method* of an interpreted frame ("package.Class.method"),
+// or "" if it cannot be read (the JVM exited, or the method's class was
+// unloaded).
+func (n *Namer) Method(ptr uint64) string {
+	if !n.loadMethods() {
+		return ""
+	}
+	name, err := n.methods.Name(ptr)
+	if err != nil && alive(n.VM.Pid) {
+		n.warnOnce("JVM %d: an interpreted frame stays unnamed: %v", n.VM.Pid, err)
+	}
+	return name
+}
 
 // PreserveFramePointer reports whether the JVM runs with
 // -XX:+PreserveFramePointer, and whether that is known.
@@ -104,6 +170,11 @@ func (n *Namer) PreserveFramePointer() (on, known bool) { return n.preserveFP, n
 // JVM's transition to native code, a native method's wrapper or the
 // interpreter, both of which keep a frame pointer.
 func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
+	if n.methods != nil {
+		if lo, hi := n.methods.Interpreter(); addr >= lo && addr < hi {
+			return Frame{Name: Interpreted, Kind: KindInterpreter, Chained: true}
+		}
+	}
 	s, ok := n.perf.Lookup(addr)
 	if !ok && n.shouldRefresh(addr) {
 		n.refresh()
@@ -114,7 +185,9 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 		delete(n.missed, addr)
 	}
 	switch {
-	case n.preserveFP && n.fpKnown:
+	case n.preserveFP && n.fpKnown, n.methods != nil:
+		// The kernel walks compiled frames by their code blob's frame
+		// size once it knows the code heaps (see Code).
 		f.Chained = true
 	case f.Kind == KindInterpreter:
 		f.Chained = true // interpreter frames always keep %rbp

@@ -1,0 +1,232 @@
+package jvm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"testing"
+)
+
+// fakeMemory is a process's memory from base on: a JVM's tables and
+// metadata laid out by vmImage, as OpenJDK 17 on x86-64 lays them out.
+type fakeMemory struct {
+	base uint64
+	b    []byte
+}
+
+func (m *fakeMemory) ReadAt(p []byte, off int64) (int, error) {
+	o := uint64(off)
+	if o < m.base || o-m.base >= uint64(len(m.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.b[o-m.base:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// vmImage builds a fake JVM: its exported symbols (file addresses, bias 0)
+// and memory holding the VMStructs tables, one Method* (the returned
+// method) of class a/b/C named "leak", an interpreter and one code heap.
+type vmImage struct {
+	mem  *fakeMemory
+	syms map[string]uint64
+	next uint64
+}
+
+const fakeBase = 0x10000
+
+func (v *vmImage) alloc(n uint64) uint64 {
+	a := v.next
+	v.next += (n + 7) &^ 7
+	if need := v.next - fakeBase; need > uint64(len(v.mem.b)) {
+		v.mem.b = append(v.mem.b, make([]byte, need-uint64(len(v.mem.b)))...)
+	}
+	return a
+}
+
+func (v *vmImage) put64(a, x uint64) { binary.LittleEndian.PutUint64(v.mem.b[a-fakeBase:], x) }
+func (v *vmImage) put32(a uint64, x uint32) {
+	binary.LittleEndian.PutUint32(v.mem.b[a-fakeBase:], x)
+}
+func (v *vmImage) put16(a uint64, x uint16) {
+	binary.LittleEndian.PutUint16(v.mem.b[a-fakeBase:], x)
+}
+
+func (v *vmImage) cstring(s string) uint64 {
+	a := v.alloc(uint64(len(s)) + 1)
+	copy(v.mem.b[a-fakeBase:], s)
+	return a
+}
+
+// symbol makes a HotSpot Symbol: u2 length at 4, bytes at 6.
+func (v *vmImage) symbol(s string) uint64 {
+	a := v.alloc(6 + uint64(len(s)))
+	v.put16(a+4, uint16(len(s)))
+	copy(v.mem.b[a+6-fakeBase:], s)
+	return a
+}
+
+type fakeField struct {
+	typ, name string
+	static    bool
+	val       uint64 // offset, or address of a static
+}
+
+func newVMImage(t testing.TB) (*vmImage, uint64) {
+	v := &vmImage{mem: &fakeMemory{base: fakeBase}, syms: map[string]uint64{}, next: fakeBase}
+	for _, name := range vmSymbols {
+		v.syms[name] = v.alloc(8)
+	}
+	// Statics the tables point at.
+	interpCode, heaps, lowBound, highBound := v.alloc(8), v.alloc(8), v.alloc(8), v.alloc(8)
+	fields := []fakeField{
+		{"Method", "_constMethod", false, 8},
+		{"ConstMethod", "_constants", false, 8},
+		{"ConstMethod", "_name_index", false, 34},
+		{"ConstantPool", "_pool_holder", false, 24},
+		{"ConstantPool", "_length", false, 60},
+		{"Klass", "_name", false, 24},
+		{"Symbol", "_length", false, 4},
+		{"Symbol", "_body", false, 6},
+		{"AbstractInterpreter", "_code", true, interpCode},
+		{"StubQueue", "_stub_buffer", false, 8},
+		{"StubQueue", "_buffer_limit", false, 20},
+		{"CodeCache", "_heaps", true, heaps},
+		{"CodeCache", "_low_bound", true, lowBound},
+		{"CodeCache", "_high_bound", true, highBound},
+		{"GrowableArrayBase", "_len", false, 0},
+		{"GrowableArray<int>", "_data", false, 8},
+		{"CodeHeap", "_memory", false, 8},
+		{"CodeHeap", "_segmap", false, 120},
+		{"CodeHeap", "_log2_segment_size", false, 256},
+		{"VirtualSpace", "_low", false, 16},
+		{"VirtualSpace", "_high_boundary", false, 8},
+		{"CodeBlob", "_frame_size", false, 28},
+	}
+	const stride = 48
+	structs := v.alloc(stride * uint64(len(fields)+1))
+	for i, f := range fields {
+		e := structs + uint64(i)*stride
+		v.put64(e+0, v.cstring(f.typ))
+		v.put64(e+8, v.cstring(f.name))
+		if f.static {
+			v.put32(e+24, 1)
+			v.put64(e+40, f.val)
+		} else {
+			v.put64(e+32, f.val)
+		}
+	}
+	sizes := map[string]uint64{"ConstantPool": 72, "HeapBlock": 16}
+	types := v.alloc(stride * uint64(len(sizes)+1))
+	i := uint64(0)
+	for name, size := range sizes {
+		e := types + i*stride
+		v.put64(e, v.cstring(name))
+		v.put64(e+32, size)
+		i++
+	}
+	for name, val := range map[string]uint64{
+		"gHotSpotVMStructs": structs, "gHotSpotVMStructEntryArrayStride": stride,
+		"gHotSpotVMStructEntryTypeNameOffset": 0, "gHotSpotVMStructEntryFieldNameOffset": 8,
+		"gHotSpotVMStructEntryIsStaticOffset": 24, "gHotSpotVMStructEntryOffsetOffset": 32,
+		"gHotSpotVMStructEntryAddressOffset": 40,
+		"gHotSpotVMTypes":                    types, "gHotSpotVMTypeEntryArrayStride": stride,
+		"gHotSpotVMTypeEntryTypeNameOffset": 0, "gHotSpotVMTypeEntrySizeOffset": 32,
+	} {
+		v.put64(v.syms[name], val)
+	}
+	// The interpreter's code and one code heap at 0x7f0000000000.
+	sq := v.alloc(32)
+	v.put64(interpCode, sq)
+	v.put64(sq+8, 0x7f0000001000)
+	v.put32(sq+20, 0x2000)
+	v.put64(lowBound, 0x7f0000000000)
+	v.put64(highBound, 0x7f0010000000)
+	heap := v.alloc(264)
+	v.put64(heap+8+16, 0x7f0000000000)
+	v.put64(heap+8+8, 0x7f0010000000)
+	v.put64(heap+120+16, 0x7e0000000000)
+	v.put32(heap+256, 7)
+	data := v.alloc(8)
+	v.put64(data, heap)
+	ga := v.alloc(16)
+	v.put32(ga, 1)
+	v.put64(ga+8, data)
+	v.put64(heaps, ga)
+	// Method "leak" of class a/b/C: Method → ConstMethod → ConstantPool.
+	klass := v.alloc(32)
+	v.put64(klass+24, v.symbol("a/b/C"))
+	cp := v.alloc(72 + 4*8)
+	v.put64(cp+24, klass)
+	v.put32(cp+60, 4)
+	v.put64(cp+72+2*8, v.symbol("leak"))
+	cm := v.alloc(48)
+	v.put64(cm+8, cp)
+	v.put16(cm+34, 2)
+	method := v.alloc(88)
+	v.put64(method+8, cm)
+	return v, method
+}
+
+func TestMethodsFromVMStructs(t *testing.T) {
+	v, method := newVMImage(t)
+	m, err := NewMethods(v.mem, "", 0)
+	if err == nil {
+		t.Fatal("NewMethods read an ELF object at an empty path")
+	}
+	vs, err := ReadVMStructs(v.mem, v.syms, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = newMethods(v.mem, vs); err != nil {
+		t.Fatal(err)
+	}
+	if name, err := m.Name(method); err != nil || name != "a.b.C.leak" {
+		t.Errorf("Name = %q, %v; want a.b.C.leak", name, err)
+	}
+	c := m.Code()
+	want := fmt.Sprint(Code{
+		Interpreter: [2]uint64{0x7f0000001000, 0x7f0000003000},
+		Cache:       [2]uint64{0x7f0000000000, 0x7f0010000000},
+		Heaps:       []CodeHeap{{Low: 0x7f0000000000, High: 0x7f0010000000, Segmap: 0x7e0000000000, Log2Segment: 7, BlobOffset: 16, FrameSizeOffset: 28}},
+	})
+	if fmt.Sprint(c) != want {
+		t.Errorf("Code = %v\nwant %v", c, want)
+	}
+	// Garbage where a Method* should be: an error, never a name.
+	for _, bad := range []uint64{0, method + 8, 0xdead0000} {
+		if name, err := m.Name(bad); err == nil {
+			t.Errorf("Name(%#x) = %q, want an error", bad, name)
+		}
+	}
+	// A JVM still starting: the entry strides are not filled in yet.
+	v.put64(v.syms["gHotSpotVMStructEntryArrayStride"], 0)
+	if _, err := ReadVMStructs(v.mem, v.syms, 0); err == nil {
+		t.Error("tables of a starting JVM accepted")
+	}
+}
+
+// FuzzMethods reads VMStructs tables and a method from corrupted memory: it
+// must fail or answer, never panic or loop.
+func FuzzMethods(f *testing.F) {
+	v, method := newVMImage(f)
+	f.Add(v.mem.b, 0, byte(0))
+	f.Add(v.mem.b, 8, byte(0xff))
+	f.Fuzz(func(t *testing.T, b []byte, at int, x byte) {
+		mem := &fakeMemory{base: fakeBase, b: append([]byte(nil), b...)}
+		if len(mem.b) > 0 {
+			mem.b[uint(at)%uint(len(mem.b))] = x
+		}
+		vs, err := ReadVMStructs(mem, v.syms, 0)
+		if err != nil {
+			return
+		}
+		m, err := newMethods(mem, vs)
+		if err != nil {
+			return
+		}
+		m.Name(method)
+	})
+}
