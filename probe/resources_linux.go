@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"strings"
@@ -106,6 +107,9 @@ func (t *Tracer) attachResources(path, display string) error {
 		if !p.MatchesLibrary(display) {
 			continue
 		}
+		if p.FallbackFor == "zlib" && (hasInflate || hasDeflate || needsZlib(path)) {
+			continue // its zlib is probed itself
+		}
 		var specs []probeSpec
 		for _, c := range p.Acquire {
 			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true,
@@ -137,6 +141,23 @@ func (t *Tracer) attachResources(path, display string) error {
 	return nil
 }
 
+// needsZlib reports whether the ELF object at path loads a shared zlib
+// (DT_NEEDED libz.so.*), whose functions are probed where it is mapped.
+func needsZlib(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	libs, _ := f.ImportedLibraries()
+	for _, l := range libs {
+		if strings.HasPrefix(l, "libz.so") {
+			return true
+		}
+	}
+	return false
+}
+
 func definesAll(obj interface{ Lookup(string) (uint64, bool) }, specs []probeSpec) bool {
 	return missing(obj, specs) == ""
 }
@@ -164,8 +185,8 @@ func definesAny(obj interface{ Lookup(string) (uint64, bool) }, calls []track.Ca
 // loaded: nothing of that kind was traced, which a report must say.
 func (t *Tracer) untracedPairs() {
 	for i, p := range t.opts.Track {
-		if len(t.pairObjects[i]) > 0 {
-			continue
+		if len(t.pairObjects[i]) > 0 || p.FallbackFor != "" {
+			continue // a fallback is needed only where it was probed
 		}
 		if p.Optional {
 			t.warnOnce(fmt.Sprintf("preset %s: %s is not loaded in the target; kind %s was not traced", p.Preset, p.Library, p.Kind))

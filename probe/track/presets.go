@@ -34,10 +34,21 @@ var presets = map[string][]Pair{
 	// symbols of libjvm.so, in .symtab). Probe turns it on for JVM targets.
 	// Unsafe_ReallocateMemory0 returns 0 on failure and keeps the old block;
 	// reopen3 releases it anyway (Java then throws OutOfMemoryError).
+	//
+	// A JDK built with its own zlib (--with-zlib=bundled) hides it inside
+	// libzip.so, with no zlib symbol to probe: java.util.zip's JNI entry
+	// points stand in for it there (init returns the z_stream, end takes
+	// it as its third argument), and nowhere else.
 	"jvm": {
 		{Kind: "jvm.direct", Library: "libjvm.so",
 			Acquire: []Call{{"Unsafe_AllocateMemory0", Handle{Kind: Ret}}, {"Unsafe_ReallocateMemory0", Handle{Reopen, 3}}},
 			Release: []Call{{"Unsafe_FreeMemory0", Handle{Arg, 3}}}},
+		{Kind: "zlib.inflate", Library: "libzip.so", FallbackFor: "zlib",
+			Acquire: []Call{{"Java_java_util_zip_Inflater_init", Handle{Kind: Ret}}},
+			Release: []Call{{"Java_java_util_zip_Inflater_end", Handle{Arg, 3}}}},
+		{Kind: "zlib.deflate", Library: "libzip.so", FallbackFor: "zlib",
+			Acquire: []Call{{"Java_java_util_zip_Deflater_init", Handle{Kind: Ret}}},
+			Release: []Call{{"Java_java_util_zip_Deflater_end", Handle{Arg, 3}}}},
 	},
 	"openssl": {
 		{Kind: "openssl.ssl", Library: "libssl.so",

@@ -60,6 +60,11 @@ type Pair struct {
 	Release  []Call
 	Preset   string // preset it came from, "" when declared by the user
 	Optional bool   // true for presets: a library the target does not load is not an error
+	// FallbackFor names a built-in tracker this pair stands in for:
+	// "zlib" pairs are probed in an object only when its zlib cannot be
+	// (the object has no zlib function to probe and needs no shared
+	// libz), so no stream is counted twice.
+	FallbackFor string
 }
 
 // String renders p in the --track syntax, which Parse reads back.
