@@ -194,7 +194,7 @@ func (p Pair) Validate() error {
 	if !kindRE.MatchString(p.Kind) {
 		return fmt.Errorf("kind %q: use letters, digits, '.', '_' or '-' (up to 64)", p.Kind)
 	}
-	if reserved[p.Kind] {
+	if reserved[p.Kind] && !(p.FallbackFor != "" && strings.HasPrefix(p.Kind, p.FallbackFor+".")) {
 		return fmt.Errorf("kind %q is built in", p.Kind)
 	}
 	if p.Library == "" {
