@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +49,7 @@ var nettySummary = regexp.MustCompile(`NettyLeak: (leaked|pooled) (\d+) (?:in-fl
 
 // nettyTruth is what the example says it did after the wait file.
 type nettyTruth struct {
-	mode                     string // leak or pool
+	mode                     string // "leaked" or "pooled"
 	buffers, bufferBytes     uint64 // buffers kept (leaked, or in flight)
 	chunks, chunkBytes, gone uint64 // chunks the arena allocated, their size, chunks destroyed
 	allocationPath, summary  string
@@ -123,6 +122,9 @@ func attachNetty(t *testing.T, mode string, flags ...string) (*analyze.Capture, 
 		}
 		return v
 	}
+	if want := map[string]string{"leak": "leaked", "pool": "pooled"}[mode]; m[1] != want {
+		t.Fatalf("mode %s: the example says %q", mode, m[0])
+	}
 	truth := nettyTruth{mode: m[1], buffers: n(2), bufferBytes: n(3), chunks: n(4), chunkBytes: n(5), gone: n(6),
 		summary: m[0]}
 	for _, p := range []string{"noCleaner (Unsafe.allocateMemory)", "ByteBuffer.allocateDirect"} {
@@ -136,7 +138,7 @@ func attachNetty(t *testing.T, mode string, flags ...string) (*analyze.Capture, 
 // nettyRow checks the ground truth the example printed against its
 // defaults, then ranks the capture and returns the one jvm.direct row
 // holding memory: the chunks, allocated (whichever request needed one) in
-// handleRequest, through Netty's PooledByteBufAllocator, every one of them
+// handleRequests, through Netty's PooledByteBufAllocator, every one of them
 // exactly: 16 MiB (Unsafe_AllocateMemory0 mallocs the size asked), still
 // live, nothing freed.
 func nettyRow(t *testing.T, c *analyze.Capture, truth nettyTruth, wantBuffers, wantChunks uint64, wantPath string) analyze.Leak {
@@ -263,5 +265,5 @@ func checkGrowing(t *testing.T, l analyze.Leak, chunks uint64) {
 	if slices.ContainsFunc(l.Reasons, func(s string) bool { return strings.HasPrefix(s, "flat for the last ") }) {
 		t.Errorf("leak reasons %q call it flat", l.Reasons)
 	}
-	t.Logf("leak: %s", fmt.Sprint(l.Reasons))
+	t.Logf("leak reasons: %q", l.Reasons)
 }
