@@ -30,6 +30,13 @@ func RequireJava(tb testing.TB) string {
 // another user can load the classes, and is removed after the test.
 func JavaClasses(tb testing.TB, sources ...string) string {
 	tb.Helper()
+	return JavaClassesWith(tb, "", sources...)
+}
+
+// JavaClassesWith is JavaClasses with the libraries the sources use on
+// javac's class path (jars joined by ':'; "" for none).
+func JavaClassesWith(tb testing.TB, classpath string, sources ...string) string {
+	tb.Helper()
 	dir, err := os.MkdirTemp("", "leakscope-java-")
 	if err != nil {
 		tb.Fatal(err)
@@ -38,7 +45,11 @@ func JavaClasses(tb testing.TB, sources ...string) string {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	args := append([]string{"-d", dir}, sources...)
+	args := []string{"-d", dir}
+	if classpath != "" {
+		args = append(args, "-cp", classpath)
+	}
+	args = append(args, sources...)
 	if b, err := exec.Command("javac", args...).CombinedOutput(); err != nil {
 		tb.Fatalf("javac %v: %v\n%s", sources, err, b)
 	}
