@@ -13,7 +13,6 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
-	"github.com/leakscope/leakscope/probe/jvm"
 )
 
 // Ground truth of examples/java/NettyLeak.java with its defaults
@@ -79,7 +78,7 @@ func attachNetty(t *testing.T, mode string, flags ...string) (*analyze.Capture, 
 	t.Helper()
 	java, classpath := nettyClasses(t)
 	gate := filepath.Join(t.TempDir(), "go")
-	args := append(append([]string{"-XX:+PreserveFramePointer"}, flags...),
+	args := append(append([]string{}, flags...),
 		"-cp", classpath, "NettyLeak", "--mode", mode, "--wait-file", gate, "--hold", "60000")
 	cmd := exec.Command(java, args...)
 	stderr := &syncBuffer{}
@@ -175,20 +174,20 @@ func nettyRow(t *testing.T, c *analyze.Capture, truth nettyTruth, wantBuffers, w
 			l.Count, l.Bytes, l.Site.Allocs, l.Site.Frees, want, want*nettyChunkBytes, want)
 	}
 	// The chunk is allocated on a cold path (once per 16 MiB), which stays
-	// interpreted; Netty's hot entry points are compiled, and most are
-	// inlined into the handler, whose caller (main) is interpreted: which
-	// Netty frames show depends on the JIT. Every frame above the handler
-	// is Netty's or the JDK's, named or [interpreted]; the handler is
-	// named; below it, main and the thread's start.
+	// interpreted; Netty's hot entry points are compiled, and some are
+	// inlined into the handler: which Netty frames show depends on the
+	// JIT. Every frame above the handler is Netty's or the JDK's, named
+	// (interpreted ones by their Method*), the arena's newChunk among
+	// them; below the handler, main (interpreted) and the thread's start.
 	h := slices.Index(fns, nettyHandler)
-	if h < 1 || !hasInOrder(fns[h:], nettyHandler, jvm.Interpreted, "start_thread") {
-		t.Errorf("chunk row stack %v: want %s above its interpreted caller (main), down to start_thread", fns, nettyHandler)
+	if h < 1 || !hasInOrder(fns, "io.netty.buffer.PoolArena$DirectArena.newChunk", nettyHandler, "NettyLeak.main", "start_thread") {
+		t.Errorf("chunk row stack %v: want PoolArena$DirectArena.newChunk, %s, NettyLeak.main, down to start_thread", fns, nettyHandler)
 	} else {
 		for i, f := range l.Site.Stack.Frames[:h] {
-			if f.Module != jitModule || (f.Function != jvm.Interpreted && !strings.HasPrefix(f.Function, "io.netty.") &&
+			if f.Module != jitModule || (!strings.HasPrefix(f.Function, "io.netty.") &&
 				!strings.HasPrefix(f.Function, "java.nio.") && !strings.HasPrefix(f.Function, "jdk.internal.misc.") &&
 				!strings.HasPrefix(f.Function, "sun.misc.")) {
-				t.Errorf("chunk row frame #%d above %s: %q in %s, want a Netty or JDK frame or %s", i, nettyHandler, f.Function, f.Module, jvm.Interpreted)
+				t.Errorf("chunk row frame #%d above %s: %q in %s, want a named Netty or JDK frame", i, nettyHandler, f.Function, f.Module)
 			}
 		}
 	}
@@ -216,7 +215,7 @@ func nettyRow(t *testing.T, c *analyze.Capture, truth nettyTruth, wantBuffers, w
 // allocated, named by the request handler that asked for the buffers, and
 // growing to the end.
 func TestNettyPooledLeak(t *testing.T) {
-	c, truth := attachNetty(t, "leak", nettyNoCleanerFlags...)
+	c, truth := attachNetty(t, "leak", append([]string{"-XX:+PreserveFramePointer"}, nettyNoCleanerFlags...)...)
 	l := nettyRow(t, c, truth, nettyLeakedBufs, nettyLeakChunks, "noCleaner (Unsafe.allocateMemory)")
 	checkGrowing(t, l, truth.chunks)
 	if l.Rank != 1 {
@@ -226,7 +225,8 @@ func TestNettyPooledLeak(t *testing.T) {
 
 // TestNettyPooledLeakAllocateDirect: without the flags Netty's no-Cleaner
 // path needs, each chunk is a ByteBuffer.allocateDirect: the same single
-// Unsafe.allocateMemory of 16 MiB, and the same row.
+// Unsafe.allocateMemory of 16 MiB, and the same row. No JVM flag at all:
+// compiled frames are walked by their frame size.
 func TestNettyPooledLeakAllocateDirect(t *testing.T) {
 	c, truth := attachNetty(t, "leak")
 	l := nettyRow(t, c, truth, nettyLeakedBufs, nettyLeakChunks, "ByteBuffer.allocateDirect")
