@@ -421,3 +421,11 @@ func specNeeds(p probeSpec) siteNeeds {
 	}
 	return n
 }
+
+// probeSiteOffset returns where a probed function's probe goes: the first
+// instruction the kernel emulates, where that keeps what the probe reads
+// (selectSite); the entry otherwise. vaddr and off are the entry's address
+// and file offset.
+func probeSiteOffset(path string, vaddr, off uint64, p probeSpec) probeSite {
+	return findSite(path, vaddr, off, specNeeds(p))
+}
