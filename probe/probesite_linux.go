@@ -13,17 +13,19 @@ import (
 //
 // The kernel single-steps the instruction under a uprobe out of line
 // (~7 µs here) unless arch/x86/kernel/uprobes.c emulates it (~0.7 µs,
-// docs/performance.md). What it emulates (branch_setup_xol_ops,
-// push_setup_xol_ops; Linux 6.18, unchanged in substance since 4.x):
+// docs/performance.md). What it emulates (arch_uprobe_analyze_insn:
+// branch_setup_xol_ops, push_setup_xol_ops; Linux 6.18):
 //
 //   - jmp rel8/rel32 (eb, e9), call rel32 (e8), jcc rel8/rel32 (70-7f,
 //     0f 80-8f), with no 0x66 prefix (rejected: the probe would not attach)
 //     and none of the prefixes uprobes refuse (es/cs/ss/ds, lock);
 //   - push of a 64-bit register: 50-57, or 41 50-57 (r8-r15), nothing else;
-//   - nops: 90, and the kernel's own nops x86_nops[1..8] byte for byte
-//     (6.19 widens this to any NOP/NOPL, mov %reg,%reg, lea 0(%reg),%reg
-//     and jmp +0; the ones accepted here are emulated by both). A 5-byte nop
-//     is even rewritten into a call to a trampoline (optimized uprobes).
+//   - nops: 90, and the kernel's own nops x86_nops[1..8] byte for byte.
+//     Later kernels (tip commit 8a5c6cbfe4a3, "x86/insn,uprobes,alternative:
+//     Unify insn_is_nop()", October 2025) take any NOP/NOPL, mov %reg,%reg,
+//     lea 0(%reg),%reg and jmp +0; the nops accepted here are emulated by
+//     both. A 5-byte nop is even rewritten into a call to a trampoline
+//     (optimized uprobes, 0.36 µs in FACTS.md).
 //
 // Everything else, endbr64 included, is single-stepped. So a probe need
 // not sit on a function's first instruction: it can sit on the first
