@@ -217,17 +217,3 @@ func fileOffset(path string, vaddr uint64) (uint64, error) {
 	}
 	return 0, fmt.Errorf("%s: address 0x%x is in no executable segment", path, vaddr)
 }
-
-// readAt reads n bytes of the file at off.
-func readAt(path string, off uint64, n int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, int64(off)); err != nil {
-		return nil, fmt.Errorf("read %s at 0x%x: %w", path, off, err)
-	}
-	return b, nil
-}

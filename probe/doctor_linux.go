@@ -106,6 +106,7 @@ func doctorTarget(pid int) []Check {
 		cs = append(cs, Check{"allocator", false, err.Error()})
 	} else {
 		cs = append(cs, Check{"allocator", true, "malloc family traced in " + alloc.Display})
+		cs = append(cs, siteCheck(alloc.Path, alloc.Display, alloc.Obj.Lookup, mallocFamily))
 	}
 	view := newMappingView(pid, cache)
 	if _, err := view.refresh(); err != nil {
@@ -113,6 +114,17 @@ func doctorTarget(pid int) []Check {
 	}
 	objs := view.objects(alloc.Display)
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Path < objs[j].Path })
+	for _, o := range objs {
+		if o.Path == alloc.Display {
+			continue
+		}
+		path := procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path})
+		if obj, err := cache.Object(path); err == nil {
+			if _, ok := obj.Lookup("inflateInit2_"); ok {
+				cs = append(cs, siteCheck(path, o.Path, obj.Lookup, zlibFamily))
+			}
+		}
+	}
 	for _, o := range objs {
 		var what string
 		ok := true
@@ -151,4 +163,38 @@ func effectiveCaps() (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no CapEff in /proc/self/status")
+}
+
+// siteCheck names where each function of a family would be probed in an
+// object, and whether the kernel emulates the instruction there (~0.7 µs a
+// hit) or single-steps it (~7 µs).
+func siteCheck(path, display string, lookup func(string) (uint64, bool), family []probeSpec) Check {
+	var sites []string
+	stepped := 0
+	seen := map[uint64]string{}
+	for _, p := range family {
+		vaddr, ok := lookup(p.symbol)
+		if !ok {
+			continue
+		}
+		if other, dup := seen[vaddr]; dup { // one probe for aliases (attachFamily)
+			sites = append(sites, p.symbol+"="+other)
+			continue
+		}
+		seen[vaddr] = p.symbol
+		off, err := fileOffset(path, vaddr)
+		if err != nil {
+			continue
+		}
+		s := probeSiteOffset(path, vaddr, off, p)
+		if !s.Emulated {
+			stepped++
+		}
+		sites = append(sites, p.symbol+s.String())
+	}
+	d := fmt.Sprintf("%s: %s", display, strings.Join(sites, ", "))
+	if stepped > 0 {
+		d += fmt.Sprintf("; %d single-stepped (~7 µs a call instead of ~0.7 µs): no emulated instruction before an argument or the stack pointer changes", stepped)
+	}
+	return Check{"probe sites", true, d}
 }

@@ -380,6 +380,11 @@ func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
 	if d := byName["allocator"][0].Detail; !strings.Contains(d, "libc.so.6") {
 		t.Errorf("allocator = %q, want libc", d)
 	}
+	// glibc's free: the probe goes to the je after test %rdi,%rdi.
+	if ps := byName["probe sites"]; len(ps) == 0 || !strings.Contains(ps[0].Detail, "libc.so.6: ") ||
+		!strings.Contains(ps[0].Detail, "free+3 je") || !strings.Contains(ps[0].Detail, "(emulated)") {
+		t.Errorf("probe sites = %+v, want libc's with free+3", ps)
+	}
 	// Neither the example (-O2) nor libc keeps frame pointers; both are
 	// walked with their unwind tables.
 	var sawExe, sawLibc bool

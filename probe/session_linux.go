@@ -66,9 +66,12 @@ func (t *Tracer) attachSession() error {
 		if err != nil {
 			return err
 		}
-		offsets = append(offsets, off)
+		// Entry and return share the site: it lies before any change of
+		// the stack pointer (probeSiteOffset).
+		at := probeSiteOffset(t.alloc.Path, vaddr, off, probeSpec{symbol: f.symbol, ret: true})
+		offsets = append(offsets, off+at.Off)
 		cookies = append(cookies, uint64(f.fn))
-		t.probed = append(t.probed, f.symbol)
+		t.probed = append(t.probed, f.symbol+at.String())
 	}
 	path, err := unix.BytePtrFromString(t.alloc.Path)
 	if err != nil {

@@ -288,11 +288,14 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 		if err != nil {
 			return n, err
 		}
-		site := off + probeSiteOffset(path, off)
+		at := probeSiteOffset(path, vaddr, off, p)
+		site := off + at.Off
 		// The return probe first: a return without a recorded entry is
 		// ignored, an entry without its return probe leaves a stale record.
+		// It shares the entry's site (one trap), where *(%rsp) is still
+		// the return address.
 		if p.ret {
-			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: off})
+			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: site})
 			if err != nil {
 				return n, attachError(display, p.symbol, err)
 			}
@@ -307,7 +310,7 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 		} else {
 			t.releases = append(t.releases, l)
 		}
-		t.probed = append(t.probed, p.symbol)
+		t.probed = append(t.probed, p.symbol+at.String())
 		n++
 	}
 	return n, nil
@@ -341,22 +344,6 @@ func attachError(path, symbol string, err error) error {
 		err = ErrTargetExited
 	}
 	return fmt.Errorf("attach %s:%s: %w", path, symbol, err)
-}
-
-// probeSiteOffset returns how far past a function's entry its probe goes.
-// The kernel single-steps most instructions under a uprobe (~7 µs here) but
-// emulates push and conditional jumps (~0.7 µs). glibc's free and zlib's
-// inflateEnd open with "test %rdi,%rdi; je": at the je the pointer is still
-// in %rdi and the flags test changed nothing the probe reads.
-func probeSiteOffset(path string, off uint64) uint64 {
-	b, err := readAt(path, off, 5)
-	if err != nil {
-		return 0
-	}
-	if b[0] == 0x48 && b[1] == 0x85 && b[2] == 0xff && (b[3] == 0x74 || (b[3] == 0x0f && b[4] == 0x84)) {
-		return 3
-	}
-	return 0
 }
 
 // watchMisses rereads the target's mappings when the kernel meets a frame in

@@ -8,6 +8,11 @@
  * same chunk back every time. Every block is filled and published through an
  * opaque sink, so -O2 cannot delete a pair.
  *
+ * With --align A (a power of two, at least sizeof(void *)), the storm
+ * allocates with posix_memalign(A) instead of malloc: a function whose
+ * first instruction the kernel single-steps under a uprobe (glibc 2.36:
+ * cmpb $0,...(%rip)), for measuring probe sites (docs/performance.md).
+ *
  * Ground truth, exact: the main thread leaks L (default 1000) blocks of S
  * (default 64) bytes, all from leak_storm_block(), before the threads start.
  * Everything the storm threads allocate is freed before exit.
@@ -37,6 +42,7 @@
 struct worker {
 	pthread_t thread;
 	long pairs;
+	long align; /* 0: malloc; else posix_memalign with this alignment */
 	uint64_t seed;
 };
 
@@ -61,7 +67,12 @@ static EXAMPLE_NOINLINE void *storm_worker(void *arg)
 		size_t n = rng_range(&w->seed, MIN_SIZE, MAX_SIZE);
 		unsigned char **slot = &ring[i % RING];
 		free(*slot);
-		*slot = malloc(n);
+		if (w->align) {
+			void *p;
+			*slot = posix_memalign(&p, (size_t)w->align, n) ? NULL : p;
+		} else {
+			*slot = malloc(n);
+		}
 		if (!*slot)
 			abort();
 		touch(*slot, n);
@@ -103,12 +114,13 @@ static const char usage[] =
 	"  --threads T        storm threads (default 2, at most 64)\n"
 	"  --pairs N          malloc/free pairs per thread (default 1000000)\n"
 	"  --leak-blocks L    blocks leaked from leak_storm_block (default 1000)\n"
-	"  --leak-size S      size of each leaked block, bytes (default 64)\n";
+	"  --leak-size S      size of each leaked block, bytes (default 64)\n"
+	"  --align A          storm with posix_memalign(A) instead of malloc (default 0: malloc)\n";
 
 int main(int argc, char **argv)
 {
 	struct common_opts co = { .interval_ms = 1000 };
-	long threads = 2, pairs = 1000000, leak_blocks = 1000, leak_size = 64;
+	long threads = 2, pairs = 1000000, leak_blocks = 1000, leak_size = 64, align = 0;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -127,6 +139,8 @@ int main(int argc, char **argv)
 			dst = &leak_blocks;
 		else if (strcmp(a, "--leak-size") == 0)
 			dst = &leak_size, min = 1;
+		else if (strcmp(a, "--align") == 0)
+			dst = &align;
 		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
 			usage_exit(argv[0], usage, 0);
 		else
@@ -135,7 +149,7 @@ int main(int argc, char **argv)
 			usage_exit(argv[0], usage, 2);
 		i++;
 	}
-	if (threads > MAX_THREADS)
+	if (threads > MAX_THREADS || (align && (align < (long)sizeof(void *) || (align & (align - 1)))))
 		usage_exit(argv[0], usage, 2);
 
 	wait_before_work(&co);
@@ -148,6 +162,7 @@ int main(int argc, char **argv)
 	clear_sink();
 	for (long t = 0; t < threads; t++) {
 		workers[t].pairs = pairs;
+		workers[t].align = align;
 		workers[t].seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(t + 1);
 		if (pthread_create(&workers[t].thread, NULL, storm_worker, &workers[t]))
 			abort();
