@@ -144,14 +144,21 @@ func (r *stackResolver) nameMethod(f *analyze.Frame, ptr uint64) string {
 	return name
 }
 
-func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (cut string, unnamed bool) {
+// Methods the JIT inlined at the call come back innermost first, as
+// frames of their own marked inlined, at f's address.
+func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut string, unnamed bool) {
 	jf := r.jit.namer.Frame(f.Address, calledNative)
 	f.Module = jitModule
 	f.Function = jf.Name
+	for _, name := range jf.Inlined {
+		g := *f
+		g.Function, g.Inlined = name, true
+		inlined = append(inlined, g)
+	}
 	if !jf.Chained {
 		cut = jf.Cut
 	}
-	return cut, jf.Name == ""
+	return inlined, cut, jf.Name == ""
 }
 
 // doctorJVM says, for a HotSpot JVM, whether its Java frames can be named

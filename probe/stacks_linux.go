@@ -192,8 +192,10 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 			f.Offset = addr - m.Start
 			class = fpUnknown
 			if r.jit.namer != nil {
+				var inlined []analyze.Frame
 				var unnamed bool
-				jitCut, unnamed = r.nameJIT(&f, native)
+				inlined, jitCut, unnamed = r.nameJIT(&f, native)
+				frames = append(frames, inlined...)
 				pending = pending || unnamed
 			}
 		} else if i > 0 {

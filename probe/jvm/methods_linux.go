@@ -2,6 +2,7 @@ package jvm
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,6 +20,7 @@ type Methods struct {
 	off   methodLayout
 	names map[uint64]string
 	code  Code
+	blobs map[uint64]string // CodeBlob::_name pointer → the name
 }
 
 // Code describes a JVM's code cache for the kernel's stack walk.
@@ -49,6 +51,9 @@ type methodLayout struct {
 	heaps, lowBound, highBound, arrayLen, arrayData           uint64
 	heapMemory, heapSegmap, heapLog2, spaceLow, spaceHigh     uint64
 	frameSize, heapBlock                                      uint64
+	codeBegin, codeEnd, blobName, cmMethod, scopesData        uint64
+	metadataOff, scopesPcsOff, dependenciesOff, pcOffset      uint64
+	scopeOffset, pcDescSize                                   uint64
 }
 
 // layoutFields are the fields (and one size) Methods needs, by the name
@@ -79,6 +84,16 @@ var layoutFields = []struct {
 	{"VirtualSpace::_low", func(l *methodLayout) *uint64 { return &l.spaceLow }},
 	{"VirtualSpace::_high_boundary", func(l *methodLayout) *uint64 { return &l.spaceHigh }},
 	{"CodeBlob::_frame_size", func(l *methodLayout) *uint64 { return &l.frameSize }},
+	{"CodeBlob::_code_begin", func(l *methodLayout) *uint64 { return &l.codeBegin }},
+	{"CodeBlob::_code_end", func(l *methodLayout) *uint64 { return &l.codeEnd }},
+	{"CodeBlob::_name", func(l *methodLayout) *uint64 { return &l.blobName }},
+	{"CompiledMethod::_method", func(l *methodLayout) *uint64 { return &l.cmMethod }},
+	{"CompiledMethod::_scopes_data_begin", func(l *methodLayout) *uint64 { return &l.scopesData }},
+	{"nmethod::_metadata_offset", func(l *methodLayout) *uint64 { return &l.metadataOff }},
+	{"nmethod::_scopes_pcs_offset", func(l *methodLayout) *uint64 { return &l.scopesPcsOff }},
+	{"nmethod::_dependencies_offset", func(l *methodLayout) *uint64 { return &l.dependenciesOff }},
+	{"PcDesc::_pc_offset", func(l *methodLayout) *uint64 { return &l.pcOffset }},
+	{"PcDesc::_scope_decode_offset", func(l *methodLayout) *uint64 { return &l.scopeOffset }},
 }
 
 // NewMethods reads the VMStructs tables of the JVM whose memory is mem and
@@ -97,7 +112,7 @@ func NewMethods(mem Memory, path string, bias uint64) (*Methods, error) {
 }
 
 func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
-	m := &Methods{r: reader{mem}, names: map[uint64]string{}}
+	m := &Methods{r: reader{mem}, names: map[uint64]string{}, blobs: map[uint64]string{}}
 	for _, f := range layoutFields {
 		v, ok := vs.Fields[f.name]
 		if !ok {
@@ -116,6 +131,9 @@ func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 	m.off.poolSize = size
 	if m.off.heapBlock = vs.Sizes["HeapBlock"]; m.off.heapBlock == 0 {
 		return nil, errors.New("this JVM's VMStructs do not give the size of HeapBlock")
+	}
+	if m.off.pcDescSize = vs.Sizes["PcDesc"]; m.off.pcDescSize == 0 {
+		return nil, errors.New("this JVM's VMStructs do not give the size of PcDesc")
 	}
 	code, err := m.r.u64(m.off.interpCode)
 	if err != nil {
@@ -312,4 +330,188 @@ func LoadBias(path string, start, off uint64) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s: no loadable segment at file offset %#x", path, off)
+}
+
+// Limits on what one code blob may hold; anything larger is corrupt.
+const (
+	maxSegmapHops = 1 << 12
+	maxPcDescs    = 1 << 16
+	maxScopes     = 64
+)
+
+// Blob names the code blob holding pc, found the way HotSpot's
+// CodeHeap::find_start does. For a compiled Java method it returns the
+// method and, innermost first, the methods the JIT inlined at the call
+// that returns to pc (from the nmethod's PcDesc and scope data), with kind
+// KindMethod; for a stub or adapter its name and KindStub. The blob is
+// read as it is now: code freed and reused since pc was recorded is named
+// as what is there now.
+func (m *Methods) Blob(pc uint64) (name string, inlined []string, kind Kind, err error) {
+	blob, err := m.findBlob(pc)
+	if err != nil {
+		return "", nil, KindUnknown, err
+	}
+	begin, err := m.r.u64(blob + m.off.codeBegin)
+	if err != nil {
+		return "", nil, KindUnknown, err
+	}
+	end, err := m.r.u64(blob + m.off.codeEnd)
+	if err != nil {
+		return "", nil, KindUnknown, err
+	}
+	if pc < begin || pc >= end {
+		return "", nil, KindUnknown, fmt.Errorf("%#x is outside the code of its blob at %#x", pc, blob)
+	}
+	np, err := m.r.u64(blob + m.off.blobName)
+	if err != nil {
+		return "", nil, KindUnknown, err
+	}
+	bn, ok := m.blobs[np]
+	if !ok {
+		if bn, err = m.r.stringAt(blob + m.off.blobName); err != nil {
+			return "", nil, KindUnknown, err
+		}
+		m.blobs[np] = bn
+	}
+	// A compiled method, or a native method's wrapper ("native nmethod").
+	if bn != "nmethod" && bn != "native nmethod" {
+		return bn, nil, KindStub, nil
+	}
+	method, err := m.r.u64(blob + m.off.cmMethod)
+	if err != nil {
+		return "", nil, KindUnknown, err
+	}
+	if name, err = m.Name(method); err != nil {
+		return "", nil, KindUnknown, err
+	}
+	// Inlining is a refinement: without it the frame is still named.
+	scopes, _ := m.scopes(blob, pc-begin)
+	if len(scopes) > 1 && scopes[len(scopes)-1] == name {
+		inlined = scopes[:len(scopes)-1]
+	}
+	return name, inlined, KindMethod, nil
+}
+
+// findBlob returns the CodeBlob holding pc: its heap's segment map leads
+// back to the first segment of the block, whose header the blob follows.
+func (m *Methods) findBlob(pc uint64) (uint64, error) {
+	for _, h := range m.code.Heaps {
+		if pc < h.Low || pc >= h.High {
+			continue
+		}
+		seg := (pc - h.Low) >> h.Log2Segment
+		for hops := 0; ; hops++ {
+			if hops == maxSegmapHops {
+				return 0, fmt.Errorf("segment map of %#x has no block start", pc)
+			}
+			b, err := m.r.read(h.Segmap+seg, 1)
+			if err != nil {
+				return 0, err
+			}
+			if b[0] == 0xff || uint64(b[0]) > seg {
+				return 0, fmt.Errorf("%#x is in no code blob", pc)
+			}
+			if b[0] == 0 {
+				break
+			}
+			seg -= uint64(b[0])
+		}
+		return h.Low + seg<<h.Log2Segment + uint64(h.BlobOffset), nil
+	}
+	return 0, fmt.Errorf("%#x is in no code heap", pc)
+}
+
+// scopes returns, innermost first, the methods of the scope chain of the
+// call whose return address is at offset off in the nmethod at blob.
+func (m *Methods) scopes(blob, off uint64) ([]string, error) {
+	var offs [3]uint32
+	for i, f := range []uint64{m.off.scopesPcsOff, m.off.dependenciesOff, m.off.metadataOff} {
+		v, err := m.r.u32(blob + f)
+		if err != nil {
+			return nil, err
+		}
+		offs[i] = v
+	}
+	pcs, pcsEnd, meta := blob+uint64(offs[0]), blob+uint64(offs[1]), blob+uint64(offs[2])
+	if pcsEnd < pcs || (pcsEnd-pcs)/m.off.pcDescSize > maxPcDescs {
+		return nil, fmt.Errorf("implausible PcDescs [%#x, %#x)", pcs, pcsEnd)
+	}
+	descs, err := m.r.read(pcs, int(pcsEnd-pcs))
+	if err != nil {
+		return nil, err
+	}
+	decode := int64(-1)
+	for p := uint64(0); p+m.off.pcDescSize <= uint64(len(descs)); p += m.off.pcDescSize {
+		if uint64(binary.LittleEndian.Uint32(descs[p+m.off.pcOffset:])) == off {
+			decode = int64(int32(binary.LittleEndian.Uint32(descs[p+m.off.scopeOffset:])))
+			break
+		}
+	}
+	if decode <= 0 {
+		return nil, errors.New("no scope for this call")
+	}
+	data, err := m.r.u64(blob + m.off.scopesData)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for decode > 0 && len(names) < maxScopes {
+		b, err := m.readUpTo(data+uint64(decode), 16)
+		if err != nil {
+			return nil, err
+		}
+		st := compressedStream{b: b}
+		sender, idx := st.int(), st.int()
+		if st.err || idx <= 0 {
+			return nil, errors.New("corrupt scope")
+		}
+		method, err := m.r.u64(meta + uint64(idx-1)*8)
+		if err != nil {
+			return nil, err
+		}
+		name, err := m.Name(method)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+		decode = int64(sender)
+	}
+	return names, nil
+}
+
+// readUpTo reads up to n bytes at addr: fewer where readable memory ends.
+func (m *Methods) readUpTo(addr uint64, n int) ([]byte, error) {
+	b := make([]byte, n)
+	k, err := m.r.m.ReadAt(b, int64(addr))
+	if k == 0 {
+		return nil, fmt.Errorf("read at %#x: %w", addr, err)
+	}
+	return b[:k], nil
+}
+
+// compressedStream reads HotSpot's CompressedReadStream ints: UNSIGNED5
+// (Pack200's coding) with 192 one-byte codes, at most five bytes.
+type compressedStream struct {
+	b   []byte
+	pos int
+	err bool
+}
+
+func (c *compressedStream) int() int32 {
+	const lgH, l, maxI = 6, 192, 4
+	var sum uint32
+	shift := uint(0)
+	for i := 0; ; i++ {
+		if c.pos >= len(c.b) {
+			c.err = true
+			return 0
+		}
+		b := uint32(c.b[c.pos])
+		c.pos++
+		sum += b << shift
+		if b < l || i == maxI {
+			return int32(sum)
+		}
+		shift += lgH
+	}
 }

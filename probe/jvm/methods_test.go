@@ -33,6 +33,10 @@ type vmImage struct {
 	mem  *fakeMemory
 	syms map[string]uint64
 	next uint64
+	// A code heap of 16 segments of 128 bytes: an nmethod (of the
+	// method, with inner inlined at one call) in the first block, a stub
+	// in the second.
+	heapLow, segmap, nmethodCode, stubCode uint64
 }
 
 const fakeBase = 0x10000
@@ -104,6 +108,16 @@ func newVMImage(t testing.TB) (*vmImage, uint64) {
 		{"VirtualSpace", "_low", false, 16},
 		{"VirtualSpace", "_high_boundary", false, 8},
 		{"CodeBlob", "_frame_size", false, 28},
+		{"CodeBlob", "_code_begin", false, 32},
+		{"CodeBlob", "_code_end", false, 40},
+		{"CodeBlob", "_name", false, 96},
+		{"CompiledMethod", "_method", false, 112},
+		{"CompiledMethod", "_scopes_data_begin", false, 120},
+		{"nmethod", "_metadata_offset", false, 260},
+		{"nmethod", "_scopes_pcs_offset", false, 268},
+		{"nmethod", "_dependencies_offset", false, 272},
+		{"PcDesc", "_pc_offset", false, 0},
+		{"PcDesc", "_scope_decode_offset", false, 4},
 	}
 	const stride = 48
 	structs := v.alloc(stride * uint64(len(fields)+1))
@@ -118,7 +132,7 @@ func newVMImage(t testing.TB) (*vmImage, uint64) {
 			v.put64(e+32, f.val)
 		}
 	}
-	sizes := map[string]uint64{"ConstantPool": 72, "HeapBlock": 16}
+	sizes := map[string]uint64{"ConstantPool": 72, "HeapBlock": 16, "PcDesc": 16}
 	types := v.alloc(stride * uint64(len(sizes)+1))
 	i := uint64(0)
 	for name, size := range sizes {
@@ -137,17 +151,22 @@ func newVMImage(t testing.TB) (*vmImage, uint64) {
 	} {
 		v.put64(v.syms[name], val)
 	}
-	// The interpreter's code and one code heap at 0x7f0000000000.
+	// The interpreter's code and one code heap.
 	sq := v.alloc(32)
 	v.put64(interpCode, sq)
 	v.put64(sq+8, 0x7f0000001000)
 	v.put32(sq+20, 0x2000)
-	v.put64(lowBound, 0x7f0000000000)
-	v.put64(highBound, 0x7f0010000000)
+	v.heapLow = v.alloc(16 * 128)
+	v.segmap = v.alloc(16)
+	for i := uint64(0); i < 16; i++ {
+		v.mem.b[v.segmap+i-fakeBase] = byte(i % 8) // two blocks of 8 segments
+	}
+	v.put64(lowBound, v.heapLow)
+	v.put64(highBound, v.heapLow+16*128)
 	heap := v.alloc(264)
-	v.put64(heap+8+16, 0x7f0000000000)
-	v.put64(heap+8+8, 0x7f0010000000)
-	v.put64(heap+120+16, 0x7e0000000000)
+	v.put64(heap+8+16, v.heapLow)
+	v.put64(heap+8+8, v.heapLow+16*128)
+	v.put64(heap+120+16, v.segmap)
 	v.put32(heap+256, 7)
 	data := v.alloc(8)
 	v.put64(data, heap)
@@ -162,11 +181,44 @@ func newVMImage(t testing.TB) (*vmImage, uint64) {
 	v.put64(cp+24, klass)
 	v.put32(cp+60, 4)
 	v.put64(cp+72+2*8, v.symbol("leak"))
-	cm := v.alloc(48)
-	v.put64(cm+8, cp)
-	v.put16(cm+34, 2)
-	method := v.alloc(88)
-	v.put64(method+8, cm)
+	v.put64(cp+72+3*8, v.symbol("inner"))
+	newMethod := func(nameIndex uint16) uint64 {
+		cm := v.alloc(48)
+		v.put64(cm+8, cp)
+		v.put16(cm+34, nameIndex)
+		method := v.alloc(88)
+		v.put64(method+8, cm)
+		return method
+	}
+	method, inner := newMethod(2), newMethod(3)
+
+	// The nmethod: code at +0x200, metadata {inner, method} at +0x340,
+	// PcDescs at +0x380: the call returning to +0x10 has scope 1 (inner,
+	// sent from scope 4, the method itself); the one at +0x20 scope 4.
+	blob := v.heapLow + 16
+	v.nmethodCode = blob + 0x200
+	v.put64(blob+32, v.nmethodCode)
+	v.put64(blob+40, v.nmethodCode+0x100)
+	v.put64(blob+96, v.cstring("nmethod"))
+	v.put64(blob+112, method)
+	scopes := v.alloc(8)
+	copy(v.mem.b[scopes-fakeBase:], []byte{0, 4, 1, 5, 0, 2, 7})
+	v.put64(blob+120, scopes)
+	v.put32(blob+260, 0x340)
+	v.put64(blob+0x340, inner)
+	v.put64(blob+0x348, method)
+	v.put32(blob+268, 0x380)
+	v.put32(blob+272, 0x3a0)
+	v.put32(blob+0x380, 0x10)
+	v.put32(blob+0x384, 1)
+	v.put32(blob+0x390, 0x20)
+	v.put32(blob+0x394, 4)
+	// The stub, in the second block.
+	stub := v.heapLow + 8*128 + 16
+	v.stubCode = stub + 0x40
+	v.put64(stub+32, v.stubCode)
+	v.put64(stub+40, v.stubCode+0x80)
+	v.put64(stub+96, v.cstring("StubRoutines (1)"))
 	return v, method
 }
 
@@ -189,11 +241,32 @@ func TestMethodsFromVMStructs(t *testing.T) {
 	c := m.Code()
 	want := fmt.Sprint(Code{
 		Interpreter: [2]uint64{0x7f0000001000, 0x7f0000003000},
-		Cache:       [2]uint64{0x7f0000000000, 0x7f0010000000},
-		Heaps:       []CodeHeap{{Low: 0x7f0000000000, High: 0x7f0010000000, Segmap: 0x7e0000000000, Log2Segment: 7, BlobOffset: 16, FrameSizeOffset: 28}},
+		Cache:       [2]uint64{v.heapLow, v.heapLow + 16*128},
+		Heaps:       []CodeHeap{{Low: v.heapLow, High: v.heapLow + 16*128, Segmap: v.segmap, Log2Segment: 7, BlobOffset: 16, FrameSizeOffset: 28}},
 	})
 	if fmt.Sprint(c) != want {
 		t.Errorf("Code = %v\nwant %v", c, want)
+	}
+	for _, tc := range []struct {
+		pc   uint64
+		want string // name, inlined, kind; "" for an error
+	}{
+		{v.nmethodCode + 0x10, fmt.Sprint("a.b.C.leak", []string{"a.b.C.inner"}, KindMethod)},
+		{v.nmethodCode + 0x20, fmt.Sprint("a.b.C.leak", []string(nil), KindMethod)},
+		{v.nmethodCode + 0x30, fmt.Sprint("a.b.C.leak", []string(nil), KindMethod)}, // no PcDesc: no inlining
+		{v.stubCode + 0x7f, fmt.Sprint("StubRoutines (1)", []string(nil), KindStub)},
+		{v.stubCode + 0x80, ""},     // past the stub's code
+		{v.heapLow + 16*128, ""},    // past the heap
+		{v.heapLow + 3*128 + 5, ""}, // in the nmethod's block, before its code
+	} {
+		name, inlined, kind, err := m.Blob(tc.pc)
+		got := fmt.Sprint(name, inlined, kind)
+		if err != nil {
+			got = ""
+		}
+		if got != tc.want {
+			t.Errorf("Blob(%#x) = %q (%v), want %q", tc.pc, got, err, tc.want)
+		}
 	}
 	// Garbage where a Method* should be: an error, never a name.
 	for _, bad := range []uint64{0, method + 8, 0xdead0000} {
@@ -228,5 +301,30 @@ func FuzzMethods(f *testing.F) {
 			return
 		}
 		m.Name(method)
+		m.Blob(v.nmethodCode + 0x10)
+		m.Blob(v.stubCode)
 	})
+}
+
+// HotSpot's UNSIGNED5 ints: bytes below 192 end a number; each further byte
+// counts 64 times the one before.
+func TestCompressedStream(t *testing.T) {
+	for _, tc := range []struct {
+		b    []byte
+		want int32
+		err  bool
+	}{
+		{[]byte{5}, 5, false},
+		{[]byte{191}, 191, false},
+		{[]byte{200, 0}, 200, false},
+		{[]byte{232, 12}, 1000, false},
+		{[]byte{192, 192, 192, 192, 1}, 192 + 192<<6 + 192<<12 + 192<<18 + 1<<24, false}, // five bytes at most
+		{[]byte{232}, 0, true},
+		{nil, 0, true},
+	} {
+		c := compressedStream{b: tc.b}
+		if got := c.int(); got != tc.want || c.err != tc.err {
+			t.Errorf("%v: %d (err %v), want %d (err %v)", tc.b, got, c.err, tc.want, tc.err)
+		}
+	}
 }

@@ -21,6 +21,9 @@ type Frame struct {
 	// trusted. When it is false, Cut says why the callers are unknown.
 	Chained bool
 	Cut     string
+	// Inlined are the methods the JIT inlined at this call, innermost
+	// first; the frame's own method (Name) called the last of them.
+	Inlined []string
 }
 
 // DefaultRefreshInterval is the least time between two perf map dumps a
@@ -173,6 +176,10 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 	if n.methods != nil {
 		if lo, hi := n.methods.Interpreter(); addr >= lo && addr < hi {
 			return Frame{Name: Interpreted, Kind: KindInterpreter, Chained: true}
+		}
+		// The code heap names the blob itself: no perf map, no attach.
+		if name, inlined, kind, err := n.methods.Blob(addr); err == nil {
+			return Frame{Name: name, Kind: kind, Chained: true, Inlined: inlined}
 		}
 	}
 	s, ok := n.perf.Lookup(addr)
