@@ -82,11 +82,18 @@ func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
 	}
 }
 
-// TestJVMDirectAttach: attached to a JVM, the jvm preset is on by itself.
+// TestJVMDirectAttach: attached to a JVM, the jvm preset is on by itself;
+// without the malloc family (the default for a JVM) the bytes are the size
+// argument of Unsafe_AllocateMemory0, with it the malloc inside: the same.
 func TestJVMDirectAttach(t *testing.T) {
 	java, classes := directClasses(t)
-	c := attachGated(t, java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer")
-	checkDirectLeak(t, c, true)
+	for _, mode := range []string{MallocAuto, MallocOn} {
+		c := attachGatedWith(t, Options{Malloc: mode}, java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer")
+		if c.Probes == nil || c.Probes.Malloc != (mode == MallocOn) {
+			t.Errorf("--malloc %s: probes %+v", mode, c.Probes)
+		}
+		checkDirectLeak(t, c, true)
+	}
 }
 
 // TestJVMDirectLaunch: launched through the java launcher (libjli.so), the
