@@ -1,6 +1,9 @@
 package analyze
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Kind says what a site acquires: heap memory or a library resource.
 type Kind string
@@ -128,6 +131,37 @@ type Capture struct {
 	// sampled (--sample-bytes); 0 when every allocation was traced. With
 	// sampling, counts and bytes are estimates.
 	SampleBytes uint64 `json:"sample_bytes,omitempty"`
+	// Probes says what was traced; nil in captures made before it was
+	// recorded (the malloc family, zlib and declared pairs).
+	Probes *ProbeSet `json:"probes,omitempty"`
+}
+
+// ProbeSet is what a capture traced.
+type ProbeSet struct {
+	// Malloc is true when the malloc family was traced. When false, no
+	// probe was on the allocator: leaks of plain malloc were not looked
+	// for (--malloc off, or auto for a JVM target).
+	Malloc bool `json:"malloc"`
+	// MallocReason says how Malloc was decided ("--malloc auto: JVM target").
+	MallocReason string `json:"malloc_reason,omitempty"`
+	// Kinds are the resource kinds traced besides malloc.
+	Kinds []string `json:"kinds"`
+	// ZlibBytes says where a zlib stream's bytes come from: zlib's own
+	// mallocs, or computed from the init arguments for a named layout.
+	ZlibBytes string `json:"zlib_bytes,omitempty"`
+}
+
+// String names what was traced, in one line, saying so when malloc was not.
+func (p *ProbeSet) String() string {
+	kinds := strings.Join(p.Kinds, ", ")
+	if p.Malloc {
+		return "malloc family, " + kinds
+	}
+	s := kinds + "; malloc family NOT traced"
+	if p.MallocReason != "" {
+		s += " (" + p.MallocReason + ")"
+	}
+	return s + ": leaks of plain malloc are not looked for"
 }
 
 // sampled reports whether s's live allocations carry sampling weights.

@@ -18,8 +18,9 @@ import subprocess
 import sys
 
 RAW = sys.argv[1]
-TOOLS = ["bare", "leakscope", "sampled", "heaptrack", "bpftrace"]
-LABEL = {"leakscope": "leakscope (exact)", "sampled": "leakscope, sampled (`--sample-bytes %s`)"}
+TOOLS = ["bare", "leakscope", "sampled", "nomalloc", "heaptrack", "bpftrace"]
+LABEL = {"leakscope": "leakscope (exact)", "sampled": "leakscope, sampled (`--sample-bytes %s`)",
+         "nomalloc": "leakscope, `--malloc off`"}
 
 # Ground truth, from the storms' summary lines (checked against them below).
 STORMS = {
@@ -176,13 +177,49 @@ def runs(storm, tool):
             "load": read(base + ".load").strip(),
         }
         binary = os.path.join("bin", "bench", storm + "_storm")
-        if tool in ("leakscope", "sampled"):
+        if tool in ("leakscope", "sampled", "nomalloc"):
             r["exact"] = check_leakscope(base, s, storm)
         elif tool == "heaptrack":
             r["exact"] = check_heaptrack(base, s, storm)
         elif tool == "bpftrace":
             r["exact"] = check_bpftrace(base, s, storm, binary)
         out.append(r)
+    return out
+
+
+def kafka_section():
+    """JVM throughput (run.sh phase kafka): per batch size, the median of
+    the per-repetition ratios to the bare run of the same repetition."""
+    by = {}
+    for f in glob.glob(os.path.join(RAW, "kafka.*.err")):
+        _, rec, mode, rep, _ = os.path.basename(f).split(".")
+        m = re.search(r"throughput ([0-9.]+) ops/s", read(f))
+        by.setdefault(int(rec), {}).setdefault(mode, {})[int(rep)] = (
+            float(m.group(1)) if m else None, read(f[: -len(".err")] + ".load").strip())
+    if not by:
+        return None
+    print("## JVM throughput (examples/java/KafkaRecovery.java --throughput-ms)\n")
+    print("One operation: a gzip fetch (GZIPInputStream opened, read whole, closed: one inflate")
+    print("stream) and one plain recovery read. Rate measured inside the JVM after its warm-up;")
+    print("`-XX:+PreserveFramePointer`. Ratio: median over repetitions of traced / bare of the same")
+    print("repetition (runs alternate).\n")
+    print("| records a batch | mode | ops/s (median) | of bare (median, range) | load |\n|---|---|---|---|---|")
+    out = {}
+    for rec in sorted(by):
+        modes = by[rec]
+        bare = {r: v for r, (v, _) in modes.get("bare", {}).items() if v}
+        out[rec] = {}
+        for mode, label in (("bare", "bare"), ("default", "leakscope run (default JVM set: `--malloc auto` = off)"), ("mallocon", "leakscope run `--malloc on`")):
+            vals = {r: v for r, (v, _) in modes.get(mode, {}).items() if v}
+            loads = [float(l) for _, (v, l) in modes.get(mode, {}).items() if l]
+            if not vals:
+                continue
+            ratios = [v / bare[r] for r, v in vals.items() if r in bare]
+            out[rec][mode] = med(ratios) if ratios else None
+            print("| %d | %s | %.0f | %s | %s |" % (rec, label, med(list(vals.values())),
+                  "%.0f%% (%.0f-%.0f%%)" % (100 * med(ratios), 100 * min(ratios), 100 * max(ratios)) if ratios and mode != "bare" else "100%",
+                  "%.1f-%.1f" % (min(loads), max(loads)) if loads else "-"))
+    print()
     return out
 
 
@@ -344,6 +381,10 @@ def main():
             print("| leakscope, sampled | not run | | | | | | | | | | | |")
         print()
 
+    kafka = kafka_section()
+    if kafka:
+        targets["kafka"] = kafka
+
     starts, ends = fixed_costs()
     if starts:
         print("## leakscope fixed costs\n")
@@ -394,6 +435,13 @@ def main():
     row("zlib storm ≤ 1.5× (CPU)", z.get("cpu"), 1.5)
     row("zlib storm ≤ 1.5× (storm time)", z.get("storm"), 1.5)
     row("zlib storm ≤ 1.5× (wall)", z.get("wall"), 1.5)
+    zn = targets.get(("zlib", "nomalloc"), {})
+    row("zlib storm ≤ 1.5× with `--malloc off` (CPU)", zn.get("cpu"), 1.5)
+    row("zlib storm ≤ 1.5× with `--malloc off` (storm time)", zn.get("storm"), 1.5)
+    for rec, k in sorted(targets.get("kafka", {}).items()):
+        if k.get("default") is not None:
+            print("| JVM Kafka repro (%s records a batch), default JVM probe set: throughput ≥ 90%% of bare | %.0f%% | %s |" % (
+                rec, 100 * k["default"], "met" if k["default"] >= 0.9 else "**not met**"))
     g = targets.get("gobench", {})
     snap = g.get("BenchmarkSnapshot")
     if snap:

@@ -13,7 +13,8 @@
 #
 # Environment:
 #   REPS=5             repetitions of every (storm, tool) pair
-#   TOOLS="bare leakscope sampled heaptrack bpftrace"
+#   TOOLS="bare leakscope sampled heaptrack bpftrace"   (also: nomalloc,
+#                      leakscope --malloc off)
 #   SAMPLE_BYTES=512KiB  --sample-bytes of the "sampled" tool (leakscope)
 #   STORMS="alloc zlib"
 #   GOBENCH=1          run the Go benchmarks (0 skips them)
@@ -21,7 +22,8 @@
 #                      per-program breakdown (restored afterwards)
 #   INSTALL=1          apt-get the missing tools (time heaptrack bpftrace ...)
 #   OUT=bench/results-<UTC date>.md   where the summary goes
-#   PHASES="timed fixed memory stats go"   the parts to run
+#   PHASES="timed fixed memory stats go"   the parts to run; add "kafka"
+#                      for the JVM throughput comparison (KAFKA_MS, KAFKA_RECORDS)
 #   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
 #                      earlier run with a subset of PHASES to complete it
 set -euo pipefail
@@ -77,8 +79,8 @@ active=()
 for tool in $TOOLS; do
 	case $tool in
 	bare) ;;
-	leakscope)
-		[ "$(id -u)" = 0 ] || { skip leakscope "needs root (CAP_BPF, CAP_PERFMON)"; continue; } ;;
+	leakscope | nomalloc)
+		[ "$(id -u)" = 0 ] || { skip "$tool" "needs root (CAP_BPF, CAP_PERFMON)"; continue; } ;;
 	sampled)
 		[ "$(id -u)" = 0 ] || { skip sampled "needs root (CAP_BPF, CAP_PERFMON)"; continue; }
 		make build >/dev/null 2>&1 || true
@@ -135,6 +137,7 @@ run_one() {
 	bare) cmd=("$bin") ;;
 	leakscope) cmd=(bin/leakscope run --progress never --format json -o "$base.json" -- "$bin") ;;
 	sampled) cmd=(bin/leakscope run --progress never --format json --sample-bytes "$SAMPLE_BYTES" -o "$base.json" -- "$bin") ;;
+	nomalloc) cmd=(bin/leakscope run --progress never --format json --malloc off -o "$base.json" -- "$bin") ;;
 	heaptrack) cmd=(heaptrack -o "$base.heaptrack" "$bin") ;;
 	bpftrace) cmd=(env BPFTRACE_MAP_KEYS_MAX=16384 bpftrace -o "$base.bt" bench/memleak.bt -c "$bin") ;;
 	esac
@@ -250,6 +253,44 @@ if phase stats && [[ " ${active[*]} " == *" leakscope "* ]] && [[ " $STORMS " ==
 fi
 
 phase timed && echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/context.txt"
+
+# ---------------------------------------------------------------- JVM throughput
+# examples/java/KafkaRecovery.java --throughput-ms: the broker's steady state
+# (one gzip fetch, stream opened, read whole and closed, plus one plain
+# recovery read per operation) for KAFKA_MS, rate measured inside the JVM
+# (start-up excluded), bare vs leakscope run with the default JVM probe set
+# (--malloc auto: off for a JVM) vs --malloc on, alternating, REPS times;
+# KAFKA_RECORDS sets the records per gzip batch (the example's 32, and a
+# larger batch).
+KAFKA_MS=${KAFKA_MS:-5000}
+KAFKA_RECORDS=${KAFKA_RECORDS:-"32 512"}
+if phase kafka; then
+	if ! command -v javac >/dev/null || [ "$(id -u)" != 0 ]; then
+		note "skip kafka: needs javac and root"
+	else
+		echo "== JVM throughput: KafkaRecovery --throughput-ms $KAFKA_MS, records $KAFKA_RECORDS"
+		mkdir -p "$RAW/kafka-classes"
+		javac -d "$RAW/kafka-classes" examples/java/KafkaRecovery.java
+		kmodes=(bare default mallocon)
+		for rep in $(seq 1 "$REPS"); do
+			for rec in $KAFKA_RECORDS; do
+				for i in 0 1 2; do
+					mode=${kmodes[$(((i + rep - 1) % 3))]}
+					base=$RAW/kafka.$rec.$mode.$rep
+					jcmd=(java -XX:+PreserveFramePointer -cp "$RAW/kafka-classes" KafkaRecovery --throughput-ms "$KAFKA_MS" --batch-ms 0 --batch-records "$rec")
+					case $mode in
+					bare) cmd=("${jcmd[@]}") ;;
+					default) cmd=(bin/leakscope run --progress never --format json -o "$base.json" -- "${jcmd[@]}") ;;
+					mallocon) cmd=(bin/leakscope run --progress never --format json --malloc on -o "$base.json" -- "${jcmd[@]}") ;;
+					esac
+					cut -d' ' -f1 /proc/loadavg >"$base.load"
+					"${cmd[@]}" >"$base.out" 2>"$base.err" || note "kafka $rec/$mode rep $rep failed (see $base.err)"
+					echo "  kafka records=$rec $mode rep $rep: $(grep -o 'throughput [0-9.]* ops/s' "$base.err" || echo failed) (load $(cat "$base.load"))"
+				done
+			done
+		done
+	fi
+fi
 
 # ---------------------------------------------------------------- Go benchmarks
 if phase go; then

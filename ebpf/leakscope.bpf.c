@@ -46,7 +46,7 @@ struct pending {
 	__u32 op;
 	__u64 owner;   /* resource the allocation belongs to, or 0 */
 	__u32 owner_kind;
-	__u32 pad;
+	__u32 window;  /* zlib inflate, malloc not traced: bytes its first inflate() adds */
 };
 
 /* A zlib call in progress that may allocate for its stream (inflate()
@@ -160,6 +160,17 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
 } range_misses SEC(".maps");
+
+/* Inflate streams traced without the malloc family (zlib bytes computed
+ * from the init arguments) whose window is not counted yet: zlib allocates
+ * it inside the stream's first inflate(). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 20);
+	__type(key, struct handle_key);
+	__type(value, __u32); /* window bytes */
+} zwindows SEC(".maps");
 
 #include "track.bpf.h"
 
@@ -343,25 +354,100 @@ int alloc_session(struct pt_regs *ctx)
 	return 0;
 }
 
-/* zlib streams, keyed by their z_stream. Init functions take strm first. */
+/* zlib streams, keyed by their z_stream. Init functions take strm first.
+ *
+ * With the malloc family traced, a stream's bytes are the mallocs zlib makes
+ * inside its init call and inside inflate() (the window). Without it, probe/
+ * sets each init probe's cookie and the bytes are computed here from the
+ * init arguments, as zlib's deflate.c and inflate.c (1.2.9 to 1.3.1)
+ * allocate them: cookie bits 0-15 are sizeof the object's deflate_state or
+ * inflate_state, bits 16-19 which init function it is (ZINIT_*). */
+#define ZINIT_INFLATE 1  /* inflateInit_(strm, version, size): windowBits 15 */
+#define ZINIT_INFLATE2 2 /* inflateInit2_(strm, windowBits, version, size) */
+#define ZINIT_BACK 3     /* inflateBackInit_(strm, windowBits, window, ...): caller's window */
+#define ZINIT_DEFLATE 4  /* deflateInit_(strm, level, ...): windowBits 15, memLevel 8 */
+#define ZINIT_DEFLATE2 5 /* deflateInit2_(strm, level, method, windowBits, memLevel, ...) */
+#define ZCOOKIE_STATE(c) ((__u32)((c) & 0xffff))
+#define ZCOOKIE_INIT(c) ((__u32)(((c) >> 16) & 0xf))
+
+/* zlib_window_bits is the window a stream gets for windowBits w: negative
+ * is raw deflate, 16 + w gzip, 32 + w automatic header detection; 0 (inflate
+ * only: the zlib header decides) is taken as 15. deflate turns 8 into 9.
+ * Out-of-range values make the init fail, which is not counted; they are
+ * clamped here only to keep the shifts defined. */
+static __always_inline __u32 zlib_window_bits(__s32 w, bool deflate)
+{
+	if (w < 0)
+		w = -w;
+	else if (deflate && w > 15)
+		w -= 16;
+	else if (!deflate && w < 48)
+		w &= 15;
+	if (w == 0)
+		w = 15;
+	if (deflate && w == 8)
+		w = 9;
+	if (w < 8)
+		w = 8;
+	if (w > 15)
+		w = 15;
+	return w;
+}
 
 SEC("uprobe")
-int BPF_KPROBE(zlib_inflate_init_enter, void *strm)
+int BPF_KPROBE(zlib_inflate_init_enter, void *strm, long a2)
 {
-	pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, 0, 0, (__u64)strm);
+	__u64 c = bpf_get_attach_cookie(ctx);
+	__u64 state = ZCOOKIE_STATE(c);
+	if (!state) { /* malloc traced: the bytes are zlib's mallocs */
+		pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, 0, 0, (__u64)strm);
+		return 0;
+	}
+	__u32 init = ZCOOKIE_INIT(c), window = 0;
+	if (init == ZINIT_INFLATE)
+		window = 1U << 15;
+	else if (init == ZINIT_INFLATE2)
+		window = 1U << zlib_window_bits((__s32)a2, false);
+	pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, state, 0, (__u64)strm);
+	/* The window waits in the pending record for the init's return. */
+	struct thread_state *ts = thread_state(false);
+	if (ts && ts->outer.sp == PT_REGS_SP(ctx) && ts->outer.kind == KIND_ZLIB_INFLATE)
+		ts->outer.window = window;
 	return 0;
 }
 
 SEC("uprobe")
-int BPF_KPROBE(zlib_deflate_init_enter, void *strm)
+int BPF_KPROBE(zlib_deflate_init_enter, void *strm, long level, long method, long wbits, long mem_level)
 {
-	pending_enter(ctx, KIND_ZLIB_DEFLATE, OP_ARG_HANDLE, 0, 0, (__u64)strm);
+	__u64 c = bpf_get_attach_cookie(ctx);
+	__u64 size = ZCOOKIE_STATE(c);
+	if (size) {
+		__u32 w = 15, m = 8;
+		if (ZCOOKIE_INIT(c) == ZINIT_DEFLATE2) {
+			w = zlib_window_bits((__s32)wbits, true);
+			m = (__s32)mem_level < 1 ? 1 : (__s32)mem_level > 9 ? 9 : (__u32)mem_level;
+		}
+		/* window 2 << w, prev 2 << w, head 2 << (m + 7), pending_buf
+		 * 4 << (m + 6) */
+		size += (1ULL << (w + 2)) + (1ULL << (m + 9));
+	}
+	pending_enter(ctx, KIND_ZLIB_DEFLATE, OP_ARG_HANDLE, size, 0, (__u64)strm);
 	return 0;
+}
+
+/* zwindow_forget drops the uncounted window of a stream being ended. */
+static __always_inline void zwindow_forget(struct pt_regs *ctx, __u64 strm)
+{
+	if (!bpf_get_attach_cookie(ctx) || !is_target())
+		return;
+	struct handle_key hk = { .addr = strm, .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
+	bpf_map_delete_elem(&zwindows, &hk);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(zlib_inflate_end_enter, void *strm)
 {
+	zwindow_forget(ctx, (__u64)strm);
 	release_enter(ctx, (__u64)strm, KIND_ZLIB_INFLATE);
 	return 0;
 }
@@ -373,12 +459,24 @@ int BPF_KPROBE(zlib_deflate_end_enter, void *strm)
 	return 0;
 }
 
-/* inflate() allocates the 32 KiB window on first use: remember the stream. */
+/* inflate() allocates the window on first use. With the malloc family
+ * traced, remember the stream for the malloc; without it (cookie 1), add
+ * the window computed at init to the stream at its first inflate(). */
 SEC("uprobe")
 int BPF_KPROBE(zlib_inflate_enter, void *strm)
 {
 	if (!is_target())
 		return 0;
+	if (bpf_get_attach_cookie(ctx)) {
+		struct handle_key hk = { .addr = (__u64)strm, .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
+		__u32 *w = bpf_map_lookup_elem(&zwindows, &hk);
+		if (!w)
+			return 0;
+		__u32 bytes = *w;
+		if (bpf_map_delete_elem(&zwindows, &hk) == 0)
+			owner_add((__u64)strm, KIND_ZLIB_INFLATE, bytes);
+		return 0;
+	}
 	struct thread_state *ts = thread_state(true);
 	if (!ts)
 		return 0;
@@ -391,10 +489,13 @@ int BPF_KPROBE(zlib_inflate_enter, void *strm)
 /* Declared pairs (--track): one program each for every acquire and every
  * release function, told by the attach cookie what to do:
  * bits 0-15 the kind, 16-19 the op (enum alloc_op), 20-23 the 1-based
- * argument that holds the handle (0: the return value). */
+ * argument that holds the handle (0: the return value), 24-27 the 1-based
+ * argument that holds the bytes acquired (0: the mallocs inside the call;
+ * set only when the malloc family is not traced). */
 #define COOKIE_KIND(c) ((__u32)((c) & 0xffff))
 #define COOKIE_OP(c) ((__u32)(((c) >> 16) & 0xf))
 #define COOKIE_ARG(c) ((__u32)(((c) >> 20) & 0xf))
+#define COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 24) & 0xf))
 
 static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 {
@@ -425,16 +526,17 @@ int pair_acquire_enter(struct pt_regs *ctx)
 	__u64 c = bpf_get_attach_cookie(ctx);
 	__u32 op = COOKIE_OP(c);
 	__u64 v = arg_n(ctx, COOKIE_ARG(c));
+	__u64 size = COOKIE_SIZE_ARG(c) ? arg_n(ctx, COOKIE_SIZE_ARG(c)) : 0;
 	switch (op) {
 	case OP_ARG_HANDLE:
 	case OP_OUT_PTR:
-		pending_enter(ctx, COOKIE_KIND(c), op, 0, 0, v);
+		pending_enter(ctx, COOKIE_KIND(c), op, size, 0, v);
 		break;
 	case OP_REALLOC: /* freopen: the old handle goes whatever happens */
-		pending_enter(ctx, COOKIE_KIND(c), op, 0, v, 0);
+		pending_enter(ctx, COOKIE_KIND(c), op, size, v, 0);
 		break;
 	default:
-		pending_enter(ctx, COOKIE_KIND(c), OP_RET_PTR, 0, 0, 0);
+		pending_enter(ctx, COOKIE_KIND(c), OP_RET_PTR, size, 0, 0);
 	}
 	return 0;
 }

@@ -695,6 +695,12 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	}
 	__u64 stack_id = walk_stack(PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
 	track_alloc(addr, p.size_bytes, p.kind, stack_id, now);
+	if (p.window) {
+		/* An inflate stream traced without malloc: its first
+		 * inflate() adds the window (zlib_inflate_enter). */
+		struct handle_key hk = { .addr = addr, .kind = p.kind, .pad = image_pad() };
+		bpf_map_update_elem(&zwindows, &hk, &p.window, BPF_ANY);
+	}
 }
 
 /* release_enter handles a release call (free, inflateEnd, ...). A release

@@ -97,7 +97,8 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		StartedAt: t.started,
 		Duration:  end.Sub(t.started),
 		Snapshots: t.snapshots,
-		Objects:   t.view.objects(t.alloc.Display),
+		Objects:   t.view.objects(t.allocDisplay()),
+		Probes:    t.probeSet(),
 	}
 	byStack := map[uint64]int{}
 	for i, p := range points {

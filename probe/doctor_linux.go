@@ -108,6 +108,11 @@ func doctorTarget(pid int) []Check {
 		cs = append(cs, Check{"allocator", true, "malloc family traced in " + alloc.Display})
 		cs = append(cs, siteCheck(alloc.Path, alloc.Display, alloc.Obj.Lookup, mallocFamily))
 	}
+	var mapped []string
+	for _, m := range maps {
+		mapped = append(mapped, m.Path)
+	}
+	cs = append(cs, doctorMalloc(isJVM(mapped)))
 	view := newMappingView(pid, cache)
 	if _, err := view.refresh(); err != nil {
 		return append(cs, Check{"objects", false, err.Error()})
@@ -147,6 +152,15 @@ func doctorTarget(pid int) []Check {
 			fmt.Sprintf("%s: %s, %.0f%% of functions: %s", o.Path, o.FramePointer, 100*o.FPShare, what)})
 	}
 	return append(cs, doctorJVM(pid, view.current)...)
+}
+
+// doctorMalloc says what --malloc auto will trace in the target.
+func doctorMalloc(jvm bool) Check {
+	if jvm {
+		return Check{"malloc", true, "JVM target: --malloc auto puts no probe on the allocator; zlib streams (bytes computed from their init arguments), " +
+			"jvm.direct and declared pairs are traced, and leaks of plain malloc are not looked for (--malloc on traces them, at a cost to the JVM)"}
+	}
+	return Check{"malloc", true, "--malloc auto traces the malloc family (--malloc off: zlib streams and declared pairs only, without allocator probes)"}
 }
 
 // effectiveCaps reads CapEff of this process.

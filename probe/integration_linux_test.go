@@ -478,3 +478,48 @@ func TestZlibLinkedStatically(t *testing.T) {
 	c, _ := launch(t, bin)
 	checkZstreams(t, c)
 }
+
+// Without the malloc family (--malloc off), a stream's bytes are computed
+// in the kernel from its init arguments: the same exact counts and bytes as
+// zlib's mallocs give, shared or static zlib, and nothing else is traced.
+func TestZlibStreamsMallocOff(t *testing.T) {
+	testutil.RequireBPF(t)
+	for _, static := range []bool{false, true} {
+		c, _ := launchWith(t, Options{Malloc: MallocOff}, buildZstreams(t, static))
+		checkZstreams(t, c)
+		if c.Probes == nil || c.Probes.Malloc || !strings.Contains(c.Probes.ZlibBytes, "zlib 1.2.13: inflate_state 7160 B, deflate_state 5952 B") {
+			t.Errorf("static %v: probes = %+v, want malloc off and zlib 1.2.13's layout named", static, c.Probes)
+		}
+		for _, s := range c.Sites {
+			if s.Kind == analyze.KindMalloc {
+				t.Errorf("static %v: malloc row with malloc off: %v", static, functions(s))
+			}
+		}
+	}
+}
+
+// zwindow opens 8 streams with inflateInit_ (windowBits 15) and inflates
+// each once, plus 2 it never inflates: 8 windows and 10 states, whether
+// the bytes come from zlib's mallocs or are computed. A stream that never
+// inflated holds no window.
+func TestZlibWindowCountedAtFirstInflate(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := filepath.Join(t.TempDir(), "zwindow")
+	if b, err := exec.Command("gcc", "-O2", "-g", "-o", bin, filepath.Join("..", "examples", "c", "zwindow.c"), "-lz").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	for _, mode := range []string{MallocOn, MallocOff} {
+		c, _ := launchWith(t, Options{Malloc: mode}, bin, "--idle", "2")
+		checkNoLoss(t, c)
+		var n, b uint64
+		for _, s := range c.Sites {
+			if s.Kind == analyze.KindZlibInflate {
+				n += s.LiveCount
+				b += s.LiveBytes
+			}
+		}
+		if want := uint64(8*(7160+32768) + 2*7160); n != 10 || b != want {
+			t.Errorf("--malloc %s: %d inflate streams, %d bytes; want 10, %d", mode, n, b, want)
+		}
+	}
+}

@@ -120,9 +120,16 @@ func attachKafka(t *testing.T, flags ...string) *analyze.Capture {
 // detach.
 func attachGated(t *testing.T, java, classes, class, summary string, flags ...string) *analyze.Capture {
 	t.Helper()
+	return attachGatedWith(t, Options{}, java, classes, class, summary, flags...)
+}
+
+// attachGatedWith is attachGated with tracer options.
+func attachGatedWith(t *testing.T, opts Options, java, classes, class, summary string, flags ...string) *analyze.Capture {
+	t.Helper()
 	gate := filepath.Join(t.TempDir(), "go")
 	cmd, stderr := startGated(t, java, classes, class, gate, flags...)
-	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
+	opts.Warnf = t.Logf
+	tr, err := Attach(cmd.Process.Pid, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +234,25 @@ func TestJVMAttachPreserveFramePointer(t *testing.T) {
 	if fetched != kafkaClosed {
 		t.Errorf("serveFetch streams seen = %d, want %d", fetched, kafkaClosed)
 	}
-	// libzip allocates each z_stream itself (calloc(1, 112)): a malloc
-	// row with the same Java stack.
+	// A JVM is traced without the malloc family by default, and the
+	// capture says so; the stream bytes above were computed.
+	if p := c.Probes; p == nil || p.Malloc || p.MallocReason != "--malloc auto: JVM target" {
+		t.Errorf("probes = %+v, want malloc off for a JVM target", p)
+	}
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindMalloc {
+			t.Errorf("malloc row in a JVM traced without malloc: %v", functions(s))
+		}
+	}
+}
+
+// TestJVMAttachMallocOn: with --malloc on, the stream row is the same
+// (bytes from zlib's mallocs), and libzip's own calloc of each z_stream is
+// a malloc row with the same Java stack.
+func TestJVMAttachMallocOn(t *testing.T) {
+	java, classes := kafkaClasses(t)
+	c := attachGatedWith(t, Options{Malloc: MallocOn}, java, classes, "KafkaRecovery", kafkaSummaryStart, "-XX:+PreserveFramePointer")
+	zlibLeak(t, c, true)
 	var zs []string
 	for _, s := range c.Sites {
 		fns := functions(s)

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/leakscope/leakscope/analyze"
@@ -82,20 +83,27 @@ func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
 	}
 }
 
-// TestJVMDirectAttach: attached to a JVM, the jvm preset is on by itself.
+// TestJVMDirectAttach: attached to a JVM, the jvm preset is on by itself;
+// without the malloc family (the default for a JVM) the bytes are the size
+// argument of Unsafe_AllocateMemory0, with it the malloc inside: the same.
 // Without JVM flags the stack is walked through compiled frames by their
 // frame size (VMStructs) just the same.
 func TestJVMDirectAttach(t *testing.T) {
 	java, classes := directClasses(t)
 	for _, tc := range []struct {
-		name  string
+		mode  string
 		flags []string
 	}{
-		{"PreserveFramePointer", []string{"-XX:+PreserveFramePointer"}},
-		{"NoFlags", nil},
+		{MallocAuto, []string{"-XX:+PreserveFramePointer"}},
+		{MallocOn, []string{"-XX:+PreserveFramePointer"}},
+		{MallocAuto, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			checkDirectLeak(t, attachGated(t, java, classes, "DirectLeak", directSummaryStart, tc.flags...), true)
+		t.Run(fmt.Sprintf("malloc=%s,flags=%v", tc.mode, tc.flags), func(t *testing.T) {
+			c := attachGatedWith(t, Options{Malloc: tc.mode}, java, classes, "DirectLeak", directSummaryStart, tc.flags...)
+			if c.Probes == nil || c.Probes.Malloc != (tc.mode == MallocOn) {
+				t.Errorf("--malloc %s: probes %+v", tc.mode, c.Probes)
+			}
+			checkDirectLeak(t, c, true)
 		})
 	}
 }

@@ -126,7 +126,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		proc.err = cmd.Wait()
 		close(proc.done)
 	}()
-	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, withJVMPresets(opts, objects))
+	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, forTarget(opts, objects))
 	if err != nil {
 		gateW.Close() // the shim exits without running the command
 		<-proc.done

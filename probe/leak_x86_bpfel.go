@@ -162,7 +162,7 @@ type leakThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		Pad       uint32
+		Window    uint32
 	}
 	Inner struct {
 		_         structs.HostLayout
@@ -174,7 +174,7 @@ type leakThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		Pad       uint32
+		Window    uint32
 	}
 	Zcall struct {
 		_    structs.HostLayout
@@ -228,6 +228,7 @@ const (
 	leakMapStats                 = "stats"
 	leakMapThreads               = "threads"
 	leakMapUnwindRows            = "unwind_rows"
+	leakMapZwindows              = "zwindows"
 	leakProgAllocExit            = "alloc_exit"
 	leakProgAllocSession         = "alloc_session"
 	leakProgCallocEnter          = "calloc_enter"
@@ -345,6 +346,7 @@ type leakMapSpecs struct {
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
+	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
 }
 
 // leakVariableSpecs contains global variables before they are loaded into the kernel.
@@ -402,6 +404,7 @@ type leakMaps struct {
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Threads         *ebpf.Map `ebpf:"threads"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
+	Zwindows        *ebpf.Map `ebpf:"zwindows"`
 }
 
 func (m *leakMaps) Close() error {
@@ -419,6 +422,7 @@ func (m *leakMaps) Close() error {
 		m.Stats,
 		m.Threads,
 		m.UnwindRows,
+		m.Zwindows,
 	)
 }
 

@@ -42,6 +42,14 @@ type Options struct {
 	// MaxUnwindRows sizes the kernel table of unwind rows shared by all
 	// objects (8 bytes each).
 	MaxUnwindRows uint32
+	// Malloc says whether the malloc family is traced: MallocAuto (the
+	// default: on, except for a JVM target), MallocOn or MallocOff. Off
+	// puts no probe on the allocator: zlib streams (their bytes computed
+	// from the init arguments), declared pairs and, for a JVM, preset jvm
+	// are traced, and leaks of plain malloc are not looked for.
+	Malloc string
+	// mallocWhy says how Malloc was decided (forTarget), for the report.
+	mallocWhy string
 	// Warnf receives notices worth a user's attention (a library that
 	// could not be read, a range table that overflowed). May be nil.
 	Warnf func(format string, args ...any)
@@ -53,6 +61,13 @@ const (
 	DefaultMaxSites       = 1 << 16
 	DefaultMaxStacks      = 1 << 16
 	DefaultMaxUnwindRows  = 1 << 20
+)
+
+// Malloc modes (Options.Malloc).
+const (
+	MallocAuto = "auto"
+	MallocOn   = "on"
+	MallocOff  = "off"
 )
 
 // Unwind modes (Options.Unwind).
@@ -74,6 +89,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Unwind == "" {
 		o.Unwind = UnwindAuto
+	}
+	if o.Malloc == "" {
+		o.Malloc = MallocAuto
 	}
 	if o.MaxUnwindRows == 0 {
 		o.MaxUnwindRows = DefaultMaxUnwindRows

@@ -30,7 +30,8 @@ var zlibFamily = []probeSpec{
 }
 
 // Cookie layout of the pair programs (see pair_acquire_enter in
-// ebpf/leakscope.bpf.c): kind in bits 0-15, op in 16-19, argument in 20-23.
+// ebpf/leakscope.bpf.c): kind in bits 0-15, op in 16-19, argument in 20-23,
+// size argument in 24-27.
 func pairCookie(kind uint32, op uint32, arg int) uint64 {
 	return uint64(kind) | uint64(op)<<16 | uint64(arg)<<20
 }
@@ -94,13 +95,25 @@ func (t *Tracer) attachResources(path, display string) error {
 		if err := open(); err != nil {
 			return err
 		}
-		n, err := t.attachFamily(ex, path, display, obj.Lookup, zlibFamily)
+		family := zlibFamily
+		var layout zlibLayout
+		if !t.mallocTraced() {
+			layout = readZlibLayout(path)
+			family = zlibComputedFamily(layout)
+		}
+		n, err := t.attachFamily(ex, path, display, obj.Lookup, family)
 		if err != nil {
 			return err
 		}
 		if n > 0 {
 			t.view.zlib[ino] = true
 			t.probed = append(t.probed, "zlib in "+display)
+			if !t.mallocTraced() {
+				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())
+				if !layout.known {
+					t.warnOnce(fmt.Sprintf("%s: the struct sizes of this zlib are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, zlibAssumed))
+				}
+			}
 		}
 	}
 	for i, p := range t.opts.Track {
@@ -112,8 +125,11 @@ func (t *Tracer) attachResources(path, display string) error {
 		}
 		var specs []probeSpec
 		for _, c := range p.Acquire {
-			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true,
-				pairCookie(pairKind(i), acquireOp(c.Handle), c.Handle.Arg)})
+			cookie := pairCookie(pairKind(i), acquireOp(c.Handle), c.Handle.Arg)
+			if !t.mallocTraced() {
+				cookie |= uint64(c.SizeArg) << 24 // no mallocs to count: the size argument
+			}
+			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true, cookie})
 		}
 		for _, c := range p.Release {
 			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairReleaseEnter }, false,
@@ -206,22 +222,45 @@ func (t *Tracer) kind(k uint32) analyze.Kind {
 	return kindName(k)
 }
 
-// withJVMPresets turns on preset jvm (kind jvm.direct) for a JVM target:
-// one whose objects include libjvm.so (mapped, for Attach) or the java
-// launcher's libjli.so (start-up objects, for Launch; libjvm.so is loaded
-// later and probed when mapped), unless the user declared jvm.direct.
-func withJVMPresets(opts Options, objects []string) Options {
-	isJVM := false
+// isJVM reports whether a target is a JVM: its objects include libjvm.so
+// (mapped, for Attach) or the java launcher's libjli.so (start-up objects,
+// for Launch; libjvm.so is loaded later).
+func isJVM(objects []string) bool {
 	for _, o := range objects {
 		base := o[strings.LastIndex(o, "/")+1:]
-		isJVM = isJVM || strings.HasPrefix(base, "libjvm.so") || strings.HasPrefix(base, "libjli.so")
+		if strings.HasPrefix(base, "libjvm.so") || strings.HasPrefix(base, "libjli.so") {
+			return true
+		}
 	}
+	return false
+}
+
+// forTarget completes opts for a target with these objects: preset jvm
+// for a JVM, and --malloc auto decided (off for a JVM).
+func forTarget(opts Options, objects []string) Options {
+	jvm := isJVM(objects)
+	opts = withJVMPresets(opts, jvm)
+	switch opts.Malloc {
+	case MallocOn, MallocOff:
+		opts.mallocWhy = "--malloc " + opts.Malloc
+	default:
+		opts.Malloc, opts.mallocWhy = MallocOn, "--malloc auto"
+		if jvm {
+			opts.Malloc, opts.mallocWhy = MallocOff, "--malloc auto: JVM target"
+		}
+	}
+	return opts
+}
+
+// withJVMPresets turns on preset jvm (kind jvm.direct) for a JVM target
+// (libjvm.so is probed once mapped), unless the user declared jvm.direct.
+func withJVMPresets(opts Options, jvm bool) Options {
 	for _, p := range opts.Track {
 		if p.Kind == "jvm.direct" {
 			return opts
 		}
 	}
-	if ps, err := track.PresetPairs("jvm"); isJVM && err == nil {
+	if ps, err := track.PresetPairs("jvm"); jvm && err == nil {
 		opts.Track = append(append([]track.Pair{}, opts.Track...), ps...)
 	}
 	return opts

@@ -54,6 +54,9 @@ type Tracer struct {
 	noSession   bool   // the kernel has no uprobe sessions: plain probes
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
+	// zlibLayouts describe, with malloc not traced, the zlib copies whose
+	// stream bytes are computed (object: layout).
+	zlibLayouts []string
 }
 
 // Attach starts tracing the running process pid.
@@ -80,7 +83,7 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	for _, m := range maps {
 		mapped = append(mapped, m.Path)
 	}
-	t, err := newTracer(pid, alloc, nil, cache, false, withJVMPresets(opts, mapped))
+	t, err := newTracer(pid, alloc, nil, cache, false, forTarget(opts, mapped))
 	if err != nil {
 		if gone(pid) {
 			return nil, fmt.Errorf("process %d exited while leakscope attached: %w", pid, ErrTargetExited)
@@ -175,6 +178,7 @@ func (t *Tracer) load(waitExec bool) error {
 	spec.Maps["sites"].MaxEntries = t.opts.MaxSites
 	spec.Maps["stacks"].MaxEntries = t.opts.MaxStacks
 	spec.Maps["unwind_rows"].MaxEntries = t.opts.MaxUnwindRows
+	spec.Maps["zwindows"].MaxEntries = t.opts.MaxAllocations
 	err = spec.LoadAndAssign(&t.objs, nil)
 	if err != nil && t.opts.SampleBytes == 0 && strings.Contains(err.Error(), "alloc_session") {
 		// A kernel without uprobe sessions (before 6.13): exact mode
@@ -227,6 +231,9 @@ var mallocFamily = []probeSpec{
 }
 
 func (t *Tracer) attach() error {
+	if !t.mallocTraced() {
+		return t.attachExecHook()
+	}
 	ex, err := link.OpenExecutable(t.alloc.Path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", t.alloc.Display, err)
@@ -257,14 +264,42 @@ func (t *Tracer) attach() error {
 			return err
 		}
 	}
-	for _, prog := range []*ebpf.Program{t.objs.TargetExec} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
-		if err != nil {
-			return fmt.Errorf("attach %s: %w", prog, err)
-		}
-		t.links = append(t.links, l)
+	return t.attachExecHook()
+}
+
+// attachExecHook attaches target_exec, which notices the target exec'ing.
+func (t *Tracer) attachExecHook() error {
+	l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.TargetExec})
+	if err != nil {
+		return fmt.Errorf("attach %s: %w", t.objs.TargetExec, err)
 	}
+	t.links = append(t.links, l)
 	return nil
+}
+
+// mallocTraced reports whether the malloc family is probed (--malloc).
+func (t *Tracer) mallocTraced() bool { return t.opts.Malloc != MallocOff }
+
+// MallocTraced reports whether the malloc family is traced: when not,
+// leaks of plain malloc are not looked for (Options.Malloc).
+func (t *Tracer) MallocTraced() bool { return t.mallocTraced() }
+
+// probeSet says what this tracer traces, for the capture.
+func (t *Tracer) probeSet() *analyze.ProbeSet {
+	ps := &analyze.ProbeSet{Malloc: t.mallocTraced(), MallocReason: t.opts.mallocWhy,
+		Kinds: []string{string(analyze.KindZlibInflate), string(analyze.KindZlibDeflate)}}
+	for _, p := range t.opts.Track {
+		ps.Kinds = append(ps.Kinds, p.Kind)
+	}
+	if ps.Malloc {
+		ps.ZlibBytes = "zlib's mallocs inside each stream's init and inflate() calls"
+	} else {
+		ps.ZlibBytes = "computed from each stream's init arguments"
+		if len(t.zlibLayouts) > 0 {
+			ps.ZlibBytes += " (" + strings.Join(t.zlibLayouts, "; ") + ")"
+		}
+	}
+	return ps
 }
 
 // attachFamily attaches the probes of one family to the functions that
@@ -482,7 +517,8 @@ func (t *Tracer) Header() *analyze.Capture {
 	return &analyze.Capture{
 		Target:    t.target(),
 		StartedAt: t.started,
-		Objects:   t.view.objects(t.alloc.Display),
+		Objects:   t.view.objects(t.allocDisplay()),
+		Probes:    t.probeSet(),
 	}
 }
 
@@ -491,6 +527,15 @@ func (t *Tracer) Pid() int { return t.pid }
 
 // Allocator is the path of the object whose malloc family is traced.
 func (t *Tracer) Allocator() string { return t.alloc.Display }
+
+// allocDisplay is the allocator marked in the capture's objects: none when
+// the malloc family is not traced.
+func (t *Tracer) allocDisplay() string {
+	if !t.mallocTraced() {
+		return ""
+	}
+	return t.alloc.Display
+}
 
 // detach closes every link at once: each uprobe unregistration waits for an
 // RCU grace period (20-100 ms measured here), so one after another a detach

@@ -153,6 +153,9 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 	if r.Options.MinAge > 0 {
 		p.MinAge = analyze.FormatDuration(r.Options.MinAge)
 	}
+	if pr := c.Probes; pr != nil && !pr.Malloc {
+		p.Warnings = append([]string{"probes: " + pr.String()}, p.Warnings...)
+	}
 	if l := c.Lost; l != (analyze.Lost{}) {
 		p.Lost = []htmlCounter{
 			{"allocations dropped", l.AllocationsDropped, "live table or site table full"},

@@ -28,6 +28,18 @@ type V1 struct {
 	// SampleBytes is the mean sampling gap when allocations were sampled
 	// (--sample-bytes): malloc counts and bytes are then estimates.
 	SampleBytes uint64 `json:"sample_bytes,omitempty"`
+	// Probes says what was traced; omitted when the capture does not
+	// record it. Added within v1.
+	Probes *V1Probes `json:"probes,omitempty"`
+}
+
+// V1Probes is the probe set of a capture. Malloc false means no probe was
+// on the allocator: leaks of plain malloc were not looked for.
+type V1Probes struct {
+	Malloc       bool     `json:"malloc"`
+	MallocReason string   `json:"malloc_reason,omitempty"` // e.g. "--malloc auto: JVM target"
+	Kinds        []string `json:"kinds"`                   // resource kinds traced besides malloc
+	ZlibBytes    string   `json:"zlib_bytes,omitempty"`    // where a zlib stream's bytes come from
 }
 
 // V1Target describes the traced process.
@@ -170,6 +182,9 @@ func toV1(r *analyze.Result) *V1 {
 		Lost:     V1Lost(c.Lost),
 		Leaks:    make([]V1Leak, 0, len(r.Leaks)),
 		Warnings: nonNil(c.Warnings),
+	}
+	if p := c.Probes; p != nil {
+		v.Probes = &V1Probes{Malloc: p.Malloc, MallocReason: p.MallocReason, Kinds: nonNil(p.Kinds), ZlibBytes: p.ZlibBytes}
 	}
 	for _, l := range r.Leaks {
 		s := l.Site

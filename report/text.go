@@ -83,6 +83,12 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if f := r.Options.Filters(); f != "" {
 		line("filters", f+"; totals cover only what they keep")
 	}
+	if p := c.Probes; p != nil {
+		line("probes", p.String())
+		if !p.Malloc && p.ZlibBytes != "" {
+			line("zlib bytes", p.ZlibBytes)
+		}
+	}
 	line("outstanding", fmt.Sprintf("%s in %d allocations",
 		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
 	if c.SampleBytes > 0 {

@@ -61,7 +61,7 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), malloc family in %s; %s\n", t.Pid(), c.Duration.Round(1e6), t.Allocator(), why)
+	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), %s; %s\n", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
 	return finish(c, &opts.captureOptions, io)
 }
 

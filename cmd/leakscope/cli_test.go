@@ -36,7 +36,7 @@ func TestAttachParsesOptions(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got.Pid != 4242 || got.Duration != 5*time.Minute || got.Format != "text" || got.Interval != time.Second {
+	if got.Pid != 4242 || got.Duration != 5*time.Minute || got.Format != "text" || got.Interval != time.Second || got.Malloc != "auto" {
 		t.Errorf("parsed %+v", got)
 	}
 }
@@ -54,6 +54,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--interval", "0s", "--", "true"}, "--interval must be positive"},
 		{[]string{"run", "--top", "-1", "--", "true"}, "--top cannot be negative"},
 		{[]string{"run", "--progress", "sometimes", "--", "true"}, `unknown --progress "sometimes"`},
+		{[]string{"run", "--malloc", "maybe", "--", "true"}, `unknown --malloc "maybe"`},
+		{[]string{"attach", "--pid", "1", "--malloc", "off", "--sample-bytes", "512KiB"}, "--sample-bytes samples malloc calls"},
 		{[]string{"run"}, "requires at least 1 arg"},
 		{[]string{"run", "--", "/nonexistent/leakscope-no-such-command"}, "no such file"},
 		{[]string{"run", "-o", "/nonexistent-dir/report.json", "--", "true"}, "not writable"},

@@ -27,6 +27,7 @@ type captureOptions struct {
 	MaxSites       uint32
 	MaxStacks      uint32
 	Unwind         string
+	Malloc         string // --malloc: auto, on or off
 	MaxUnwindRows  uint32
 	SampleBytes    string
 	sampleBytes    uint64
@@ -59,6 +60,7 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
 	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
 	fs.StringVar(&o.SampleBytes, "sample-bytes", "", "sample allocations: trace one per SIZE allocated on average (e.g. 512KiB); counts become estimates. Default: trace every allocation")
+	fs.StringVar(&o.Malloc, "malloc", probe.MallocAuto, "trace the malloc family: auto (on, except for a JVM target), on, or off (no allocator probes: zlib streams, declared pairs and JVM direct memory only; malloc leaks are not looked for)")
 	fs.StringVar(&o.Unwind, "unwind", probe.UnwindAuto, "how stacks are walked per object: auto (frame pointers where kept, .eh_frame tables elsewhere), fp or dwarf")
 	fs.Uint32Var(&o.MaxUnwindRows, "max-unwind-rows", probe.DefaultMaxUnwindRows, "size of the kernel's unwind table shared by all objects (8 bytes a row)")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
@@ -120,6 +122,14 @@ func (o *captureOptions) validate() error {
 			return fmt.Errorf("--sample-bytes %q: want a positive size such as 512KiB", o.SampleBytes)
 		}
 		o.sampleBytes = n
+	}
+	switch o.Malloc {
+	case "", probe.MallocAuto, probe.MallocOn, probe.MallocOff: // "": report, which has no --malloc
+	default:
+		return fmt.Errorf("unknown --malloc %q: use auto, on or off", o.Malloc)
+	}
+	if o.Malloc == probe.MallocOff && o.sampleBytes > 0 {
+		return fmt.Errorf("--sample-bytes samples malloc calls: it needs --malloc on or auto")
 	}
 	switch o.Unwind {
 	case probe.UnwindAuto, probe.UnwindFP, probe.UnwindDWARF:
@@ -212,6 +222,7 @@ func (o *captureOptions) probeOptions(warnf func(string, ...any)) probe.Options 
 	return probe.Options{
 		Track:          o.pairs,
 		Unwind:         o.Unwind,
+		Malloc:         o.Malloc,
 		SampleBytes:    o.sampleBytes,
 		MaxUnwindRows:  o.MaxUnwindRows,
 		MaxAllocations: o.MaxAllocations,

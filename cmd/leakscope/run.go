@@ -69,6 +69,6 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), malloc family in %s; %s\n", t.Pid(), c.Duration.Round(1e6), t.Allocator(), why)
+	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), %s; %s\n", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
 	return finish(c, &opts.captureOptions, io)
 }

@@ -70,6 +70,14 @@ loop:
 	return c, why, err
 }
 
+// tracedWhat names the probe set for the closing line on stderr.
+func tracedWhat(t *probe.Tracer) string {
+	if t.MallocTraced() {
+		return "malloc family in " + t.Allocator()
+	}
+	return "malloc family not traced (--malloc)"
+}
+
 // saveFile is the --save capture, appended to at every snapshot so a
 // capture cut short (leakscope killed) is readable up to its last one.
 type saveFile struct {

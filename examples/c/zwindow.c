@@ -6,6 +6,9 @@
  *
  * Ground truth: STREAMS (8) windows of 32768 bytes, allocated inside
  * inflate() called from read_first_record, never freed (no inflateEnd).
+ * Each stream also holds its 7160-byte inflate_state (zlib 1.2.13, x86-64),
+ * allocated by inflateInit_ in main. --idle N opens N more streams that are
+ * never inflated (nor ended): they hold their state and no window.
  *
  *   gcc -O2 -g -o zwindow examples/c/zwindow.c -lz
  */
@@ -35,10 +38,12 @@ __attribute__((noinline, noipa)) static void read_first_record(z_stream *s)
 int main(int argc, char **argv)
 {
 	const char *wait_file = NULL;
-	long hold_ms = 0;
+	long hold_ms = 0, idle = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait-file") && i + 1 < argc)
 			wait_file = argv[++i];
+		else if (!strcmp(argv[i], "--idle") && i + 1 < argc)
+			idle = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--hold") && i + 1 < argc)
 			hold_ms = atol(argv[++i]);
 	}
@@ -50,6 +55,11 @@ int main(int argc, char **argv)
 	for (int i = 0; i < STREAMS; i++)
 		if (inflateInit(&streams[i]) != Z_OK)
 			abort();
+	for (long i = 0; i < idle; i++) {
+		z_stream *s = calloc(1, sizeof(*s)); /* dropped, never inflated */
+		if (!s || inflateInit(s) != Z_OK)
+			abort();
+	}
 	if (wait_file) {
 		struct stat st;
 		while (stat(wait_file, &st) != 0)

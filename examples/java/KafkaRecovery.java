@@ -25,8 +25,8 @@ import java.util.zip.GZIPOutputStream;
  * a stream behind the program's back.
  */
 public final class KafkaRecovery {
-    /** Records per batch; each is one line of text. */
-    static final int RECORDS_PER_BATCH = 32;
+    /** Records per batch; each is one line of text (--batch-records). */
+    static int RECORDS_PER_BATCH = 32;
 
     /** Keeps every stream reachable: no Cleaner may end a leaked stream. */
     static final List<InputStream> retained = new ArrayList<>();
@@ -38,6 +38,7 @@ public final class KafkaRecovery {
         String waitFile = null;
         long holdMs = 0;
         int leaked = 50, closed = 100, warmup = 2000, plain = 2000, batchMs = 20;
+        long throughputMs = 0;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (i + 1 >= args.length) {
@@ -52,6 +53,8 @@ public final class KafkaRecovery {
                 case "--warmup": warmup = (int) parse(a, v); break;
                 case "--plain": plain = (int) parse(a, v); break;
                 case "--batch-ms": batchMs = (int) parse(a, v); break;
+                case "--throughput-ms": throughputMs = parse(a, v); break;
+                case "--batch-records": RECORDS_PER_BATCH = (int) parse(a, v); break;
                 default: usage("unknown option " + a);
             }
         }
@@ -88,6 +91,10 @@ public final class KafkaRecovery {
             }
         }
 
+        if (throughputMs > 0) {
+            throughput(fetchBatches, plainBatch, throughputMs);
+        }
+
         // The traced work: fetches that close their streams, then recovery
         // of the compressed batches, which leaks one stream per batch.
         long workStart = System.nanoTime();
@@ -107,6 +114,27 @@ public final class KafkaRecovery {
         if (sink == 42) {
             System.err.println("unlikely");
         }
+    }
+
+    /**
+     * throughput runs the broker's steady state for ms milliseconds: one
+     * fetch of a gzip batch (a stream opened, read whole and closed) and one
+     * recovery read of an uncompressed batch per operation, as in the
+     * warm-up, and prints the rate (bench/run.sh compares it with and
+     * without leakscope). No stream leaks here.
+     */
+    static void throughput(byte[][] fetchBatches, byte[] plainBatch, long ms) throws IOException {
+        long start = System.nanoTime(), end = start + ms * 1_000_000L, ops = 0, now;
+        do {
+            for (int i = 0; i < 100; i++, ops++) {
+                sink += serveFetch(fetchBatches[(int) (ops % fetchBatches.length)]);
+                sink += recoverSegment(plainBatch, false);
+            }
+            now = System.nanoTime();
+        } while (now < end);
+        System.err.printf("KafkaRecovery: throughput %.1f ops/s (%d ops in %d ms)%n",
+                ops * 1e9 / (now - start), ops, (now - start) / 1_000_000);
+        System.err.flush();
     }
 
     /**
@@ -207,7 +235,7 @@ public final class KafkaRecovery {
 
     static void usage(String why) {
         System.err.println("KafkaRecovery: " + why);
-        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS]");
+        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS] [--throughput-ms MS] [--batch-records N]");
         System.exit(2);
     }
 }

@@ -47,6 +47,11 @@ func (h Handle) String() string {
 type Call struct {
 	Function string
 	Handle   Handle
+	// SizeArg, for an acquire, is the 1-based argument that holds the
+	// bytes acquired. Those bytes are the resource's when the malloc
+	// family is not traced (otherwise the mallocs inside the call are).
+	// 0: none. Set by presets only.
+	SizeArg int
 }
 
 func (c Call) String() string { return c.Function + "/" + c.Handle.String() }

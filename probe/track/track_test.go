@@ -13,8 +13,8 @@ func TestParsePair(t *testing.T) {
 	}
 	want := []Pair{{
 		Kind: "pool.conn", Library: "libpool.so",
-		Acquire: []Call{{"pool_get", Handle{Kind: Ret}}, {"pool_clone", Handle{Out, 2}}},
-		Release: []Call{{"pool_put", Handle{Arg, 1}}},
+		Acquire: []Call{{"pool_get", Handle{Kind: Ret}, 0}, {"pool_clone", Handle{Out, 2}, 0}},
+		Release: []Call{{"pool_put", Handle{Arg, 1}, 0}},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
