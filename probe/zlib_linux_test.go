@@ -47,7 +47,8 @@ func TestForTargetMallocAuto(t *testing.T) {
 		{MallocOff, []string{"/bin/x"}, MallocOff, "--malloc off", false},
 	} {
 		o := forTarget(Options{Malloc: tc.malloc}, tc.objects)
-		jvmPair := len(o.Track) == 1 && o.Track[0].Kind == "jvm.direct"
+		// Preset jvm: jvm.direct, and the JNI zlib fallback pairs.
+		jvmPair := len(o.Track) == 3 && o.Track[0].Kind == "jvm.direct" && o.Track[1].FallbackFor == "zlib"
 		if o.Malloc != tc.want || o.mallocWhy != tc.why || jvmPair != tc.jvmPair {
 			t.Errorf("forTarget(%q, %v) = %q (%q), jvm.direct %v; want %q (%q), %v", tc.malloc, tc.objects, o.Malloc, o.mallocWhy, jvmPair, tc.want, tc.why, tc.jvmPair)
 		}
