@@ -25,6 +25,11 @@ const volatile __u32 wait_exec = 0;
  * inverse. Decided at entry: an untraced call skips its return probe. */
 const volatile __u64 sample_bytes = 0;
 
+/* Set by "leakscope run": stop the command whenever the dynamic linker
+ * changes its loaded objects (dl_debug_state) until user space has read
+ * its mappings and probed what was loaded. */
+const volatile __u32 stop_on_load = 0;
+
 /* Set by target_exec when the target execs. */
 __u32 exec_seen = 0;
 
@@ -148,6 +153,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __s64); /* bytes left before the next traced allocation */
 } sample_countdown SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FRAME_CACHE_SIZE);
+	__type(key, __u32);
+	__type(value, struct frame_rule);
+} frame_cache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -546,6 +558,24 @@ int pair_release_enter(struct pt_regs *ctx)
 {
 	__u64 c = bpf_get_attach_cookie(ctx);
 	release_enter(ctx, arg_n(ctx, COOKIE_ARG(c)), COOKIE_KIND(c));
+	return 0;
+}
+
+/* The dynamic linker calls _dl_debug_state (r_brk, the debuggers' hook)
+ * before and after it maps or unmaps objects (dlopen, dlclose): user space
+ * rereads the mappings then and probes new libraries (a JVM's libjvm.so,
+ * libzip.so), before their first call when the command was launched. */
+SEC("uprobe")
+int dl_debug_state(struct pt_regs *ctx)
+{
+	if (!is_target())
+		return 0;
+	if (stop_on_load) {
+		stop_sent = 1;
+		bpf_send_signal(19 /* SIGSTOP */);
+	}
+	struct range_miss m = {};
+	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 	return 0;
 }
 

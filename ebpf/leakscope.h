@@ -101,6 +101,25 @@ struct jvm_heap {
  * (HotSpot x86-64 frame_x86.hpp: interpreter_frame_method_offset). */
 #define JVM_INTERP_METHOD_OFFSET (-3 * 8)
 
+/* How to unwind the frame of one return address, as the walk last found
+ * it (exec_ranges, unwind_rows): a per-CPU, direct-mapped cache of
+ * FRAME_CACHE_SIZE entries, valid while the range table's generation (and
+ * the program image) is the one it was found in. BPF-only. */
+#define FRAME_CACHE_BITS 12
+#define FRAME_CACHE_SIZE (1 << FRAME_CACHE_BITS)
+struct frame_rule {
+	__u64 ip;
+	__u64 generation; /* range_ctl.generation | exec_gen << 48 */
+	__u32 flags;      /* the range's enum range_flag */
+	__u8 has_row;     /* RANGE_DWARF: 1 when a row covers ip */
+	__u8 rule;        /* the row's, as in struct unwind_row */
+	__s8 rbp_off;
+	__u8 pad;
+	__s16 cfa_off;
+	__u16 pad2;
+	__u32 pad3;
+};
+
 /* One row of an object's unwind table, built from .eh_frame by
  * probe/unwind (see Row there): from pc (an ELF vaddr) to the next row's,
  * CFA = (rule & 0xf ? rbp : rsp) + cfa_off, the return address is at

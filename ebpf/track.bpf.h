@@ -103,6 +103,7 @@ struct walk_ctx {
 	__u64 fp; /* frame pointer of the current frame's caller */
 	__u64 sp; /* lowest address the next frame may lie at */
 	__u64 hash;
+	__u64 gen; /* the range table's generation: frame_cache entries of another are stale */
 	/* The depth lives in st->depth, a map value: a counter on the stack
 	 * would be a known number in every iteration, and the verifier would
 	 * check each of the 64 iterations' paths apart. */
@@ -149,35 +150,48 @@ static __always_inline long push_frame(struct walk_ctx *w, __u64 ra, __u64 sp)
 	return 0;
 }
 
-/* dwarf_step unwinds one frame of an object without frame pointers with
- * its .eh_frame rows; returns 1 to stop the walk. Every frame here is a
- * return address, so the row looked up is the call's (pc - 1): a call that
- * ends a function returns past its last row. */
-static __always_inline long dwarf_step(struct walk_ctx *w, struct exec_range *r)
+/* find_row looks up the unwind row of return address ip in object range r
+ * into fr. Every frame here is a return address, so the row looked up is
+ * the call's (pc - 1): a call that ends a function returns past its last
+ * row. */
+static __always_inline void find_row(__u64 ip, struct exec_range *r, struct frame_rule *fr)
 {
-	struct stack *st = w->st;
 	struct row_search c = {
-		.pc = (__u32)(w->ip - r->bias - 1),
+		.pc = (__u32)(ip - r->bias - 1),
 		.lo = r->row_start,
 		.hi = r->row_start + r->row_count,
 	};
 	__u32 first = c.lo;
+	fr->has_row = 0;
 	bpf_loop(ROW_SEARCH_STEPS, row_step, &c, 0);
-	if (c.lo == first) {
-		st->flags |= STACK_UNWIND_END;
-		return 1;
-	}
+	if (c.lo == first)
+		return;
 	__u32 idx = c.lo - 1;
 	struct unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &idx);
 	if (!row)
+		return;
+	fr->has_row = 1;
+	fr->rule = row->rule;
+	fr->cfa_off = row->cfa_off;
+	fr->rbp_off = row->rbp_off;
+}
+
+/* dwarf_step unwinds one frame of an object without frame pointers with
+ * its .eh_frame row (found by find_row); returns 1 to stop the walk. */
+static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr)
+{
+	struct stack *st = w->st;
+	if (!fr->has_row) {
+		st->flags |= STACK_UNWIND_END;
 		return 1;
+	}
 	__u64 cfa;
-	switch (row->rule & 0xf) {
+	switch (fr->rule & 0xf) {
 	case UNWIND_CFA_RSP:
-		cfa = w->sp + row->cfa_off;
+		cfa = w->sp + fr->cfa_off;
 		break;
 	case UNWIND_CFA_RBP:
-		cfa = w->fp + row->cfa_off;
+		cfa = w->fp + fr->cfa_off;
 		break;
 	case UNWIND_UNDEFINED:
 		st->flags |= STACK_UNWIND_END;
@@ -195,9 +209,9 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct exec_range *r)
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
-	switch (row->rule >> 4) {
+	switch (fr->rule >> 4) {
 	case UNWIND_RBP_SAVED:
-		if (bpf_probe_read_user(&w->fp, sizeof(w->fp), (void *)(cfa + row->rbp_off))) {
+		if (bpf_probe_read_user(&w->fp, sizeof(w->fp), (void *)(cfa + fr->rbp_off))) {
 			st->flags |= STACK_READ_ERROR;
 			return 1;
 		}
@@ -207,6 +221,33 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct exec_range *r)
 		break;
 	}
 	return push_frame(w, ra, cfa);
+}
+
+/* frame_rule finds how to unwind the frame of w->ip: its range's flags
+ * and, for an object walked with unwind rows, its row; from frame_cache
+ * when this generation of the tables already found it (a walk through a
+ * big object costs two binary searches per frame otherwise). Returns false
+ * when no range holds w->ip. */
+static __always_inline bool frame_rule(struct walk_ctx *w, struct frame_rule *fr)
+{
+	__u32 slot = (__u32)((w->ip * 0x9E3779B97F4A7C15ULL) >> (64 - FRAME_CACHE_BITS));
+	struct frame_rule *c = bpf_map_lookup_elem(&frame_cache, &slot);
+	if (c && c->ip == w->ip && c->generation == w->gen) {
+		*fr = *c;
+		return true;
+	}
+	struct exec_range *r = find_range(w->ip);
+	if (!r)
+		return false;
+	fr->ip = w->ip;
+	fr->generation = w->gen;
+	fr->flags = r->flags;
+	fr->has_row = 0;
+	if (r->flags & RANGE_DWARF)
+		find_row(w->ip, r, fr);
+	if (c)
+		*c = *fr;
+	return true;
 }
 
 /* State of one walk back through a code heap's segment map. */
@@ -282,16 +323,17 @@ static __always_inline long jvm_step(struct walk_ctx *w)
 static long walk_step(__u64 i, struct walk_ctx *w)
 {
 	struct stack *st = w->st;
-	struct exec_range *r = find_range(w->ip);
-	if (r && (r->flags & RANGE_DWARF))
-		return dwarf_step(w, r);
-	if (r && (r->flags & RANGE_JVM_CODE)) {
+	struct frame_rule fr = {};
+	bool known = frame_rule(w, &fr);
+	if (known && (fr.flags & RANGE_DWARF))
+		return dwarf_step(w, &fr);
+	if (known && (fr.flags & RANGE_JVM_CODE)) {
 		long ret = jvm_step(w);
 		if (ret >= 0)
 			return ret;
 	}
-	if (r) {
-		if (!(r->flags & RANGE_HAS_FP)) {
+	if (known) {
+		if (!(fr.flags & RANGE_HAS_FP)) {
 			st->flags |= STACK_NO_FP;
 			return 1;
 		}
@@ -303,7 +345,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	}
 	__u64 fp = w->fp;
 	__u64 sender_sp = 0;
-	if (r && (r->flags & RANGE_JVM_INTERP)) {
+	if (known && (fr.flags & RANGE_JVM_INTERP)) {
 		/* An interpreted Java frame: every method runs the same
 		 * interpreter code, so its Method* tells them apart. */
 		__u64 slots[3] = {}; /* Method*, last sp, sender sp */
@@ -334,7 +376,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		 * just exec'd), follow that once; user space validates every
 		 * frame. (The mark lives in the map value, not in w, so the
 		 * verifier need not tell walks apart by it.) */
-		if ((fp & 7) || (r && !(r->flags & RANGE_GO)) || (st->flags & STACK_SWITCHED)) {
+		if ((fp & 7) || (known && !(fr.flags & RANGE_GO)) || (st->flags & STACK_SWITCHED)) {
 			st->flags |= STACK_BAD_FRAME;
 			return 1;
 		}
@@ -375,18 +417,23 @@ static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
 	st->flags = 0;
 	st->depth = 1;
 	st->ips[0] = ip;
+	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
 	struct walk_ctx w = {
 		.st = st,
 		.ip = ip,
 		.fp = fp,
 		.sp = sp,
 		.hash = (14695981039346656037ULL ^ ip) * 1099511628211ULL,
+		.gen = (ctl ? ctl->generation : 0) | ((__u64)exec_gen << 48),
 	};
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
 	/* ips past depth keep stale frames; readers use depth only. */
 	__u64 h = (w.hash ^ st->flags) * 1099511628211ULL;
 	if (h == 0)
 		h = 1;
+	/* Most walks repeat a stack already stored: a lookup takes no lock. */
+	if (bpf_map_lookup_elem(&stacks, &h))
+		return h;
 	long err = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST */) {
 		stat_add(STAT_STACK_ERRORS, 1);

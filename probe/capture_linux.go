@@ -242,5 +242,4 @@ func (t *Tracer) checkExecLocked() {
 	}
 	t.execGen = gen
 	t.view.newImage()
-	t.resumed = false
 }

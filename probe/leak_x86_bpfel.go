@@ -56,6 +56,20 @@ type leakExecRange struct {
 	RowCount uint32
 }
 
+type leakFrameRule struct {
+	_          structs.HostLayout
+	Ip         uint64
+	Generation uint64
+	Flags      uint32
+	HasRow     uint8
+	Rule       uint8
+	RbpOff     int8
+	Pad        uint8
+	CfaOff     int16
+	Pad2       uint16
+	Pad3       uint32
+}
+
 type leakHandleKey struct {
 	_    structs.HostLayout
 	Addr uint64
@@ -217,6 +231,7 @@ type leakUnwindRow struct {
 const (
 	leakMapAllocs                = "allocs"
 	leakMapExecRanges            = "exec_ranges"
+	leakMapFrameCache            = "frame_cache"
 	leakMapJvmHeaps              = "jvm_heaps"
 	leakMapMissTimes             = "miss_times"
 	leakMapRangeCtls             = "range_ctls"
@@ -232,6 +247,7 @@ const (
 	leakProgAllocExit            = "alloc_exit"
 	leakProgAllocSession         = "alloc_session"
 	leakProgCallocEnter          = "calloc_enter"
+	leakProgDlDebugState         = "dl_debug_state"
 	leakProgFreeEnter            = "free_enter"
 	leakProgMallocEnter          = "malloc_enter"
 	leakProgMemalignEnter        = "memalign_enter"
@@ -252,6 +268,7 @@ const (
 	leakVarExecSeen              = "exec_seen"
 	leakVarPageSize              = "page_size"
 	leakVarSampleBytes           = "sample_bytes"
+	leakVarStopOnLoad            = "stop_on_load"
 	leakVarStopSent              = "stop_sent"
 	leakVarTargetTgid            = "target_tgid"
 	leakVarUnusedAllocFn         = "unused_alloc_fn"
@@ -311,6 +328,7 @@ type leakProgramSpecs struct {
 	AllocExit            *ebpf.ProgramSpec `ebpf:"alloc_exit"`
 	AllocSession         *ebpf.ProgramSpec `ebpf:"alloc_session"`
 	CallocEnter          *ebpf.ProgramSpec `ebpf:"calloc_enter"`
+	DlDebugState         *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
 	FreeEnter            *ebpf.ProgramSpec `ebpf:"free_enter"`
 	MallocEnter          *ebpf.ProgramSpec `ebpf:"malloc_enter"`
 	MemalignEnter        *ebpf.ProgramSpec `ebpf:"memalign_enter"`
@@ -335,6 +353,7 @@ type leakProgramSpecs struct {
 type leakMapSpecs struct {
 	Allocs          *ebpf.MapSpec `ebpf:"allocs"`
 	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
+	FrameCache      *ebpf.MapSpec `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.MapSpec `ebpf:"jvm_heaps"`
 	MissTimes       *ebpf.MapSpec `ebpf:"miss_times"`
 	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
@@ -357,6 +376,7 @@ type leakVariableSpecs struct {
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
 	SampleBytes     *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	StopOnLoad      *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent        *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedAllocFn   *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
@@ -393,6 +413,7 @@ func (o *leakObjects) Close() error {
 type leakMaps struct {
 	Allocs          *ebpf.Map `ebpf:"allocs"`
 	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
+	FrameCache      *ebpf.Map `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.Map `ebpf:"jvm_heaps"`
 	MissTimes       *ebpf.Map `ebpf:"miss_times"`
 	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
@@ -411,6 +432,7 @@ func (m *leakMaps) Close() error {
 	return _LeakClose(
 		m.Allocs,
 		m.ExecRanges,
+		m.FrameCache,
 		m.JvmHeaps,
 		m.MissTimes,
 		m.RangeCtls,
@@ -434,6 +456,7 @@ type leakVariables struct {
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
 	SampleBytes     *ebpf.Variable `ebpf:"sample_bytes"`
+	StopOnLoad      *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent        *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedAllocFn   *ebpf.Variable `ebpf:"unused_alloc_fn"`
@@ -455,6 +478,7 @@ type leakPrograms struct {
 	AllocExit            *ebpf.Program `ebpf:"alloc_exit"`
 	AllocSession         *ebpf.Program `ebpf:"alloc_session"`
 	CallocEnter          *ebpf.Program `ebpf:"calloc_enter"`
+	DlDebugState         *ebpf.Program `ebpf:"dl_debug_state"`
 	FreeEnter            *ebpf.Program `ebpf:"free_enter"`
 	MallocEnter          *ebpf.Program `ebpf:"malloc_enter"`
 	MemalignEnter        *ebpf.Program `ebpf:"memalign_enter"`
@@ -478,6 +502,7 @@ func (p *leakPrograms) Close() error {
 		p.AllocExit,
 		p.AllocSession,
 		p.CallocEnter,
+		p.DlDebugState,
 		p.FreeEnter,
 		p.MallocEnter,
 		p.MemalignEnter,

@@ -47,8 +47,8 @@ func TestSpecLayout(t *testing.T) {
 			t.Errorf("program %s in section %s", name, prog.SectionName)
 		}
 	}
-	if len(spec.Programs) != 19 {
-		t.Errorf("%d programs, want 19 (malloc family 9, return, session, zlib 5, pair acquire and release, exec)", len(spec.Programs))
+	if len(spec.Programs) != 20 {
+		t.Errorf("%d programs, want 20 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, loader hook)", len(spec.Programs))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +51,6 @@ type Tracer struct {
 	pairObjects [][]string
 	lastSites   []analyze.Site
 	rowNext     uint32 // next free index in unwind_rows
-	resumed     bool   // the stopped launched command was continued
 	noSession   bool   // the kernel has no uprobe sessions: plain probes
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
@@ -139,6 +139,10 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 			return nil, err
 		}
 	}
+	if err := t.attachLoaderHook(objects); err != nil {
+		t.close()
+		return nil, err
+	}
 	if !waitExec {
 		// Mappings known now go into the range table before tracing
 		// matters. A launched command has not exec'd yet: its first
@@ -167,6 +171,9 @@ func (t *Tracer) load(waitExec bool) error {
 	}
 	if err := spec.Variables["wait_exec"].Set(wait); err != nil {
 		return fmt.Errorf("set wait_exec: %w", err)
+	}
+	if err := spec.Variables["stop_on_load"].Set(wait); err != nil {
+		return fmt.Errorf("set stop_on_load: %w", err)
 	}
 	if err := spec.Variables["sample_bytes"].Set(t.opts.SampleBytes); err != nil {
 		return fmt.Errorf("set sample_bytes: %w", err)
@@ -265,6 +272,46 @@ func (t *Tracer) attach() error {
 		}
 	}
 	return t.attachExecHook()
+}
+
+// attachLoaderHook probes the dynamic linker's _dl_debug_state, which it
+// calls around every change of the loaded objects: the target's ld.so,
+// among objects (a launched command's) or mapped now. A static target has
+// none; nothing is probed then.
+func (t *Tracer) attachLoaderHook(objects []string) error {
+	isLoader := func(p string) bool { return strings.HasPrefix(filepath.Base(p), "ld-") }
+	var candidates []string
+	for _, o := range objects {
+		if isLoader(o) {
+			candidates = append(candidates, o)
+		}
+	}
+	if maps, err := procfs.ReadMaps(t.pid); err == nil {
+		for _, m := range maps {
+			if fileBacked(m) && isLoader(m.Path) {
+				candidates = append(candidates, procfs.ObjectPath(t.pid, m))
+			}
+		}
+	}
+	for _, c := range candidates {
+		obj, err := t.cache.Object(c)
+		if err != nil {
+			continue
+		}
+		if _, ok := obj.Lookup("_dl_debug_state"); !ok {
+			continue
+		}
+		ex, err := link.OpenExecutable(c)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", c, err)
+		}
+		spec := probeSpec{"_dl_debug_state", func(o *leakObjects) *ebpf.Program { return o.DlDebugState }, false, 0}
+		if _, err := t.attachFamily(ex, c, c, obj.Lookup, []probeSpec{spec}); err != nil {
+			return err
+		}
+		return nil
+	}
+	return nil
 }
 
 // attachExecHook attaches target_exec, which notices the target exec'ing.
@@ -396,17 +443,18 @@ func (t *Tracer) watchMisses() {
 	}
 }
 
-// resumeLocked continues a launched command the kernel stopped at its
-// first tracked call, once the tables are written (stop_until_ranges).
+// resumeLocked continues a launched command the kernel stopped, once the
+// tables are written and new objects probed: at its first tracked call
+// (stop_until_ranges) or when the dynamic linker changed its objects
+// (dl_debug_state). A SIGCONT also discards a stop not delivered yet.
 func (t *Tracer) resumeLocked() {
-	if t.resumed {
-		return
-	}
 	var sent uint32
 	if err := t.objs.StopSent.Get(&sent); err != nil || sent == 0 {
 		return
 	}
-	t.resumed = true
+	if err := t.objs.StopSent.Set(uint32(0)); err != nil {
+		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
+	}
 	if err := unix.Kill(t.pid, unix.SIGCONT); err != nil {
 		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
 	}

@@ -109,14 +109,19 @@ func (n *Namer) Close() error {
 	return n.tmp.Close()
 }
 
+// methodsRetry is the least time between two attempts to read a starting
+// JVM's VMStructs. An attempt costs a few milliseconds; stacks walked
+// before one succeeds cannot be walked through compiled Java code.
+const methodsRetry = 20 * time.Millisecond
+
 // loadMethods reads the JVM's VMStructs the first time they are ready (a
 // launched JVM fills them in while it starts), trying at most once per
-// RefreshInterval.
+// methodsRetry.
 func (n *Namer) loadMethods() bool {
 	if n.methods != nil {
 		return true
 	}
-	if n.exited || (!n.methodsTried.IsZero() && time.Since(n.methodsTried) < n.RefreshInterval) {
+	if n.exited || (!n.methodsTried.IsZero() && time.Since(n.methodsTried) < methodsRetry) {
 		return false
 	}
 	n.methodsTried = time.Now()
