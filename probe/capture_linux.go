@@ -74,6 +74,11 @@ func (t *Tracer) resolveLocked(stackID uint64) resolvedStack {
 // Stop detaches every probe, reads the final state and returns the capture.
 // The probes go first, so the tables read afterwards are consistent.
 func (t *Tracer) Stop() (*analyze.Capture, error) {
+	// The capture ends now: detaching takes seconds on a loaded machine,
+	// and a final point taken after it would add that much flat time to
+	// every trend (a growing leak could read as a plateau).
+	end := time.Now()
+	nowMono := monotonicNow()
 	t.detach()
 	t.misses.Close()
 	t.wg.Wait()
@@ -82,8 +87,6 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.closeRuntimeLocked()
-	end := time.Now()
-	nowMono := monotonicNow()
 	t.refreshLocked()
 	t.retryNamesLocked(true) // a JVM still alive names its newest code
 	points, err := t.readSitesLocked()
