@@ -2,6 +2,7 @@ package probe
 
 import (
 	"os/exec"
+	"slices"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,6 +57,9 @@ func TestJNIZlibFallback(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	checkNoLoss(t, c)
+	if c.Probes == nil || !slices.Contains(c.Probes.Kinds, "zlib.inflate (JNI fallback in libzip.so)") {
+		t.Errorf("probes %+v do not say the JNI fallback stood in for zlib in libzip.so", c.Probes)
+	}
 	type row struct {
 		kind         analyze.Kind
 		fn           string

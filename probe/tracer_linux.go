@@ -335,7 +335,14 @@ func (t *Tracer) MallocTraced() bool { return t.mallocTraced() }
 func (t *Tracer) probeSet() *analyze.ProbeSet {
 	ps := &analyze.ProbeSet{Malloc: t.mallocTraced(), MallocReason: t.opts.mallocWhy,
 		Kinds: []string{string(analyze.KindZlibInflate), string(analyze.KindZlibDeflate)}}
-	for _, p := range t.opts.Track {
+	for i, p := range t.opts.Track {
+		if p.FallbackFor != "" {
+			// Its kind is listed already; say where it stood in.
+			for _, o := range t.pairObjects[i] {
+				ps.Kinds = append(ps.Kinds, fmt.Sprintf("%s (JNI fallback in %s)", p.Kind, filepath.Base(o)))
+			}
+			continue
+		}
 		ps.Kinds = append(ps.Kinds, p.Kind)
 	}
 	if ps.Malloc {
