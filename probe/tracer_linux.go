@@ -41,6 +41,8 @@ type Tracer struct {
 	rangesGen uint64
 	rangeSlot uint32
 	sym       *stackResolver
+	sites     *siteTable
+	rawStack  leakStack // resolveLocked's read buffer
 	snapshots []analyze.Snapshot
 	warnings  []string
 	command   []string
@@ -123,6 +125,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 	}
 	t.pairObjects = make([][]string, len(opts.Track))
 	t.sym = newStackResolver(t.view)
+	t.sites = newSiteTable()
 	if err := t.load(waitExec); err != nil {
 		return nil, err
 	}
@@ -455,6 +458,9 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	}
 	at := time.Since(t.started)
 	snap := analyze.Snapshot{At: at}
+	if len(points) > 0 {
+		snap.Sites = make([]analyze.SitePoint, 0, len(points))
+	}
 	p := Progress{Elapsed: at}
 	for _, sp := range points {
 		snap.Sites = append(snap.Sites, sp.SitePoint)
@@ -465,7 +471,8 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	t.snapshots = append(t.snapshots, snap)
 	t.lastSites = t.lastSites[:0]
 	for _, sp := range points {
-		t.lastSites = append(t.lastSites, analyze.Site{ID: sp.ID, Kind: sp.kind, Stack: sp.stack.stack})
+		m := &t.sites.slots[sp.slot]
+		t.lastSites = append(t.lastSites, analyze.Site{ID: sp.ID, Kind: m.kind, Stack: m.stack.stack})
 	}
 	return p, nil
 }
