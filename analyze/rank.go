@@ -136,26 +136,7 @@ func Rank(c *Capture, opts Options) *Result {
 		r.Leaks = append(r.Leaks, l)
 	}
 	if len(c.Snapshots) >= MinTrendPoints {
-		index := make(map[uint64]int, len(r.Leaks))
-		for i, l := range r.Leaks {
-			index[l.Site.ID] = i
-		}
-		all := series(c, index)
-		for i := range r.Leaks {
-			l := &r.Leaks[i]
-			if l.Trend = TrendOf(all[index[l.Site.ID]]); l.Trend != nil {
-				l.Score *= l.Trend.Weight
-			}
-		}
-	}
-	for i := range r.Leaks {
-		l := &r.Leaks[i]
-		l.Confidence = confidence(*l, c)
-		l.Reasons = reasons(*l, c.Duration, opts.MinAge)
-		l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
-		if n, ok := notes[l.Site.ID]; ok {
-			l.Reasons = append(l.Reasons, n)
-		}
+		fitTrends(c, r.Leaks, opts.Top)
 	}
 	slices.SortFunc(r.Leaks, func(a, b Leak) int {
 		return cmp.Or(
@@ -168,10 +149,71 @@ func Rank(c *Capture, opts Options) *Result {
 	if opts.Top > 0 && len(r.Leaks) > opts.Top {
 		r.Leaks = r.Leaks[:opts.Top]
 	}
+	// Confidence and reasons only for the leaks kept.
 	for i := range r.Leaks {
-		r.Leaks[i].Rank = i + 1
+		l := &r.Leaks[i]
+		l.Rank = i + 1
+		l.Confidence = confidence(*l, c)
+		l.Reasons = reasons(*l, c.Duration, opts.MinAge)
+		l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
+		if n, ok := notes[l.Site.ID]; ok {
+			l.Reasons = append(l.Reasons, n)
+		}
 	}
 	return r
+}
+
+// fitTrends fits the trend of leaks and weighs their scores by it. With
+// top > 0 only the leaks that can still rank in the first top are fitted:
+// a trend's weight is at most 1, so a leak whose base score is below the
+// top-th best score fitted so far cannot get in. They are fitted in order
+// of base score, in growing batches, until the next one cannot; the others
+// keep Trend nil and Score = BaseScore and are cut off by Rank's top.
+// (100k sites and 60 snapshots: 2.6 s fitting every one.)
+func fitTrends(c *Capture, leaks []Leak, top int) {
+	var slopes []float64
+	fit := func(batch []int) {
+		index := make(map[uint64]int, len(batch))
+		for k, i := range batch {
+			index[leaks[i].Site.ID] = k
+		}
+		all := series(c, index)
+		for k, i := range batch {
+			l := &leaks[i]
+			if l.Trend = trendOf(all[k], &slopes); l.Trend != nil {
+				l.Score *= l.Trend.Weight
+			}
+		}
+	}
+	order := make([]int, len(leaks))
+	for i := range order {
+		order[i] = i
+	}
+	if top <= 0 || top >= len(leaks) {
+		fit(order)
+		return
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(leaks[b].BaseScore, leaks[a].BaseScore) })
+	scores := make([]float64, 0, len(leaks))
+	done, batch := 0, max(4*top, 256)
+	for done < len(order) {
+		next := order[done:min(done+batch, len(order))]
+		fit(next)
+		for _, i := range next {
+			scores = append(scores, leaks[i].Score)
+		}
+		done += len(next)
+		batch *= 2
+		if len(scores) < top || done == len(order) {
+			continue
+		}
+		// The top-th best score so far: leaks below it are out.
+		slices.SortFunc(scores, func(a, b float64) int { return cmp.Compare(b, a) })
+		scores = scores[:top]
+		if leaks[order[done]].BaseScore < scores[top-1] {
+			return
+		}
+	}
 }
 
 // measure counts what s holds at least minAge old. Without per-allocation

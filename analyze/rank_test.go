@@ -272,3 +272,27 @@ func TestConfidencePoolVersusLeak(t *testing.T) {
 		t.Errorf("confidence pool %.2f (want <= 0.4), leak %.2f (want >= 0.7)", got[1], got[2])
 	}
 }
+
+// TestRankTopFitsOnlyWhatCanRank: with a top, Rank fits trends only for the
+// leaks that can still make it; the leaks it keeps are exactly the first
+// ones of ranking everything, trends, scores and reasons included.
+func TestRankTopFitsOnlyWhatCanRank(t *testing.T) {
+	c := synthCapture(3000, 15000, 12)
+	all := Rank(c, Options{})
+	for _, top := range []int{1, 10, 300, 2999, 3000} {
+		got := Rank(c, Options{Top: top})
+		if len(got.Leaks) != top {
+			t.Fatalf("top %d: %d leaks", top, len(got.Leaks))
+		}
+		if got.Totals != all.Totals {
+			t.Errorf("top %d: totals %+v, want %+v", top, got.Totals, all.Totals)
+		}
+		if !reflect.DeepEqual(got.Leaks, all.Leaks[:top]) {
+			for i := range got.Leaks {
+				if !reflect.DeepEqual(got.Leaks[i], all.Leaks[i]) {
+					t.Fatalf("top %d: leak %d = %+v\nwant %+v", top, i, got.Leaks[i], all.Leaks[i])
+				}
+			}
+		}
+	}
+}
