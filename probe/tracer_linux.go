@@ -178,6 +178,13 @@ func (t *Tracer) load(waitExec bool) error {
 	spec.Maps["sites"].MaxEntries = t.opts.MaxSites
 	spec.Maps["stacks"].MaxEntries = t.opts.MaxStacks
 	spec.Maps["unwind_rows"].MaxEntries = t.opts.MaxUnwindRows
+	// The per-allocation and per-stack tables take memory as they fill,
+	// not all at load: preallocated, their default sizes held 165 MiB of
+	// kernel memory for any target, even one that allocates nothing
+	// (docs/performance.md, "Map memory").
+	for _, name := range []string{"allocs", "sites", "stacks"} {
+		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
+	}
 	err = spec.LoadAndAssign(&t.objs, nil)
 	if err != nil && t.opts.SampleBytes == 0 && strings.Contains(err.Error(), "alloc_session") {
 		// A kernel without uprobe sessions (before 6.13): exact mode
