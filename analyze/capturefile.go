@@ -78,9 +78,10 @@ type captureRecord struct {
 
 // CaptureWriter writes a capture file as the capture happens: the header
 // first, then one line per site definition and snapshot, then the end
-// record. Each call hands the underlying writer whole lines in a single
-// Write and buffers nothing, so when the tracer dies the file holds every
-// snapshot written so far and ReadCapture loads it.
+// record. Each call hands the underlying writer whole lines, definitions
+// before the records that refer to them, and keeps nothing buffered when it
+// returns, so when the tracer dies the file holds every snapshot written so
+// far and ReadCapture loads it.
 //
 // After a failed write or Close, every later call returns an error, since
 // appending after a partial line would corrupt the file.
@@ -188,22 +189,40 @@ func (cw *CaptureWriter) define(defs []captureRecord) {
 	}
 }
 
-// write encodes each value as one line and hands them to w in one Write.
+// writeChunk is the most write buffers before handing whole lines to w.
+const writeChunk = 4 << 20
+
+// write encodes each value as one line and hands them to w in order, in
+// Writes of whole lines, each at most writeChunk bytes unless one line is
+// longer: the first snapshot of 100k sites defines them all, 400 MB of
+// lines that were one buffer.
 func (cw *CaptureWriter) write(what string, vs ...any) error {
 	var b bytes.Buffer
+	flush := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		if _, err := cw.w.Write(b.Bytes()); err != nil {
+			cw.err = fmt.Errorf("write capture %s: %w", what, err)
+			return cw.err
+		}
+		b.Reset()
+		return nil
+	}
 	for _, v := range vs {
 		line, err := json.Marshal(v)
 		if err != nil {
 			return fmt.Errorf("write capture %s: %w", what, err)
 		}
+		if b.Len() > 0 && b.Len()+len(line)+1 > writeChunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		b.Write(line)
 		b.WriteByte('\n')
 	}
-	if _, err := cw.w.Write(b.Bytes()); err != nil {
-		cw.err = fmt.Errorf("write capture %s: %w", what, err)
-		return cw.err
-	}
-	return nil
+	return flush()
 }
 
 func anys(recs []captureRecord) []any {
