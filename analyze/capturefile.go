@@ -268,7 +268,8 @@ func ReadCapture(r io.Reader) (*Capture, error) {
 }
 
 func readCapture(br *bufio.Reader) (*Capture, error) {
-	line, complete, err := readLine(br)
+	var buf []byte
+	line, complete, err := readLine(br, &buf)
 	if err != nil {
 		return nil, err
 	}
@@ -294,8 +295,9 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 	}
 	index := map[uint64]int{} // site ID to index in c.Sites
 	var end *captureEnd
+	fast := newLineDecoder()
 	for n := 2; complete; n++ {
-		line, complete, err = readLine(br)
+		line, complete, err = readLine(br, &buf)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
@@ -303,7 +305,9 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 			break // the file ends with a newline
 		}
 		var rec captureRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
+		if fast.decodeLine(line, &rec) {
+			// decoded: a site or snapshot record in CaptureWriter's form
+		} else if err := json.Unmarshal(line, &rec); err != nil {
 			if !complete {
 				break // cut short while it was written
 			}
@@ -351,16 +355,24 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 }
 
 // readLine returns the next line without its newline, and whether it had
-// one: a line without is the last, and may have been cut short.
-func readLine(br *bufio.Reader) ([]byte, bool, error) {
-	line, err := br.ReadBytes('\n')
-	switch {
-	case err == io.EOF:
-		return line, false, nil
-	case err != nil:
-		return nil, false, err
+// one: a line without is the last, and may have been cut short. The line
+// is in *buf, reused from line to line: nothing decoded keeps it.
+func readLine(br *bufio.Reader, buf *[]byte) ([]byte, bool, error) {
+	b := (*buf)[:0]
+	for {
+		frag, err := br.ReadSlice('\n')
+		b = append(b, frag...)
+		*buf = b
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF:
+			return b, false, nil
+		case err != nil:
+			return nil, false, err
+		}
+		return b[:len(b)-1], true, nil
 	}
-	return line[:len(line)-1], true, nil
 }
 
 // checkSchema accepts v1 and explains every other schema.
