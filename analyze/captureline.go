@@ -24,6 +24,7 @@ type lineDecoder struct {
 	// for as many (a snapshot of 100k sites grew by append, 0.6 GB of
 	// copies for 10 snapshots).
 	points int
+	frames []Frame // scratch: a stack keeps an exact-size copy
 }
 
 func newLineDecoder() *lineDecoder {
@@ -112,7 +113,7 @@ func (s *scanner) frames() []Frame {
 	if s.null() {
 		return nil
 	}
-	fs := []Frame{}
+	fs := s.d.frames[:0]
 	s.array(func() {
 		var f Frame
 		s.object(func(key []byte) {
@@ -137,7 +138,8 @@ func (s *scanner) frames() []Frame {
 		})
 		fs = append(fs, f)
 	})
-	return fs
+	s.d.frames = fs
+	return append(make([]Frame, 0, len(fs)), fs...)
 }
 
 func (s *scanner) snapshot() *Snapshot {
