@@ -138,6 +138,25 @@ func Rank(c *Capture, opts Options) *Result {
 	if len(c.Snapshots) >= MinTrendPoints {
 		fitTrends(c, r.Leaks, opts.Top)
 	}
+	// Confidence and reasons only for the leaks kept: in site order when
+	// all are (memory order: ranked order took 40% longer for 100k sites),
+	// after the cut
+	// otherwise.
+	explain := func(leaks []Leak) {
+		for i := range leaks {
+			l := &leaks[i]
+			l.Confidence = confidence(*l, c)
+			l.Reasons = reasons(*l, c.Duration, opts.MinAge)
+			l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
+			if n, ok := notes[l.Site.ID]; ok {
+				l.Reasons = append(l.Reasons, n)
+			}
+		}
+	}
+	keepAll := opts.Top <= 0 || len(r.Leaks) <= opts.Top
+	if keepAll {
+		explain(r.Leaks)
+	}
 	slices.SortFunc(r.Leaks, func(a, b Leak) int {
 		return cmp.Or(
 			cmp.Compare(b.Score, a.Score),
@@ -149,16 +168,11 @@ func Rank(c *Capture, opts Options) *Result {
 	if opts.Top > 0 && len(r.Leaks) > opts.Top {
 		r.Leaks = r.Leaks[:opts.Top]
 	}
-	// Confidence and reasons only for the leaks kept.
+	if !keepAll {
+		explain(r.Leaks)
+	}
 	for i := range r.Leaks {
-		l := &r.Leaks[i]
-		l.Rank = i + 1
-		l.Confidence = confidence(*l, c)
-		l.Reasons = reasons(*l, c.Duration, opts.MinAge)
-		l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
-		if n, ok := notes[l.Site.ID]; ok {
-			l.Reasons = append(l.Reasons, n)
-		}
+		r.Leaks[i].Rank = i + 1
 	}
 	return r
 }
