@@ -139,9 +139,8 @@ func Rank(c *Capture, opts Options) *Result {
 		fitTrends(c, r.Leaks, opts.Top)
 	}
 	// Confidence and reasons only for the leaks kept: in site order when
-	// all are (memory order: ranked order took 40% longer for 100k sites),
-	// after the cut
-	// otherwise.
+	// all are kept (memory order: ranked order took 40% longer for 100k
+	// sites), after the cut otherwise.
 	explain := func(leaks []Leak) {
 		for i := range leaks {
 			l := &leaks[i]
