@@ -277,7 +277,30 @@ func TestConfidencePoolVersusLeak(t *testing.T) {
 // leaks that can still make it; the leaks it keeps are exactly the first
 // ones of ranking everything, trends, scores and reasons included.
 func TestRankTopFitsOnlyWhatCanRank(t *testing.T) {
-	c := synthCapture(3000, 15000, 12)
+	for _, ties := range []bool{false, true} {
+		c := synthCapture(3000, 15000, 12)
+		if ties {
+			// Every site the same, as stacks_storm's: scores tie
+			// and the order falls to the site IDs.
+			for i := range c.Sites {
+				s := &c.Sites[i]
+				for k := range s.Live {
+					s.Live[k] = Alloc{Size: 32, Age: time.Minute}
+				}
+				s.LiveBytes, s.Allocs, s.Frees = 32*s.LiveCount, s.LiveCount, 0
+			}
+			for _, sn := range c.Snapshots {
+				for k := range sn.Sites {
+					sn.Sites[k].LiveBytes, sn.Sites[k].LiveCount = 32*5, 5
+				}
+			}
+		}
+		checkTopMatchesAll(t, c)
+	}
+}
+
+func checkTopMatchesAll(t *testing.T, c *Capture) {
+	t.Helper()
 	all := Rank(c, Options{})
 	for _, top := range []int{1, 10, 300, 2999, 3000} {
 		got := Rank(c, Options{Top: top})
