@@ -78,9 +78,10 @@ type captureRecord struct {
 
 // CaptureWriter writes a capture file as the capture happens: the header
 // first, then one line per site definition and snapshot, then the end
-// record. Each call hands the underlying writer whole lines in a single
-// Write and buffers nothing, so when the tracer dies the file holds every
-// snapshot written so far and ReadCapture loads it.
+// record. Each call hands the underlying writer whole lines, definitions
+// before the records that refer to them, and keeps nothing buffered when it
+// returns, so when the tracer dies the file holds every snapshot written so
+// far and ReadCapture loads it.
 //
 // After a failed write or Close, every later call returns an error, since
 // appending after a partial line would corrupt the file.
@@ -188,22 +189,40 @@ func (cw *CaptureWriter) define(defs []captureRecord) {
 	}
 }
 
-// write encodes each value as one line and hands them to w in one Write.
+// writeChunk is the most write buffers before handing whole lines to w.
+const writeChunk = 4 << 20
+
+// write encodes each value as one line and hands them to w in order, in
+// Writes of whole lines, each at most writeChunk bytes unless one line is
+// longer: the first snapshot of 100k sites defines them all, 400 MB of
+// lines that were one buffer.
 func (cw *CaptureWriter) write(what string, vs ...any) error {
 	var b bytes.Buffer
+	flush := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		if _, err := cw.w.Write(b.Bytes()); err != nil {
+			cw.err = fmt.Errorf("write capture %s: %w", what, err)
+			return cw.err
+		}
+		b.Reset()
+		return nil
+	}
 	for _, v := range vs {
 		line, err := json.Marshal(v)
 		if err != nil {
 			return fmt.Errorf("write capture %s: %w", what, err)
 		}
+		if b.Len() > 0 && b.Len()+len(line)+1 > writeChunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		b.Write(line)
 		b.WriteByte('\n')
 	}
-	if _, err := cw.w.Write(b.Bytes()); err != nil {
-		cw.err = fmt.Errorf("write capture %s: %w", what, err)
-		return cw.err
-	}
-	return nil
+	return flush()
 }
 
 func anys(recs []captureRecord) []any {
@@ -249,7 +268,8 @@ func ReadCapture(r io.Reader) (*Capture, error) {
 }
 
 func readCapture(br *bufio.Reader) (*Capture, error) {
-	line, complete, err := readLine(br)
+	var buf []byte
+	line, complete, err := readLine(br, &buf)
 	if err != nil {
 		return nil, err
 	}
@@ -275,8 +295,9 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 	}
 	index := map[uint64]int{} // site ID to index in c.Sites
 	var end *captureEnd
+	fast := newLineDecoder()
 	for n := 2; complete; n++ {
-		line, complete, err = readLine(br)
+		line, complete, err = readLine(br, &buf)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
@@ -284,7 +305,9 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 			break // the file ends with a newline
 		}
 		var rec captureRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
+		if fast.decodeLine(line, &rec) {
+			// decoded: a site or snapshot record in CaptureWriter's form
+		} else if err := json.Unmarshal(line, &rec); err != nil {
 			if !complete {
 				break // cut short while it was written
 			}
@@ -332,16 +355,24 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 }
 
 // readLine returns the next line without its newline, and whether it had
-// one: a line without is the last, and may have been cut short.
-func readLine(br *bufio.Reader) ([]byte, bool, error) {
-	line, err := br.ReadBytes('\n')
-	switch {
-	case err == io.EOF:
-		return line, false, nil
-	case err != nil:
-		return nil, false, err
+// one: a line without is the last, and may have been cut short. The line
+// is in *buf, reused from line to line: nothing decoded keeps it.
+func readLine(br *bufio.Reader, buf *[]byte) ([]byte, bool, error) {
+	b := (*buf)[:0]
+	for {
+		frag, err := br.ReadSlice('\n')
+		b = append(b, frag...)
+		*buf = b
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF:
+			return b, false, nil
+		case err != nil:
+			return nil, false, err
+		}
+		return b[:len(b)-1], true, nil
 	}
-	return line[:len(line)-1], true, nil
 }
 
 // checkSchema accepts v1 and explains every other schema.

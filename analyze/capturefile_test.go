@@ -337,3 +337,40 @@ func FuzzReadCapture(f *testing.F) {
 		Rank(c, Options{}) // must not panic either
 	})
 }
+
+// writeSizes records the size of every Write and what it wrote.
+type writeSizes struct {
+	sizes []int
+	buf   bytes.Buffer
+}
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	if len(p) == 0 || p[len(p)-1] != '\n' {
+		return 0, errors.New("write does not end a line")
+	}
+	return w.buf.Write(p)
+}
+
+// TestCaptureWriterChunks: many site definitions go out in Writes of whole
+// lines of at most writeChunk bytes, and read back whole.
+func TestCaptureWriterChunks(t *testing.T) {
+	c := synthCapture(20_000, 20_000, 3)
+	var w writeSizes
+	if err := WriteCapture(&w, c); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.sizes) < 3 {
+		t.Errorf("%d writes of a %d-byte capture", len(w.sizes), w.buf.Len())
+	}
+	for i, n := range w.sizes[:len(w.sizes)-1] { // the end record is one long line
+		if n > writeChunk {
+			t.Errorf("write %d: %d bytes, more than %d", i, n, writeChunk)
+		}
+	}
+	got, err := ReadCapture(&w.buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, got, c)
+}

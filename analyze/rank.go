@@ -136,26 +136,25 @@ func Rank(c *Capture, opts Options) *Result {
 		r.Leaks = append(r.Leaks, l)
 	}
 	if len(c.Snapshots) >= MinTrendPoints {
-		index := make(map[uint64]int, len(r.Leaks))
-		for i, l := range r.Leaks {
-			index[l.Site.ID] = i
-		}
-		all := series(c, index)
-		for i := range r.Leaks {
-			l := &r.Leaks[i]
-			if l.Trend = TrendOf(all[index[l.Site.ID]]); l.Trend != nil {
-				l.Score *= l.Trend.Weight
+		fitTrends(c, r.Leaks, opts.Top)
+	}
+	// Confidence and reasons only for the leaks kept: in site order when
+	// all are kept (memory order: ranked order took 40% longer for 100k
+	// sites), after the cut otherwise.
+	explain := func(leaks []Leak) {
+		for i := range leaks {
+			l := &leaks[i]
+			l.Confidence = confidence(*l, c)
+			l.Reasons = reasons(*l, c.Duration, opts.MinAge)
+			l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
+			if n, ok := notes[l.Site.ID]; ok {
+				l.Reasons = append(l.Reasons, n)
 			}
 		}
 	}
-	for i := range r.Leaks {
-		l := &r.Leaks[i]
-		l.Confidence = confidence(*l, c)
-		l.Reasons = reasons(*l, c.Duration, opts.MinAge)
-		l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
-		if n, ok := notes[l.Site.ID]; ok {
-			l.Reasons = append(l.Reasons, n)
-		}
+	keepAll := opts.Top <= 0 || len(r.Leaks) <= opts.Top
+	if keepAll {
+		explain(r.Leaks)
 	}
 	slices.SortFunc(r.Leaks, func(a, b Leak) int {
 		return cmp.Or(
@@ -168,10 +167,67 @@ func Rank(c *Capture, opts Options) *Result {
 	if opts.Top > 0 && len(r.Leaks) > opts.Top {
 		r.Leaks = r.Leaks[:opts.Top]
 	}
+	if !keepAll {
+		explain(r.Leaks)
+	}
 	for i := range r.Leaks {
 		r.Leaks[i].Rank = i + 1
 	}
 	return r
+}
+
+// fitTrends fits the trend of leaks and weighs their scores by it. With
+// top > 0 only the leaks that can still rank in the first top are fitted:
+// a trend's weight is at most 1, so a leak whose base score is below the
+// top-th best score of those fitted cannot get in. The best by base score
+// are fitted first, then, in one more pass over the snapshots, every other
+// leak whose base score reaches the top-th score they set; the others keep
+// Trend nil and Score = BaseScore and are cut off by Rank's top.
+// (100k sites and 60 snapshots: 2.6 s fitting every one.)
+func fitTrends(c *Capture, leaks []Leak, top int) {
+	var slopes []float64
+	fit := func(batch []int) {
+		index := make(map[uint64]int, len(batch))
+		for k, i := range batch {
+			index[leaks[i].Site.ID] = k
+		}
+		all := series(c, index)
+		for k, i := range batch {
+			l := &leaks[i]
+			if l.Trend = trendOf(all[k], &slopes); l.Trend != nil {
+				l.Score *= l.Trend.Weight
+			}
+		}
+	}
+	order := make([]int, len(leaks))
+	for i := range order {
+		order[i] = i
+	}
+	if top <= 0 || top >= len(leaks) {
+		fit(order)
+		return
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(leaks[b].BaseScore, leaks[a].BaseScore) })
+	first := order[:min(max(4*top, 256), len(order))]
+	fit(first)
+	scores := make([]float64, len(first))
+	for k, i := range first {
+		scores[k] = leaks[i].Score
+	}
+	slices.SortFunc(scores, func(a, b float64) int { return cmp.Compare(b, a) })
+	threshold := scores[top-1]
+	// Base scores are sorted: the rest that can reach the threshold
+	// (ties included) come next.
+	rest := order[len(first):]
+	n, _ := slices.BinarySearchFunc(rest, threshold, func(i int, t float64) int {
+		if leaks[i].BaseScore >= t {
+			return -1
+		}
+		return 1
+	})
+	if n > 0 {
+		fit(rest[:n])
+	}
 }
 
 // measure counts what s holds at least minAge old. Without per-allocation

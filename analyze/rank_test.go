@@ -272,3 +272,50 @@ func TestConfidencePoolVersusLeak(t *testing.T) {
 		t.Errorf("confidence pool %.2f (want <= 0.4), leak %.2f (want >= 0.7)", got[1], got[2])
 	}
 }
+
+// TestRankTopFitsOnlyWhatCanRank: with a top, Rank fits trends only for the
+// leaks that can still make it; the leaks it keeps are exactly the first
+// ones of ranking everything, trends, scores and reasons included.
+func TestRankTopFitsOnlyWhatCanRank(t *testing.T) {
+	for _, ties := range []bool{false, true} {
+		c := synthCapture(3000, 15000, 12)
+		if ties {
+			// Every site the same, as stacks_storm's: scores tie
+			// and the order falls to the site IDs.
+			for i := range c.Sites {
+				s := &c.Sites[i]
+				for k := range s.Live {
+					s.Live[k] = Alloc{Size: 32, Age: time.Minute}
+				}
+				s.LiveBytes, s.Allocs, s.Frees = 32*s.LiveCount, s.LiveCount, 0
+			}
+			for _, sn := range c.Snapshots {
+				for k := range sn.Sites {
+					sn.Sites[k].LiveBytes, sn.Sites[k].LiveCount = 32*5, 5
+				}
+			}
+		}
+		checkTopMatchesAll(t, c)
+	}
+}
+
+func checkTopMatchesAll(t *testing.T, c *Capture) {
+	t.Helper()
+	all := Rank(c, Options{})
+	for _, top := range []int{1, 10, 300, 2999, 3000} {
+		got := Rank(c, Options{Top: top})
+		if len(got.Leaks) != top {
+			t.Fatalf("top %d: %d leaks", top, len(got.Leaks))
+		}
+		if got.Totals != all.Totals {
+			t.Errorf("top %d: totals %+v, want %+v", top, got.Totals, all.Totals)
+		}
+		if !reflect.DeepEqual(got.Leaks, all.Leaks[:top]) {
+			for i := range got.Leaks {
+				if !reflect.DeepEqual(got.Leaks[i], all.Leaks[i]) {
+					t.Fatalf("top %d: leak %d = %+v\nwant %+v", top, i, got.Leaks[i], all.Leaks[i])
+				}
+			}
+		}
+	}
+}

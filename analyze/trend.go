@@ -72,27 +72,39 @@ func (c *Capture) Series(id uint64) []Point {
 }
 
 // series returns the series of every site in index, which maps a site ID to
-// its position in the result, reading the snapshots once.
+// its position in the result, reading the snapshots once. The series share
+// one backing array.
 func series(c *Capture, index map[uint64]int) [][]Point {
+	n := len(c.Snapshots)
+	// Snapshots in time order, once for every series (a capture file
+	// lists them in order; a hand-built capture need not).
+	order := make([]int, n)
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(c.Snapshots[a].At, c.Snapshots[b].At) })
+	col := make([]int, n) // snapshot j goes to column col[j]
+	for k, j := range order {
+		col[j] = k
+	}
+	backing := make([]Point, len(index)*n)
 	out := make([][]Point, len(index))
 	for i := range out {
-		out[i] = make([]Point, len(c.Snapshots))
+		out[i] = backing[i*n : (i+1)*n : (i+1)*n]
 	}
 	for j, s := range c.Snapshots {
+		k := col[j]
 		for i := range out {
-			out[i][j].At = s.At
+			out[i][k].At = s.At
 		}
 		for _, p := range s.Sites {
 			i, ok := index[p.ID]
 			if !ok {
 				continue
 			}
-			out[i][j].LiveCount += p.LiveCount
-			out[i][j].LiveBytes += p.LiveBytes
+			out[i][k].LiveCount += p.LiveCount
+			out[i][k].LiveBytes += p.LiveBytes
 		}
-	}
-	for i := range out {
-		slices.SortStableFunc(out[i], func(a, b Point) int { return cmp.Compare(a.At, b.At) })
 	}
 	return out
 }
@@ -101,6 +113,12 @@ func series(c *Capture, index map[uint64]int) [][]Point {
 // nil when there are fewer than MinTrendPoints points or they all share one
 // time, because then there is no trend to speak of.
 func TrendOf(points []Point) *Trend {
+	return trendOf(points, nil)
+}
+
+// trendOf is TrendOf with a reusable buffer for the pairwise slopes
+// (nil: its own).
+func trendOf(points []Point, slopes *[]float64) *Trend {
 	n := len(points)
 	if n < MinTrendPoints {
 		return nil
@@ -136,8 +154,11 @@ func TrendOf(points []Point) *Trend {
 	}
 
 	sample := evenly(points, maxPairPoints)
-	t.Growth = theilSen(sample, func(p Point) float64 { return float64(p.LiveBytes) })
-	t.GrowthObjects = theilSen(sample, func(p Point) float64 { return float64(p.LiveCount) })
+	if slopes == nil {
+		slopes = new([]float64)
+	}
+	t.Growth = theilSen(sample, slopes, func(p Point) float64 { return float64(p.LiveBytes) })
+	t.GrowthObjects = theilSen(sample, slopes, func(p Point) float64 { return float64(p.LiveCount) })
 	t.Tau = kendallTau(sample)
 	flat := min(1, float64(t.FlatFor)/float64(span))
 	t.Weight = 0.1 + 0.9*max(0, t.Tau)*(1-flat)
@@ -163,8 +184,8 @@ func evenly(points []Point, k int) []Point {
 }
 
 // theilSen returns the median slope, per second, of y between every pair of
-// points at different times.
-func theilSen(points []Point, y func(Point) float64) float64 {
+// points at different times. slopes is its buffer, reused across calls.
+func theilSen(points []Point, slopes *[]float64, y func(Point) float64) float64 {
 	flat := true
 	for _, p := range points[1:] {
 		flat = flat && y(p) == y(points[0])
@@ -172,25 +193,71 @@ func theilSen(points []Point, y func(Point) float64) float64 {
 	if flat {
 		return 0 // every slope is 0: skip the pairs
 	}
-	slopes := make([]float64, 0, len(points)*(len(points)-1)/2)
+	ss := (*slopes)[:0]
 	for i := range points {
+		yi := y(points[i])
 		for j := i + 1; j < len(points); j++ {
 			dt := (points[j].At - points[i].At).Seconds()
 			if dt <= 0 {
 				continue
 			}
-			slopes = append(slopes, (y(points[j])-y(points[i]))/dt)
+			ss = append(ss, (y(points[j])-yi)/dt)
 		}
 	}
-	if len(slopes) == 0 {
+	*slopes = ss
+	if len(ss) == 0 {
 		return 0
 	}
-	slices.Sort(slopes)
-	m := len(slopes) / 2
-	if len(slopes)%2 == 1 {
-		return slopes[m]
+	// The median by selection: the same value a sort would give.
+	m := len(ss) / 2
+	hi := nth(ss, m)
+	if len(ss)%2 == 1 {
+		return hi
 	}
-	return (slopes[m-1] + slopes[m]) / 2
+	return (slices.Max(ss[:m]) + hi) / 2
+}
+
+// nth reorders s so that s[k] holds the value a sort would put there,
+// everything before it no greater and everything after no smaller, and
+// returns s[k] (Hoare's selection, median-of-three pivots).
+func nth(s []float64, k int) float64 {
+	lo, hi := 0, len(s)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if s[mid] < s[lo] {
+			s[mid], s[lo] = s[lo], s[mid]
+		}
+		if s[hi] < s[lo] {
+			s[hi], s[lo] = s[lo], s[hi]
+		}
+		if s[hi] < s[mid] {
+			s[hi], s[mid] = s[mid], s[hi]
+		}
+		pivot := s[mid]
+		i, j := lo, hi
+		for i <= j {
+			for s[i] < pivot {
+				i++
+			}
+			for pivot < s[j] {
+				j--
+			}
+			if i <= j {
+				s[i], s[j] = s[j], s[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return s[k]
+		}
+	}
+	return s[k]
 }
 
 // kendallTau returns Mann–Kendall's S statistic for live bytes divided by

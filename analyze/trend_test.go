@@ -238,3 +238,50 @@ func TestTrendReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestNthMatchesSort: selection puts at k what sorting would, with
+// duplicates, and theilSen's median is a sort's.
+func TestNthMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for n := 1; n < 300; n += 7 {
+		s := make([]float64, n)
+		for i := range s {
+			s[i] = float64(rng.IntN(n/3 + 1)) // many duplicates
+		}
+		sorted := slices.Sorted(slices.Values(s))
+		for _, k := range []int{0, n / 2, n - 1, rng.IntN(n)} {
+			c := slices.Clone(s)
+			if got := nth(c, k); got != sorted[k] {
+				t.Fatalf("n %d: nth(%d) = %v, want %v", n, k, got, sorted[k])
+			}
+			for i := range k {
+				if c[i] > c[k] {
+					t.Fatalf("n %d k %d: s[%d] = %v > s[k] = %v", n, k, i, c[i], c[k])
+				}
+			}
+		}
+	}
+	for trial := range 50 {
+		ps := make([]Point, 3+trial%20)
+		for i := range ps {
+			ps[i] = Point{At: time.Duration(i+1) * time.Second, LiveBytes: rng.Uint64N(1000)}
+		}
+		var buf []float64
+		got := theilSen(ps, &buf, func(p Point) float64 { return float64(p.LiveBytes) })
+		var slopes []float64
+		for i := range ps {
+			for j := i + 1; j < len(ps); j++ {
+				slopes = append(slopes, (float64(ps[j].LiveBytes)-float64(ps[i].LiveBytes))/(ps[j].At-ps[i].At).Seconds())
+			}
+		}
+		slices.Sort(slopes)
+		m := len(slopes) / 2
+		want := slopes[m]
+		if len(slopes)%2 == 0 {
+			want = (slopes[m-1] + slopes[m]) / 2
+		}
+		if got != want {
+			t.Fatalf("trial %d: theilSen = %v, want %v", trial, got, want)
+		}
+	}
+}

@@ -1,8 +1,9 @@
 package probe
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -14,16 +15,101 @@ import (
 // sitePoint is one merged site's totals at one read.
 type sitePoint struct {
 	analyze.SitePoint
+	slot int // the site's index in siteTable.slots: its kind and stack
+}
+
+// kernelSite is the key of a kernel site: its stack id and kind.
+type kernelSite struct {
+	stack uint64
+	kind  uint32
+}
+
+// siteRef is what a kernel site resolved to: its stack, as last resolved,
+// and the merged site it belongs to.
+type siteRef struct {
+	rs   *resolvedStack
+	slot int
+}
+
+// mergedSite is one site as reported: kernel sites whose stacks validate
+// to the same frames share one.
+type mergedSite struct {
+	id    uint64
 	kind  analyze.Kind
 	stack resolvedStack
 }
 
+// siteTable remembers every kernel site seen and the merged site it maps
+// to, so that a periodic read resolves and hashes only what is new or
+// stale: for 100k sites, hashing every stack key at every read was half
+// of a snapshot's time, and most of Stop's for 1M live allocations.
+type siteTable struct {
+	// refs holds a map per kind, keyed by stack id: a lookup per live
+	// allocation at Stop (1M of them) is then a fast 64-bit one.
+	refs   map[uint32]map[uint64]siteRef
+	slots  []mergedSite
+	slotOf map[uint64]int // merged site id to slot
+	order  []int          // slots by ascending id
+	sorted bool           // order covers every slot
+	// Per read: each slot's totals and the read that last set them.
+	acc  []analyze.SitePoint
+	mark []uint32
+	read uint32
+}
+
+func newSiteTable() *siteTable {
+	return &siteTable{refs: map[uint32]map[uint64]siteRef{}, slotOf: map[uint64]int{}, sorted: true}
+}
+
+// slotFor returns the slot of merged site id, adding it if new; the site's
+// stack is the latest one resolved for it.
+func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs resolvedStack) int {
+	if i, ok := st.slotOf[id]; ok {
+		st.slots[i].stack = rs
+		return i
+	}
+	i := len(st.slots)
+	st.slots = append(st.slots, mergedSite{id: id, kind: kind, stack: rs})
+	st.slotOf[id] = i
+	st.acc = append(st.acc, analyze.SitePoint{})
+	st.mark = append(st.mark, 0)
+	st.sorted = false
+	return i
+}
+
+// refLocked returns the merged site of kernel site k, resolving its stack
+// when it is new or may resolve better now (stackResolver.stale).
+func (t *Tracer) refLocked(k kernelSite) int {
+	st := t.sites
+	refs := st.refs[k.kind]
+	if ref, ok := refs[k.stack]; ok && !t.sym.stale(*ref.rs) {
+		return ref.slot
+	}
+	rs, ok := t.resolveLocked(k.stack)
+	kind := t.kind(k.kind)
+	slot := st.slotFor(siteID(kind, rs.key), kind, rs)
+	if ok {
+		if refs == nil {
+			refs = map[uint64]siteRef{}
+			st.refs[k.kind] = refs
+		}
+		refs[k.stack] = siteRef{rs: &rs, slot: slot}
+	}
+	return slot
+}
+
 // readSitesLocked reads the kernel's per-site totals, resolving new stacks,
-// and merges kernel sites that are the same site after validation.
+// and merges kernel sites that are the same site after validation. The
+// points come by ascending site id.
 func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
-	merged := map[uint64]*sitePoint{}
-	var order []uint64
+	st := t.sites
+	st.read++
+	if st.read == 0 { // wrapped: forget every mark
+		clear(st.mark)
+		st.read = 1
+	}
 	t.preExec = preExec{}
+	n := 0
 	err := forEach(t.objs.Sites, func(key *leakSiteKey, val *leakSiteStats) {
 		if key.Pad != t.execGen {
 			// A site of an image the target exec'd away from: its heap
@@ -32,14 +118,12 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 			t.preExec.bytes += val.LiveBytes
 			return
 		}
-		rs := t.resolveLocked(key.StackId)
-		kind := t.kind(key.Kind)
-		id := siteID(kind, rs.key)
-		p, ok := merged[id]
-		if !ok {
-			p = &sitePoint{SitePoint: analyze.SitePoint{ID: id}, kind: kind, stack: rs}
-			merged[id] = p
-			order = append(order, id)
+		slot := t.refLocked(kernelSite{key.StackId, key.Kind})
+		p := &st.acc[slot]
+		if st.mark[slot] != st.read {
+			st.mark[slot] = st.read
+			*p = analyze.SitePoint{ID: st.slots[slot].id}
+			n++
 		}
 		p.LiveCount += val.LiveCount
 		p.LiveBytes += val.LiveBytes
@@ -49,26 +133,38 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read site table: %w", err)
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
-	out := make([]sitePoint, 0, len(order))
-	for _, id := range order {
-		out = append(out, *merged[id])
+	if !st.sorted {
+		st.order = st.order[:0]
+		for i := range st.slots {
+			st.order = append(st.order, i)
+		}
+		slices.SortFunc(st.order, func(a, b int) int { return cmp.Compare(st.slots[a].id, st.slots[b].id) })
+		st.sorted = true
+	}
+	out := make([]sitePoint, 0, n)
+	for _, slot := range st.order {
+		if st.mark[slot] != st.read {
+			continue
+		}
+		out = append(out, sitePoint{SitePoint: st.acc[slot], slot: slot})
 	}
 	return out, nil
 }
 
-func (t *Tracer) resolveLocked(stackID uint64) resolvedStack {
+// resolveLocked returns the resolved stack of a kernel stack id; ok is
+// false when the stack could not be read, so it is tried again next time.
+func (t *Tracer) resolveLocked(stackID uint64) (rs resolvedStack, ok bool) {
 	if stackID == 0 {
-		return lostStack
+		return lostStack, true
 	}
 	if rs, ok := t.sym.byID[stackID]; ok && !t.sym.stale(rs) {
-		return rs
+		return rs, true
 	}
-	var raw leakStack
-	if err := t.objs.Stacks.Lookup(stackID, &raw); err != nil {
-		return t.sym.resolve(0, nil)
+	raw := &t.rawStack // 528 B: one buffer, not one per new stack
+	if err := t.objs.Stacks.Lookup(stackID, raw); err != nil {
+		return t.sym.resolve(0, nil), false
 	}
-	return t.sym.resolve(stackID, &raw)
+	return t.sym.resolve(stackID, raw), true
 }
 
 // Stop detaches every probe, reads the final state and returns the capture.
@@ -103,20 +199,27 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		Objects:   t.view.objects(t.allocDisplay()),
 		Probes:    t.probeSet(),
 	}
-	byStack := map[uint64]int{}
+	bySlot := make([]int, len(t.sites.slots))
+	for i := range bySlot {
+		bySlot[i] = -1
+	}
+	if len(points) > 0 {
+		c.Sites = make([]analyze.Site, 0, len(points))
+	}
 	for i, p := range points {
+		m := &t.sites.slots[p.slot]
 		c.Sites = append(c.Sites, analyze.Site{
 			ID:        p.ID,
-			Kind:      p.kind,
-			Stack:     p.stack.stack,
+			Kind:      m.kind,
+			Stack:     m.stack.stack,
 			LiveCount: p.LiveCount,
 			LiveBytes: p.LiveBytes,
 			Allocs:    p.Allocs,
 			Frees:     p.Frees,
 		})
-		byStack[p.ID] = i
+		bySlot[p.slot] = i
 	}
-	if err := t.readLiveLocked(c, byStack, nowMono); err != nil {
+	if err := t.readLiveLocked(c, bySlot, nowMono); err != nil {
 		return nil, err
 	}
 	if t.opts.SampleBytes > 0 {
@@ -137,6 +240,9 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 
 func snapshotOf(points []sitePoint, at time.Duration) analyze.Snapshot {
 	s := analyze.Snapshot{At: at}
+	if len(points) > 0 {
+		s.Sites = make([]analyze.SitePoint, 0, len(points))
+	}
 	for _, p := range points {
 		s.Sites = append(s.Sites, p.SitePoint)
 	}
@@ -144,25 +250,42 @@ func snapshotOf(points []sitePoint, at time.Duration) analyze.Snapshot {
 }
 
 // readLiveLocked lists every live allocation with its age, in batches.
-func (t *Tracer) readLiveLocked(c *analyze.Capture, index map[uint64]int, nowMono uint64) error {
+// bySlot maps a merged site's slot to its index in c.Sites (-1: none).
+func (t *Tracer) readLiveLocked(c *analyze.Capture, bySlot []int, nowMono uint64) error {
+	// One backing array for every site's allocations, each site's part
+	// sized from its live count: no slice grows 1M times.
+	var total uint64
+	for _, s := range c.Sites {
+		total += s.LiveCount
+	}
+	backing := make([]analyze.Alloc, 0, min(total, uint64(t.opts.MaxAllocations)))
+	for i := range c.Sites {
+		n := int(min(c.Sites[i].LiveCount, uint64(cap(backing)-len(backing))))
+		c.Sites[i].Live = backing[len(backing) : len(backing) : len(backing)+n]
+		backing = backing[:len(backing)+n]
+	}
 	add := func(key *leakHandleKey, info *leakAllocInfo) {
 		if key.Pad&1 == 0 && key.Pad>>1 != t.execGen {
 			return // made by an image the target exec'd away from
 		}
-		rs := t.resolveLocked(info.StackId)
-		id := siteID(t.kind(info.Kind), rs.key)
-		i, ok := index[id]
-		if !ok {
+		slot := t.refLocked(kernelSite{info.StackId, info.Kind})
+		if slot >= len(bySlot) || bySlot[slot] < 0 {
 			return
 		}
 		age := time.Duration(0)
 		if nowMono > info.TsNs {
 			age = time.Duration(nowMono - info.TsNs)
 		}
-		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: info.SizeBytes, Age: age})
+		s := &c.Sites[bySlot[slot]]
+		s.Live = append(s.Live, analyze.Alloc{Size: info.SizeBytes, Age: age})
 	}
 	if err := forEach(t.objs.Allocs, add); err != nil {
 		return fmt.Errorf("read live allocations: %w", err)
+	}
+	for i := range c.Sites {
+		if len(c.Sites[i].Live) == 0 {
+			c.Sites[i].Live = nil
+		}
 	}
 	return nil
 }

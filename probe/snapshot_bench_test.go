@@ -4,6 +4,7 @@ package probe
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,10 @@ import (
 //   - first-ms: the first Snapshot, which also reads and resolves the
 //     100k new stacks (validation and symbolization);
 //   - stop-ms: Stop after the target exited: detach every probe, read the
-//     sites and the 1M live allocations, and build the capture.
+//     sites and the 1M live allocations, and build the capture;
+//   - hwm-MiB: the peak RSS of this process (VmHWM) at the end, the
+//     tracer's own memory with 1M live allocations on 100k stacks (the
+//     test binary and the compiler's output add a few MiB).
 //
 // It needs root, gcc, and about 10 s to let the target allocate under the
 // probes; it skips with the reason otherwise.
@@ -113,8 +117,26 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(float64(first.Milliseconds()), "first-ms")
 	b.ReportMetric(float64(stop.Milliseconds()), "stop-ms")
 	b.ReportMetric(float64(p.Sites), "sites")
+	if hwm, err := vmHWM(); err == nil {
+		b.ReportMetric(float64(hwm)/(1<<20), "hwm-MiB")
+	}
 	b.ReportMetric(float64(live), "live-allocs")
 	if lost := c.Lost; lost.AllocationsDropped+lost.StackErrors > 0 {
 		b.Logf("lost: %+v", lost)
 	}
+}
+
+// vmHWM returns this process's peak resident set size in bytes.
+func vmHWM() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }

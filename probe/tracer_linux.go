@@ -42,6 +42,8 @@ type Tracer struct {
 	rangesGen uint64
 	rangeSlot uint32
 	sym       *stackResolver
+	sites     *siteTable
+	rawStack  leakStack // resolveLocked's read buffer
 	snapshots []analyze.Snapshot
 	warnings  []string
 	command   []string
@@ -126,6 +128,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 	}
 	t.pairObjects = make([][]string, len(opts.Track))
 	t.sym = newStackResolver(t.view)
+	t.sites = newSiteTable()
 	if err := t.load(waitExec); err != nil {
 		return nil, err
 	}
@@ -186,6 +189,13 @@ func (t *Tracer) load(waitExec bool) error {
 	spec.Maps["stacks"].MaxEntries = t.opts.MaxStacks
 	spec.Maps["unwind_rows"].MaxEntries = t.opts.MaxUnwindRows
 	spec.Maps["zwindows"].MaxEntries = t.opts.MaxAllocations
+	// The per-allocation and per-stack tables take memory as they fill,
+	// not all at load: preallocated, their default sizes held 165 MiB of
+	// kernel memory for any target, even one that allocates nothing
+	// (docs/performance.md, "Map memory").
+	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
+		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
+	}
 	err = spec.LoadAndAssign(&t.objs, nil)
 	if err != nil && t.opts.SampleBytes == 0 && strings.Contains(err.Error(), "alloc_session") {
 		// A kernel without uprobe sessions (before 6.13): exact mode
@@ -539,6 +549,9 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	}
 	at := time.Since(t.started)
 	snap := analyze.Snapshot{At: at}
+	if len(points) > 0 {
+		snap.Sites = make([]analyze.SitePoint, 0, len(points))
+	}
 	p := Progress{Elapsed: at}
 	for _, sp := range points {
 		snap.Sites = append(snap.Sites, sp.SitePoint)
@@ -549,7 +562,8 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	t.snapshots = append(t.snapshots, snap)
 	t.lastSites = t.lastSites[:0]
 	for _, sp := range points {
-		t.lastSites = append(t.lastSites, analyze.Site{ID: sp.ID, Kind: sp.kind, Stack: sp.stack.stack})
+		m := &t.sites.slots[sp.slot]
+		t.lastSites = append(t.lastSites, analyze.Site{ID: sp.ID, Kind: m.kind, Stack: m.stack.stack})
 	}
 	return p, nil
 }

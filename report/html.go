@@ -381,54 +381,86 @@ type flameNode struct {
 type flameTree struct {
 	name, title, typ string
 	bytes, count     uint64
-	children         map[string]*flameTree
+	// children in the order made; index finds one by key once there are
+	// many (most boxes have one child: a map each was most of the page's
+	// allocations).
+	children []*flameTree
+	index    map[flameKey]*flameTree
 }
 
-func (t *flameTree) child(name, title, typ string) *flameTree {
-	if t.children == nil {
-		t.children = map[string]*flameTree{}
+type flameKey struct{ typ, name string }
+
+// flameIndexAt is how many children a box has before it indexes them.
+const flameIndexAt = 8
+
+// child returns t's child of type typ named name, and whether it was just
+// made; the caller then sets its title.
+func (t *flameTree) child(name, typ string) (*flameTree, bool) {
+	key := flameKey{typ, name}
+	if t.index != nil {
+		if ch, ok := t.index[key]; ok {
+			return ch, false
+		}
+	} else {
+		for _, ch := range t.children {
+			if ch.name == name && ch.typ == typ {
+				return ch, false
+			}
+		}
 	}
-	key := typ + "\x00" + name
-	ch, ok := t.children[key]
-	if !ok {
-		ch = &flameTree{name: name, title: title, typ: typ}
-		t.children[key] = ch
+	ch := &flameTree{name: name, title: name, typ: typ}
+	t.children = append(t.children, ch)
+	if t.index != nil {
+		t.index[key] = ch
+	} else if len(t.children) > flameIndexAt {
+		t.index = make(map[flameKey]*flameTree, 2*len(t.children))
+		for _, c := range t.children {
+			t.index[flameKey{c.typ, c.name}] = c
+		}
 	}
-	return ch
+	return ch, true
+}
+
+// add counts a site's live allocations in t.
+func (t *flameTree) add(s *analyze.Site) {
+	t.bytes += s.LiveBytes
+	t.count += s.LiveCount
 }
 
 // flameOf merges every site's stack, outermost frame first under its
 // kind, into a tree weighted by live bytes. Frames merge by their short
-// name (shortFrame), as flame graphs merge by function.
+// name (shortFrame), as flame graphs merge by function. A box's title is
+// made once, with the box (100k sites: making it for every frame of every
+// site took most of the page's time).
 func flameOf(c *analyze.Capture) htmlFlame {
 	root := &flameTree{name: "all", title: "all live bytes", typ: "root"}
-	for _, s := range c.Sites {
+	for i := range c.Sites {
+		s := &c.Sites[i]
 		if s.LiveBytes == 0 {
 			continue
 		}
-		n := root.child(string(s.Kind), "kind "+string(s.Kind), "kind")
-		path := []*flameTree{root, n}
+		root.add(s)
+		n, made := root.child(string(s.Kind), "kind")
+		if made {
+			n.title = "kind " + string(s.Kind)
+		}
+		n.add(s)
 		if s.Stack.Truncated != "" {
-			name := "[truncated: " + s.Stack.Truncated + "]"
-			n = n.child(name, name, "truncated")
-			path = append(path, n)
+			n, _ = n.child("[truncated: "+s.Stack.Truncated+"]", "truncated")
+			n.add(s)
 		}
 		for i := len(s.Stack.Frames) - 1; i >= 0; i-- {
 			f := s.Stack.Frames[i]
 			name := shortFrame(f)
-			title := name
-			if f.Module != "" {
-				title += " in " + f.Module
+			if n, made = n.child(name, "frame"); made {
+				if f.Module != "" {
+					n.title += " in " + f.Module
+				}
+				if f.File != "" {
+					n.title += " (" + f.File + ")"
+				}
 			}
-			if f.File != "" {
-				title += " (" + f.File + ")"
-			}
-			n = n.child(name, title, "frame")
-			path = append(path, n)
-		}
-		for _, t := range path {
-			t.bytes += s.LiveBytes
-			t.count += s.LiveCount
+			n.add(s)
 		}
 	}
 	fl := htmlFlame{Total: root.bytes, Nodes: []flameNode{}}
@@ -441,10 +473,7 @@ func flameOf(c *analyze.Capture) htmlFlame {
 			Name: t.name, Title: t.title, Type: t.typ,
 			Depth: depth, X: x, Bytes: t.bytes, Count: t.count,
 		})
-		kids := make([]*flameTree, 0, len(t.children))
-		for _, ch := range t.children {
-			kids = append(kids, ch)
-		}
+		kids := t.children
 		slices.SortFunc(kids, func(a, b *flameTree) int {
 			return cmp.Or(cmp.Compare(b.bytes, a.bytes), cmp.Compare(a.name, b.name), cmp.Compare(a.typ, b.typ))
 		})

@@ -64,7 +64,7 @@ func benchResult(sites, top int) *analyze.Result {
 
 // BenchmarkRender renders a 100k-site result (1M live allocations) in each
 // format: with the CLI's default --top 10, and with every leak (--top 0).
-// pprof always holds every site, whatever --top.
+// pprof, and html's icicle graph, always hold every site, whatever --top.
 func BenchmarkRender(b *testing.B) {
 	const sites = 100_000
 	for _, top := range []int{10, 0} {
@@ -75,6 +75,9 @@ func BenchmarkRender(b *testing.B) {
 		})
 		b.Run("json/"+name, func(b *testing.B) {
 			benchWrite(b, func(w io.Writer) error { return JSON(w, r) })
+		})
+		b.Run("html/"+name, func(b *testing.B) {
+			benchWrite(b, func(w io.Writer) error { return HTML(w, r) })
 		})
 		if top == 0 {
 			b.Run("pprof/sites=100k", func(b *testing.B) {
