@@ -2,8 +2,8 @@ package probe
 
 import (
 	"os/exec"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
