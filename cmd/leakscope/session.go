@@ -44,6 +44,11 @@ loop:
 			break loop
 		case <-targetDone:
 			why = "target exited"
+			if ctx.Err() != nil {
+				// run passes the interrupt on to its command, which
+				// may exit before this loop sees the interrupt.
+				why = "interrupted"
+			}
 			break loop
 		case <-tick.C:
 			p, err := t.Snapshot()
