@@ -44,17 +44,10 @@ func TestJNIZlibFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, proc, err := Launch([]string{bin}, Stdio{}, Options{Track: pairs, Warnf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-proc.Done()
+	tr, _ := launchWait(t, Options{Track: pairs}, bin)
 	c, err := tr.Stop()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if code := proc.ExitCode(); code != 0 {
-		t.Fatalf("exit %d", code)
 	}
 	checkNoLoss(t, c)
 	if c.Probes == nil || !slices.Contains(c.Probes.Kinds, "zlib.inflate (JNI fallback in libzip.so)") {

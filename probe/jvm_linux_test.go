@@ -91,7 +91,14 @@ func removeJVMFiles(pid int) {
 // warmed up ("<class>: warmed up") and waits for its gate file.
 func startGated(t *testing.T, java, classes, class, gate string, flags ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	args := append(append([]string{}, flags...), "-cp", classes, class, "--wait-file", gate, "--hold", "60000")
+	return startJava(t, java, class, append(append([]string{}, flags...), "-cp", classes, class, "--wait-file", gate, "--hold", "60000")...)
+}
+
+// startJava runs java with args, untraced, and returns once the example
+// class has warmed up ("<class>: warmed up"); the JVM is killed, and its
+// files removed, at the end of the test.
+func startJava(t *testing.T, java, class string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
 	cmd := exec.Command(java, args...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr

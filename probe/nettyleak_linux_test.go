@@ -2,7 +2,6 @@ package probe
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -78,22 +77,9 @@ func attachNetty(t *testing.T, mode string, flags ...string) (*analyze.Capture, 
 	t.Helper()
 	java, classpath := nettyClasses(t)
 	gate := filepath.Join(t.TempDir(), "go")
-	args := append(append([]string{}, flags...),
-		"-cp", classpath, "NettyLeak", "--mode", mode, "--wait-file", gate, "--hold", "60000")
-	cmd := exec.Command(java, args...)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		removeJVMFiles(pid)
-	})
-	waitFor(t, nil, stderr, "NettyLeak: warmed up")
-	tr, err := Attach(pid, Options{Warnf: t.Logf})
+	cmd, stderr := startJava(t, java, "NettyLeak", append(append([]string{}, flags...),
+		"-cp", classpath, "NettyLeak", "--mode", mode, "--wait-file", gate, "--hold", "60000")...)
+	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
