@@ -124,16 +124,18 @@ func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 			*f.dst(&m.off) = v.Offset
 		}
 	}
-	size, ok := vs.Sizes["ConstantPool"]
-	if !ok || size == 0 {
-		return nil, errors.New("this JVM's VMStructs do not give the size of ConstantPool")
-	}
+	size := vs.Sizes["ConstantPool"]
 	m.off.poolSize = size
-	if m.off.heapBlock = vs.Sizes["HeapBlock"]; m.off.heapBlock == 0 {
-		return nil, errors.New("this JVM's VMStructs do not give the size of HeapBlock")
-	}
-	if m.off.pcDescSize = vs.Sizes["PcDesc"]; m.off.pcDescSize == 0 {
-		return nil, errors.New("this JVM's VMStructs do not give the size of PcDesc")
+	m.off.heapBlock = vs.Sizes["HeapBlock"]
+	m.off.pcDescSize = vs.Sizes["PcDesc"]
+	// Sizes are read from the target: bound them before reading with them.
+	for _, c := range []struct {
+		name    string
+		v, most uint64
+	}{{"ConstantPool", size, 4096}, {"HeapBlock", m.off.heapBlock, 64}, {"PcDesc", m.off.pcDescSize, 64}} {
+		if c.v == 0 || c.v > c.most {
+			return nil, fmt.Errorf("this JVM's VMStructs give an implausible size of %s (%d)", c.name, c.v)
+		}
 	}
 	code, err := m.r.u64(m.off.interpCode)
 	if err != nil {
@@ -433,7 +435,7 @@ func (m *Methods) scopes(blob, off uint64) ([]string, error) {
 		offs[i] = v
 	}
 	pcs, pcsEnd, meta := blob+uint64(offs[0]), blob+uint64(offs[1]), blob+uint64(offs[2])
-	if pcsEnd < pcs || (pcsEnd-pcs)/m.off.pcDescSize > maxPcDescs {
+	if pcsEnd < pcs || pcsEnd-pcs > maxPcDescs*m.off.pcDescSize {
 		return nil, fmt.Errorf("implausible PcDescs [%#x, %#x)", pcs, pcsEnd)
 	}
 	descs, err := m.r.read(pcs, int(pcsEnd-pcs))
