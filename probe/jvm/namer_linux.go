@@ -67,7 +67,23 @@ type Namer struct {
 	methods      *Methods
 	mem          *os.File
 	methodsTried time.Time
+	// blobs caches Blob's answers by address for blobTTL: stacks share
+	// their JIT frames, and each answer costs several reads of the
+	// JVM's memory; code freed and reused is named afresh after that.
+	blobs map[uint64]blobAnswer
 }
+
+type blobAnswer struct {
+	f  Frame
+	at time.Time
+}
+
+// blobTTL bounds how long a code blob's name is trusted without reading
+// the code heap again.
+const blobTTL = time.Second
+
+// maxBlobAnswers bounds the cache; it starts over when full.
+const maxBlobAnswers = 1 << 16
 
 type fileStamp struct {
 	mtime time.Time
@@ -183,8 +199,16 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 			return Frame{Name: Interpreted, Kind: KindInterpreter, Chained: true}
 		}
 		// The code heap names the blob itself: no perf map, no attach.
+		if a, ok := n.blobs[addr]; ok && time.Since(a.at) < blobTTL {
+			return a.f
+		}
 		if name, inlined, kind, err := n.methods.Blob(addr); err == nil {
-			return Frame{Name: name, Kind: kind, Chained: true, Inlined: inlined}
+			f := Frame{Name: name, Kind: kind, Chained: true, Inlined: inlined}
+			if n.blobs == nil || len(n.blobs) >= maxBlobAnswers {
+				n.blobs = map[uint64]blobAnswer{}
+			}
+			n.blobs[addr] = blobAnswer{f, time.Now()}
+			return f
 		}
 	}
 	s, ok := n.perf.Lookup(addr)
