@@ -14,7 +14,7 @@ export BPF2GO_CFLAGS := -O2 -g -Wall -Werror
 # process, which must make no malloc calls of its own.
 export CGO_ENABLED   := 0
 
-.PHONY: all build generate check-generated test test-short bench soak fuzz fmt vet lint examples demo clean
+.PHONY: all build generate check-generated test test-short bench soak fuzz fmt vet lint examples demo demo-java clean
 
 all: build
 
@@ -50,6 +50,13 @@ $(EXAMPLES)/%: examples/c/%.c examples/c/common.h
 ## demo: trace the leaky example and print the report (needs root)
 demo: build examples
 	./$(BIN) run --top 3 -- ./$(EXAMPLES)/leaky
+
+## demo-java: the Kafka incident: a JVM (no flags) leaking GZIPInputStreams, traced by
+## leakscope run; needs a JDK (javac, java) and root
+demo-java: build
+	@mkdir -p bin/java
+	javac -d bin/java examples/java/KafkaRecovery.java
+	./$(BIN) run --top 1 -- java -cp bin/java KafkaRecovery
 
 ## test: every test; the BPF tests run as root and skip with a reason otherwise
 test:
