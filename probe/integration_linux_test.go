@@ -523,3 +523,21 @@ func TestZlibWindowCountedAtFirstInflate(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainProbes runs the leaky and zstreams ground truths with one perf
+// link per probe and no uprobe session, the path taken on kernels without
+// uprobe_multi links (before 6.6) or sessions (before 6.13).
+func TestPlainProbes(t *testing.T) {
+	testutil.RequireBPF(t)
+	forcePlainProbes = true
+	defer func() { forcePlainProbes = false }()
+	c, _ := launch(t, buildExample(t, "leaky", true))
+	checkNoLoss(t, c)
+	res := analyze.Rank(c, analyze.Options{})
+	if len(res.Leaks) < 2 || res.Leaks[0].Count != 100 || res.Leaks[0].Bytes != 409600 || res.Leaks[1].Count != 25 || res.Leaks[1].Bytes != 1200 ||
+		res.Leaks[0].Site.Stack.Frames[0].Function != "leak_request_buffer" || res.Leaks[1].Site.Stack.Frames[0].Function != "leak_small_tag" {
+		t.Errorf("leaky with plain probes: %d leaks, want rank 1 leak_request_buffer 100/409600, rank 2 leak_small_tag 25/1200", len(res.Leaks))
+	}
+	c, _ = launch(t, buildZstreams(t, false))
+	checkZstreams(t, c)
+}

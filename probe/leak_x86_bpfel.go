@@ -229,58 +229,68 @@ type leakUnwindRow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	leakMapAllocs                = "allocs"
-	leakMapExecRanges            = "exec_ranges"
-	leakMapFrameCache            = "frame_cache"
-	leakMapJvmHeaps              = "jvm_heaps"
-	leakMapMissTimes             = "miss_times"
-	leakMapRangeCtls             = "range_ctls"
-	leakMapRangeMisses           = "range_misses"
-	leakMapSampleCountdown       = "sample_countdown"
-	leakMapSites                 = "sites"
-	leakMapStackScratch          = "stack_scratch"
-	leakMapStacks                = "stacks"
-	leakMapStats                 = "stats"
-	leakMapThreads               = "threads"
-	leakMapUnwindRows            = "unwind_rows"
-	leakMapZwindows              = "zwindows"
-	leakProgAllocExit            = "alloc_exit"
-	leakProgAllocSession         = "alloc_session"
-	leakProgCallocEnter          = "calloc_enter"
-	leakProgDlDebugState         = "dl_debug_state"
-	leakProgFreeEnter            = "free_enter"
-	leakProgMallocEnter          = "malloc_enter"
-	leakProgMemalignEnter        = "memalign_enter"
-	leakProgPairAcquireEnter     = "pair_acquire_enter"
-	leakProgPairReleaseEnter     = "pair_release_enter"
-	leakProgPosixMemalignEnter   = "posix_memalign_enter"
-	leakProgPvallocEnter         = "pvalloc_enter"
-	leakProgReallocEnter         = "realloc_enter"
-	leakProgReallocarrayEnter    = "reallocarray_enter"
-	leakProgTargetExec           = "target_exec"
-	leakProgVallocEnter          = "valloc_enter"
-	leakProgZlibDeflateEndEnter  = "zlib_deflate_end_enter"
-	leakProgZlibDeflateInitEnter = "zlib_deflate_init_enter"
-	leakProgZlibInflateEndEnter  = "zlib_inflate_end_enter"
-	leakProgZlibInflateEnter     = "zlib_inflate_enter"
-	leakProgZlibInflateInitEnter = "zlib_inflate_init_enter"
-	leakVarExecGen               = "exec_gen"
-	leakVarExecSeen              = "exec_seen"
-	leakVarPageSize              = "page_size"
-	leakVarSampleBytes           = "sample_bytes"
-	leakVarStopOnLoad            = "stop_on_load"
-	leakVarStopSent              = "stop_sent"
-	leakVarTargetTgid            = "target_tgid"
-	leakVarUnusedAllocFn         = "unused_alloc_fn"
-	leakVarUnusedAllocKind       = "unused_alloc_kind"
-	leakVarUnusedJvmHeap         = "unused_jvm_heap"
-	leakVarUnusedRangeFlag       = "unused_range_flag"
-	leakVarUnusedRangeMiss       = "unused_range_miss"
-	leakVarUnusedStackFlag       = "unused_stack_flag"
-	leakVarUnusedStatIndex       = "unused_stat_index"
-	leakVarUnusedUnwindCfa       = "unused_unwind_cfa"
-	leakVarUnusedUnwindRbp       = "unused_unwind_rbp"
-	leakVarWaitExec              = "wait_exec"
+	leakMapAllocs                     = "allocs"
+	leakMapExecRanges                 = "exec_ranges"
+	leakMapFrameCache                 = "frame_cache"
+	leakMapJvmHeaps                   = "jvm_heaps"
+	leakMapMissTimes                  = "miss_times"
+	leakMapRangeCtls                  = "range_ctls"
+	leakMapRangeMisses                = "range_misses"
+	leakMapSampleCountdown            = "sample_countdown"
+	leakMapSites                      = "sites"
+	leakMapStackScratch               = "stack_scratch"
+	leakMapStacks                     = "stacks"
+	leakMapStats                      = "stats"
+	leakMapThreads                    = "threads"
+	leakMapUnwindRows                 = "unwind_rows"
+	leakMapZwindows                   = "zwindows"
+	leakProgAllocExit                 = "alloc_exit"
+	leakProgAllocExitMulti            = "alloc_exit_multi"
+	leakProgAllocSession              = "alloc_session"
+	leakProgCallocEnter               = "calloc_enter"
+	leakProgDlDebugState              = "dl_debug_state"
+	leakProgDlDebugStateMulti         = "dl_debug_state_multi"
+	leakProgFreeEnter                 = "free_enter"
+	leakProgFreeEnterMulti            = "free_enter_multi"
+	leakProgMallocEnter               = "malloc_enter"
+	leakProgMemalignEnter             = "memalign_enter"
+	leakProgPairAcquireEnter          = "pair_acquire_enter"
+	leakProgPairAcquireEnterMulti     = "pair_acquire_enter_multi"
+	leakProgPairReleaseEnter          = "pair_release_enter"
+	leakProgPairReleaseEnterMulti     = "pair_release_enter_multi"
+	leakProgPosixMemalignEnter        = "posix_memalign_enter"
+	leakProgPvallocEnter              = "pvalloc_enter"
+	leakProgReallocEnter              = "realloc_enter"
+	leakProgReallocarrayEnter         = "reallocarray_enter"
+	leakProgTargetExec                = "target_exec"
+	leakProgVallocEnter               = "valloc_enter"
+	leakProgZlibDeflateEndEnter       = "zlib_deflate_end_enter"
+	leakProgZlibDeflateEndEnterMulti  = "zlib_deflate_end_enter_multi"
+	leakProgZlibDeflateInitEnter      = "zlib_deflate_init_enter"
+	leakProgZlibDeflateInitEnterMulti = "zlib_deflate_init_enter_multi"
+	leakProgZlibInflateEndEnter       = "zlib_inflate_end_enter"
+	leakProgZlibInflateEndEnterMulti  = "zlib_inflate_end_enter_multi"
+	leakProgZlibInflateEnter          = "zlib_inflate_enter"
+	leakProgZlibInflateEnterMulti     = "zlib_inflate_enter_multi"
+	leakProgZlibInflateInitEnter      = "zlib_inflate_init_enter"
+	leakProgZlibInflateInitEnterMulti = "zlib_inflate_init_enter_multi"
+	leakVarExecGen                    = "exec_gen"
+	leakVarExecSeen                   = "exec_seen"
+	leakVarPageSize                   = "page_size"
+	leakVarSampleBytes                = "sample_bytes"
+	leakVarStopOnLoad                 = "stop_on_load"
+	leakVarStopSent                   = "stop_sent"
+	leakVarTargetTgid                 = "target_tgid"
+	leakVarUnusedAllocFn              = "unused_alloc_fn"
+	leakVarUnusedAllocKind            = "unused_alloc_kind"
+	leakVarUnusedJvmHeap              = "unused_jvm_heap"
+	leakVarUnusedRangeFlag            = "unused_range_flag"
+	leakVarUnusedRangeMiss            = "unused_range_miss"
+	leakVarUnusedStackFlag            = "unused_stack_flag"
+	leakVarUnusedStatIndex            = "unused_stat_index"
+	leakVarUnusedUnwindCfa            = "unused_unwind_cfa"
+	leakVarUnusedUnwindRbp            = "unused_unwind_rbp"
+	leakVarWaitExec                   = "wait_exec"
 )
 
 // loadLeak returns the embedded CollectionSpec for leak.
@@ -325,26 +335,36 @@ type leakSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakProgramSpecs struct {
-	AllocExit            *ebpf.ProgramSpec `ebpf:"alloc_exit"`
-	AllocSession         *ebpf.ProgramSpec `ebpf:"alloc_session"`
-	CallocEnter          *ebpf.ProgramSpec `ebpf:"calloc_enter"`
-	DlDebugState         *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
-	FreeEnter            *ebpf.ProgramSpec `ebpf:"free_enter"`
-	MallocEnter          *ebpf.ProgramSpec `ebpf:"malloc_enter"`
-	MemalignEnter        *ebpf.ProgramSpec `ebpf:"memalign_enter"`
-	PairAcquireEnter     *ebpf.ProgramSpec `ebpf:"pair_acquire_enter"`
-	PairReleaseEnter     *ebpf.ProgramSpec `ebpf:"pair_release_enter"`
-	PosixMemalignEnter   *ebpf.ProgramSpec `ebpf:"posix_memalign_enter"`
-	PvallocEnter         *ebpf.ProgramSpec `ebpf:"pvalloc_enter"`
-	ReallocEnter         *ebpf.ProgramSpec `ebpf:"realloc_enter"`
-	ReallocarrayEnter    *ebpf.ProgramSpec `ebpf:"reallocarray_enter"`
-	TargetExec           *ebpf.ProgramSpec `ebpf:"target_exec"`
-	VallocEnter          *ebpf.ProgramSpec `ebpf:"valloc_enter"`
-	ZlibDeflateEndEnter  *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter"`
-	ZlibDeflateInitEnter *ebpf.ProgramSpec `ebpf:"zlib_deflate_init_enter"`
-	ZlibInflateEndEnter  *ebpf.ProgramSpec `ebpf:"zlib_inflate_end_enter"`
-	ZlibInflateEnter     *ebpf.ProgramSpec `ebpf:"zlib_inflate_enter"`
-	ZlibInflateInitEnter *ebpf.ProgramSpec `ebpf:"zlib_inflate_init_enter"`
+	AllocExit                 *ebpf.ProgramSpec `ebpf:"alloc_exit"`
+	AllocExitMulti            *ebpf.ProgramSpec `ebpf:"alloc_exit_multi"`
+	AllocSession              *ebpf.ProgramSpec `ebpf:"alloc_session"`
+	CallocEnter               *ebpf.ProgramSpec `ebpf:"calloc_enter"`
+	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
+	DlDebugStateMulti         *ebpf.ProgramSpec `ebpf:"dl_debug_state_multi"`
+	FreeEnter                 *ebpf.ProgramSpec `ebpf:"free_enter"`
+	FreeEnterMulti            *ebpf.ProgramSpec `ebpf:"free_enter_multi"`
+	MallocEnter               *ebpf.ProgramSpec `ebpf:"malloc_enter"`
+	MemalignEnter             *ebpf.ProgramSpec `ebpf:"memalign_enter"`
+	PairAcquireEnter          *ebpf.ProgramSpec `ebpf:"pair_acquire_enter"`
+	PairAcquireEnterMulti     *ebpf.ProgramSpec `ebpf:"pair_acquire_enter_multi"`
+	PairReleaseEnter          *ebpf.ProgramSpec `ebpf:"pair_release_enter"`
+	PairReleaseEnterMulti     *ebpf.ProgramSpec `ebpf:"pair_release_enter_multi"`
+	PosixMemalignEnter        *ebpf.ProgramSpec `ebpf:"posix_memalign_enter"`
+	PvallocEnter              *ebpf.ProgramSpec `ebpf:"pvalloc_enter"`
+	ReallocEnter              *ebpf.ProgramSpec `ebpf:"realloc_enter"`
+	ReallocarrayEnter         *ebpf.ProgramSpec `ebpf:"reallocarray_enter"`
+	TargetExec                *ebpf.ProgramSpec `ebpf:"target_exec"`
+	VallocEnter               *ebpf.ProgramSpec `ebpf:"valloc_enter"`
+	ZlibDeflateEndEnter       *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter"`
+	ZlibDeflateEndEnterMulti  *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter_multi"`
+	ZlibDeflateInitEnter      *ebpf.ProgramSpec `ebpf:"zlib_deflate_init_enter"`
+	ZlibDeflateInitEnterMulti *ebpf.ProgramSpec `ebpf:"zlib_deflate_init_enter_multi"`
+	ZlibInflateEndEnter       *ebpf.ProgramSpec `ebpf:"zlib_inflate_end_enter"`
+	ZlibInflateEndEnterMulti  *ebpf.ProgramSpec `ebpf:"zlib_inflate_end_enter_multi"`
+	ZlibInflateEnter          *ebpf.ProgramSpec `ebpf:"zlib_inflate_enter"`
+	ZlibInflateEnterMulti     *ebpf.ProgramSpec `ebpf:"zlib_inflate_enter_multi"`
+	ZlibInflateInitEnter      *ebpf.ProgramSpec `ebpf:"zlib_inflate_init_enter"`
+	ZlibInflateInitEnterMulti *ebpf.ProgramSpec `ebpf:"zlib_inflate_init_enter_multi"`
 }
 
 // leakMapSpecs contains maps before they are loaded into the kernel.
@@ -475,39 +495,54 @@ type leakVariables struct {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakPrograms struct {
-	AllocExit            *ebpf.Program `ebpf:"alloc_exit"`
-	AllocSession         *ebpf.Program `ebpf:"alloc_session"`
-	CallocEnter          *ebpf.Program `ebpf:"calloc_enter"`
-	DlDebugState         *ebpf.Program `ebpf:"dl_debug_state"`
-	FreeEnter            *ebpf.Program `ebpf:"free_enter"`
-	MallocEnter          *ebpf.Program `ebpf:"malloc_enter"`
-	MemalignEnter        *ebpf.Program `ebpf:"memalign_enter"`
-	PairAcquireEnter     *ebpf.Program `ebpf:"pair_acquire_enter"`
-	PairReleaseEnter     *ebpf.Program `ebpf:"pair_release_enter"`
-	PosixMemalignEnter   *ebpf.Program `ebpf:"posix_memalign_enter"`
-	PvallocEnter         *ebpf.Program `ebpf:"pvalloc_enter"`
-	ReallocEnter         *ebpf.Program `ebpf:"realloc_enter"`
-	ReallocarrayEnter    *ebpf.Program `ebpf:"reallocarray_enter"`
-	TargetExec           *ebpf.Program `ebpf:"target_exec"`
-	VallocEnter          *ebpf.Program `ebpf:"valloc_enter"`
-	ZlibDeflateEndEnter  *ebpf.Program `ebpf:"zlib_deflate_end_enter"`
-	ZlibDeflateInitEnter *ebpf.Program `ebpf:"zlib_deflate_init_enter"`
-	ZlibInflateEndEnter  *ebpf.Program `ebpf:"zlib_inflate_end_enter"`
-	ZlibInflateEnter     *ebpf.Program `ebpf:"zlib_inflate_enter"`
-	ZlibInflateInitEnter *ebpf.Program `ebpf:"zlib_inflate_init_enter"`
+	AllocExit                 *ebpf.Program `ebpf:"alloc_exit"`
+	AllocExitMulti            *ebpf.Program `ebpf:"alloc_exit_multi"`
+	AllocSession              *ebpf.Program `ebpf:"alloc_session"`
+	CallocEnter               *ebpf.Program `ebpf:"calloc_enter"`
+	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
+	DlDebugStateMulti         *ebpf.Program `ebpf:"dl_debug_state_multi"`
+	FreeEnter                 *ebpf.Program `ebpf:"free_enter"`
+	FreeEnterMulti            *ebpf.Program `ebpf:"free_enter_multi"`
+	MallocEnter               *ebpf.Program `ebpf:"malloc_enter"`
+	MemalignEnter             *ebpf.Program `ebpf:"memalign_enter"`
+	PairAcquireEnter          *ebpf.Program `ebpf:"pair_acquire_enter"`
+	PairAcquireEnterMulti     *ebpf.Program `ebpf:"pair_acquire_enter_multi"`
+	PairReleaseEnter          *ebpf.Program `ebpf:"pair_release_enter"`
+	PairReleaseEnterMulti     *ebpf.Program `ebpf:"pair_release_enter_multi"`
+	PosixMemalignEnter        *ebpf.Program `ebpf:"posix_memalign_enter"`
+	PvallocEnter              *ebpf.Program `ebpf:"pvalloc_enter"`
+	ReallocEnter              *ebpf.Program `ebpf:"realloc_enter"`
+	ReallocarrayEnter         *ebpf.Program `ebpf:"reallocarray_enter"`
+	TargetExec                *ebpf.Program `ebpf:"target_exec"`
+	VallocEnter               *ebpf.Program `ebpf:"valloc_enter"`
+	ZlibDeflateEndEnter       *ebpf.Program `ebpf:"zlib_deflate_end_enter"`
+	ZlibDeflateEndEnterMulti  *ebpf.Program `ebpf:"zlib_deflate_end_enter_multi"`
+	ZlibDeflateInitEnter      *ebpf.Program `ebpf:"zlib_deflate_init_enter"`
+	ZlibDeflateInitEnterMulti *ebpf.Program `ebpf:"zlib_deflate_init_enter_multi"`
+	ZlibInflateEndEnter       *ebpf.Program `ebpf:"zlib_inflate_end_enter"`
+	ZlibInflateEndEnterMulti  *ebpf.Program `ebpf:"zlib_inflate_end_enter_multi"`
+	ZlibInflateEnter          *ebpf.Program `ebpf:"zlib_inflate_enter"`
+	ZlibInflateEnterMulti     *ebpf.Program `ebpf:"zlib_inflate_enter_multi"`
+	ZlibInflateInitEnter      *ebpf.Program `ebpf:"zlib_inflate_init_enter"`
+	ZlibInflateInitEnterMulti *ebpf.Program `ebpf:"zlib_inflate_init_enter_multi"`
 }
 
 func (p *leakPrograms) Close() error {
 	return _LeakClose(
 		p.AllocExit,
+		p.AllocExitMulti,
 		p.AllocSession,
 		p.CallocEnter,
 		p.DlDebugState,
+		p.DlDebugStateMulti,
 		p.FreeEnter,
+		p.FreeEnterMulti,
 		p.MallocEnter,
 		p.MemalignEnter,
 		p.PairAcquireEnter,
+		p.PairAcquireEnterMulti,
 		p.PairReleaseEnter,
+		p.PairReleaseEnterMulti,
 		p.PosixMemalignEnter,
 		p.PvallocEnter,
 		p.ReallocEnter,
@@ -515,10 +550,15 @@ func (p *leakPrograms) Close() error {
 		p.TargetExec,
 		p.VallocEnter,
 		p.ZlibDeflateEndEnter,
+		p.ZlibDeflateEndEnterMulti,
 		p.ZlibDeflateInitEnter,
+		p.ZlibDeflateInitEnterMulti,
 		p.ZlibInflateEndEnter,
+		p.ZlibInflateEndEnterMulti,
 		p.ZlibInflateEnter,
+		p.ZlibInflateEnterMulti,
 		p.ZlibInflateInitEnter,
+		p.ZlibInflateInitEnterMulti,
 	)
 }
 

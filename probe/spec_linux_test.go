@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -43,12 +44,21 @@ func TestSpecLayout(t *testing.T) {
 		t.Errorf("stack depth %d", n)
 	}
 	for name, prog := range spec.Programs {
+		if strings.HasSuffix(name, "_multi") {
+			// A twin: the same body as its plain program, attached
+			// with uprobe_multi links.
+			plain := spec.Programs[strings.TrimSuffix(name, "_multi")]
+			if plain == nil || prog.SectionName != plain.SectionName+".multi" {
+				t.Errorf("program %s in section %s is no twin of a plain program", name, prog.SectionName)
+			}
+			continue
+		}
 		if prog.AttachTo == "" && prog.SectionName != "uprobe" && prog.SectionName != "uretprobe" && prog.SectionName != "uprobe.session" {
 			t.Errorf("program %s in section %s", name, prog.SectionName)
 		}
 	}
-	if len(spec.Programs) != 20 {
-		t.Errorf("%d programs, want 20 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, loader hook)", len(spec.Programs))
+	if len(spec.Programs) != 30 {
+		t.Errorf("%d programs, want 30 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, loader hook; and 10 uprobe_multi twins: return, free, zlib, pairs, loader hook)", len(spec.Programs))
 	}
 }
 

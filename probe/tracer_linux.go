@@ -54,6 +54,7 @@ type Tracer struct {
 	lastSites   []analyze.Site
 	rowNext     uint32 // next free index in unwind_rows
 	noSession   bool   // the kernel has no uprobe sessions: plain probes
+	noMulti     bool   // no uprobe_multi links: one perf link per probe
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
 	// zlibLayouts describe, with malloc not traced, the zlib copies whose
@@ -196,7 +197,24 @@ func (t *Tracer) load(waitExec bool) error {
 	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}
+	if forcePlainProbes {
+		t.noMulti, t.noSession = true, true
+	}
 	err = spec.LoadAndAssign(&t.objs, nil)
+	if err != nil && strings.Contains(err.Error(), "_multi") {
+		// A kernel without uprobe_multi links (before 6.6): every probe
+		// is a perf link of its own. The twins are loaded as copies of
+		// their plain programs and never attached.
+		for name, ps := range spec.Programs {
+			if plain, ok := strings.CutSuffix(name, "_multi"); ok && spec.Programs[plain] != nil {
+				stand := spec.Programs[plain].Copy()
+				stand.Name = ps.Name
+				spec.Programs[name] = stand
+			}
+		}
+		t.noMulti = true
+		err = spec.LoadAndAssign(&t.objs, nil)
+	}
 	if err != nil && t.opts.SampleBytes == 0 && strings.Contains(err.Error(), "alloc_session") {
 		// A kernel without uprobe sessions (before 6.13): exact mode
 		// works with plain uprobes; load a stand-in that is never
@@ -372,7 +390,7 @@ func (t *Tracer) probeSet() *analyze.ProbeSet {
 // one probe, or every call would be seen twice.
 func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup func(string) (uint64, bool), family []probeSpec) (int, error) {
 	seen := map[uint64]string{}
-	n := 0
+	var sites []familySite
 	for _, p := range releasesFirst(family) {
 		vaddr, ok := lookup(p.symbol)
 		if !ok {
@@ -385,34 +403,159 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 		seen[vaddr] = p.symbol
 		off, err := fileOffset(path, vaddr)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
 		at := probeSiteOffset(path, vaddr, off, p)
-		site := off + at.Off
+		sites = append(sites, familySite{p, off + at.Off, at})
+	}
+	if len(sites) == 0 {
+		return 0, nil
+	}
+	twins := true
+	for _, s := range sites {
+		twins = twins && t.objs.twin(s.spec.enter(&t.objs)) != nil
+	}
+	if !t.noMulti && twins {
+		err := t.attachMulti(ex, display, sites)
+		if err == nil || !errors.Is(err, ebpf.ErrNotSupported) {
+			return len(sites), err
+		}
+		t.noMulti = true
+	}
+	for i, s := range sites {
+		p := s.spec
 		// The return probe first: a return without a recorded entry is
 		// ignored, an entry without its return probe leaves a stale record.
 		// It shares the entry's site (one trap), where *(%rsp) is still
 		// the return address.
 		if p.ret {
-			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: site})
+			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: s.off})
 			if err != nil {
-				return n, attachError(display, p.symbol, err)
+				return i, attachError(display, p.symbol, err)
 			}
 			t.links = append(t.links, l)
 		}
-		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: site, Cookie: p.cookie})
+		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: s.off, Cookie: p.cookie})
 		if err != nil {
-			return n, attachError(display, p.symbol, err)
+			return i, attachError(display, p.symbol, err)
 		}
 		if p.ret {
 			t.links = append(t.links, l)
 		} else {
 			t.releases = append(t.releases, l)
 		}
-		t.probed = append(t.probed, p.symbol+at.String())
-		n++
+		t.probed = append(t.probed, p.symbol+s.at.String())
 	}
-	return n, nil
+	return len(sites), nil
+}
+
+// forcePlainProbes makes every probe a perf link of its own, as on kernels
+// without uprobe_multi links or sessions; tests set it to check that path.
+var forcePlainProbes bool
+
+// familySite is one function of a family and where its probe goes.
+type familySite struct {
+	spec probeSpec
+	off  uint64 // file offset of the probe
+	at   probeSite
+}
+
+// attachMulti attaches a family with one uprobe_multi link per program:
+// the release programs first, then the return program, then the acquire
+// entries (releasesFirst's and attachFamily's reasons). Each link holds
+// every function of its program, so detaching takes one step, not one per
+// function. ebpf.ErrNotSupported means the kernel has no such links.
+func (t *Tracer) attachMulti(ex *link.Executable, display string, sites []familySite) error {
+	type group struct {
+		prog         *ebpf.Program
+		offs, cookie []uint64
+		symbols      []string
+	}
+	var releases, acquires []*group
+	add := func(gs *[]*group, prog *ebpf.Program, s familySite) {
+		for _, g := range *gs {
+			if g.prog == prog {
+				g.offs, g.cookie, g.symbols = append(g.offs, s.off), append(g.cookie, s.spec.cookie), append(g.symbols, s.spec.symbol)
+				return
+			}
+		}
+		*gs = append(*gs, &group{prog, []uint64{s.off}, []uint64{s.spec.cookie}, []string{s.spec.symbol}})
+	}
+	var rets []uint64
+	for _, s := range sites {
+		twin := t.objs.twin(s.spec.enter(&t.objs))
+		if s.spec.ret {
+			add(&acquires, twin, s)
+			rets = append(rets, s.off)
+		} else {
+			add(&releases, twin, s)
+		}
+	}
+	attach := func(g *group, ret bool) (link.Link, error) {
+		opts := &link.UprobeMultiOptions{Addresses: g.offs, PID: uint32(t.pid)}
+		if ret {
+			return ex.UretprobeMulti(nil, g.prog, opts)
+		}
+		opts.Cookies = g.cookie
+		return ex.UprobeMulti(nil, g.prog, opts)
+	}
+	multiError := func(g *group, err error) error {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return err
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			err = ErrTargetExited
+		}
+		return attachError(display, strings.Join(g.symbols, ","), err)
+	}
+	for _, g := range releases {
+		l, err := attach(g, false)
+		if err != nil {
+			return multiError(g, err)
+		}
+		t.releases = append(t.releases, l)
+	}
+	if len(rets) > 0 {
+		g := &group{prog: t.objs.AllocExitMulti, offs: rets, symbols: []string{"(returns)"}}
+		l, err := attach(g, true)
+		if err != nil {
+			return multiError(g, err)
+		}
+		t.links = append(t.links, l)
+	}
+	for _, g := range acquires {
+		l, err := attach(g, false)
+		if err != nil {
+			return multiError(g, err)
+		}
+		t.links = append(t.links, l)
+	}
+	for _, s := range sites {
+		t.probed = append(t.probed, s.spec.symbol+s.at.String())
+	}
+	return nil
+}
+
+// twin returns the uprobe_multi twin of a plain program (TWINS in
+// ebpf/leakscope.bpf.c), nil if it has none.
+func (o *leakObjects) twin(p *ebpf.Program) *ebpf.Program {
+	for _, tw := range [][2]*ebpf.Program{
+		{o.AllocExit, o.AllocExitMulti},
+		{o.FreeEnter, o.FreeEnterMulti},
+		{o.ZlibInflateInitEnter, o.ZlibInflateInitEnterMulti},
+		{o.ZlibDeflateInitEnter, o.ZlibDeflateInitEnterMulti},
+		{o.ZlibInflateEndEnter, o.ZlibInflateEndEnterMulti},
+		{o.ZlibDeflateEndEnter, o.ZlibDeflateEndEnterMulti},
+		{o.ZlibInflateEnter, o.ZlibInflateEnterMulti},
+		{o.PairAcquireEnter, o.PairAcquireEnterMulti},
+		{o.PairReleaseEnter, o.PairReleaseEnterMulti},
+		{o.DlDebugState, o.DlDebugStateMulti},
+	} {
+		if tw[0] == p {
+			return tw[1]
+		}
+	}
+	return nil
 }
 
 // releasesFirst orders a family's release functions before its acquire
