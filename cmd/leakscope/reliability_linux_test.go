@@ -440,8 +440,14 @@ func TestKill9LeavesTargetUnharmed(t *testing.T) {
 			uprobes++
 		}
 	}
-	// free (and zlib's calls) are perf-event uprobes; the rest of the malloc
-	// family is one uprobe-session link, which "bpftool perf" does not list.
+	// Where the kernel has uprobe_multi links (6.6+) every probe is one:
+	// the malloc family's session and free's link ("bpftool perf" lists
+	// only perf-event uprobes, the fallback).
+	for _, l := range bpftool(t, "link", "show") {
+		if typ := fmt.Sprint(l["type"]); ids[jsonInt(l["prog_id"])] && (typ == "uprobe_multi" || typ == "12") {
+			uprobes++
+		}
+	}
 	if len(ids) == 0 || uprobes < 1 {
 		t.Fatalf("while attached: %d programs, %d uprobes held by leakscope; the checks below would prove nothing", len(ids), uprobes)
 	}
