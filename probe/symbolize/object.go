@@ -172,6 +172,12 @@ func (o *Object) close() {
 // stripping does not remove, with Go's names (main.(*sessionTable).open);
 // C code linked in through cgo is named from the ELF symbols as usual.
 func (o *Object) Symbolize(vaddr uint64) (function, file string, line int) {
+	// A line without a file (corrupt debug data) says nothing.
+	defer func() {
+		if file == "" || line < 0 {
+			line = 0
+		}
+	}()
 	if o.gotab != nil {
 		if fn, file, line, ok := o.gotab.symbolize(vaddr); ok {
 			return fn, file, line
