@@ -163,6 +163,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jvm_layout);
+} jvm_layouts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_JVM_HEAPS);
 	__type(key, __u32);
 	__type(value, struct jvm_heap); /* low == 0: unused */
@@ -189,6 +196,7 @@ struct {
 /* Force the shared types into BTF for bpf2go -type. */
 const struct range_miss *unused_range_miss __attribute__((unused));
 const struct jvm_heap *unused_jvm_heap __attribute__((unused));
+const struct jvm_layout *unused_jvm_layout __attribute__((unused));
 const enum range_flag *unused_range_flag __attribute__((unused));
 const enum unwind_cfa *unused_unwind_cfa __attribute__((unused));
 const enum unwind_rbp *unused_unwind_rbp __attribute__((unused));

@@ -95,11 +95,26 @@ struct jvm_heap {
 
 /* A stack entry with this bit set is not a return address: it holds the
  * Method* of the interpreted Java frame whose return address precedes it
- * (user addresses never have bit 63 set). */
+ * in its low 47 bits (user addresses never have bit 63 set, and metadata
+ * lies below 2^47), and the frame's bytecode index + 1 in bits 47-62 (0:
+ * unknown). */
 #define STACK_JVM_METHOD (1ULL << 63)
-/* Word offset of the Method* slot below an interpreted frame's %rbp
- * (HotSpot x86-64 frame_x86.hpp: interpreter_frame_method_offset). */
+#define STACK_JVM_METHOD_MASK ((1ULL << 47) - 1)
+#define STACK_JVM_BCI_SHIFT 47
+/* Word offsets of the Method* and bytecode pointer slots below an
+ * interpreted frame's %rbp (HotSpot x86-64 frame_x86.hpp:
+ * interpreter_frame_method_offset, interpreter_frame_bcp_offset). */
 #define JVM_INTERP_METHOD_OFFSET (-3 * 8)
+#define JVM_INTERP_BCP_OFFSET (-8 * 8)
+
+/* Where a Method's bytecodes are, from the JVM's VMStructs: the bytecode
+ * index of a bytecode pointer bcp is bcp - (*(Method* + const_method_offset)
+ * + const_method_size). Written by user space; all zero: unknown.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct jvm_layout {
+	__u32 const_method_offset; /* Method::_constMethod */
+	__u32 const_method_size;   /* sizeof(ConstMethod): the bytecodes follow */
+};
 
 /* How to unwind the frame of one return address, as the walk last found
  * it (exec_ranges, unwind_rows): a per-CPU, direct-mapped cache of

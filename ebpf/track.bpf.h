@@ -319,6 +319,24 @@ static __always_inline long jvm_step(struct walk_ctx *w)
 	return push_frame(w, frame[1], cfa);
 }
 
+/* jvm_bci returns the bytecode index + 1 of the interpreted frame at fp
+ * running method, shifted into place for its stack entry; 0 if unknown. */
+static __always_inline __u64 jvm_bci(__u64 fp, __u64 method)
+{
+	__u32 zero = 0;
+	struct jvm_layout *l = bpf_map_lookup_elem(&jvm_layouts, &zero);
+	if (!l || !l->const_method_size || !method)
+		return 0;
+	__u64 bcp = 0, cm = 0;
+	if (bpf_probe_read_user(&bcp, sizeof(bcp), (void *)(fp + JVM_INTERP_BCP_OFFSET)) ||
+	    bpf_probe_read_user(&cm, sizeof(cm), (void *)(method + l->const_method_offset)))
+		return 0;
+	__u64 code = cm + l->const_method_size;
+	if (bcp < code || bcp - code >= 0xffff)
+		return 0;
+	return (bcp - code + 1) << STACK_JVM_BCI_SHIFT;
+}
+
 /* walk_step appends one frame; returns 1 to stop the walk. */
 static long walk_step(__u64 i, struct walk_ctx *w)
 {
@@ -362,7 +380,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 			st->flags |= STACK_MAX_DEPTH;
 			return 1;
 		}
-		method = STACK_JVM_METHOD | (method & ~STACK_JVM_METHOD);
+		method = STACK_JVM_METHOD | (method & STACK_JVM_METHOD_MASK) | jvm_bci(fp, slots[0]);
 		st->ips[d] = method;
 		st->depth = d + 1;
 		w->hash = (w->hash ^ method) * 1099511628211ULL;

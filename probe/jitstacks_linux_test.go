@@ -20,8 +20,10 @@ type fakeNamer struct {
 	calls   []bool // calledNative of each Frame call
 }
 
-func (n *fakeNamer) Code() (jvm.Code, bool)   { return jvm.Code{}, false }
-func (n *fakeNamer) Method(ptr uint64) string { return n.methods[ptr] }
+func (n *fakeNamer) Code() (jvm.Code, bool) { return jvm.Code{}, false }
+func (n *fakeNamer) Method(ptr uint64, bci int) jvm.Method {
+	return jvm.Method{Name: n.methods[ptr]}
+}
 
 func (n *fakeNamer) Frame(addr uint64, calledNative bool) jvm.Frame {
 	n.calls = append(n.calls, calledNative)

@@ -3,6 +3,7 @@ package probe
 import (
 	"fmt"
 	"path"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -30,9 +31,9 @@ type frameNamer interface {
 	// kernel records each interpreted frame's method and walks compiled
 	// frames by their size with it.
 	Code() (jvm.Code, bool)
-	// Method names a method recorded for an interpreted frame ("" if
-	// unknown).
-	Method(ptr uint64) string
+	// Method names a method recorded for an interpreted frame at a
+	// bytecode index (-1: unknown); its Name is "" if unknown.
+	Method(ptr uint64, bci int) jvm.Method
 	Close() error
 }
 
@@ -96,6 +97,12 @@ func (t *Tracer) findJVMCodeLocked() bool {
 			return false
 		}
 	}
+	if code.ConstMethodSize != 0 {
+		l := leakJvmLayout{ConstMethodOffset: code.ConstMethodOffset, ConstMethodSize: code.ConstMethodSize}
+		if err := t.objs.JvmLayouts.Put(uint32(0), l); err != nil {
+			t.warnOnce(fmt.Sprintf("JVM %d: interpreted frames will have no line numbers: %v", t.pid, err))
+		}
+	}
 	t.view.jvmCode = &code
 	return true
 }
@@ -127,21 +134,30 @@ func (t *Tracer) closeRuntimeLocked() {
 // nameJIT names frame f, at a return address in anonymous executable
 // memory, with the namer. It returns why the walk cannot go on above f
 // ("" if it can) and whether f is still unnamed.
-// stackJVMMethod marks a kernel stack entry that holds the Method* of the
-// interpreted frame before it (STACK_JVM_METHOD in ebpf/leakscope.h).
-const stackJVMMethod = 1 << 63
+// A kernel stack entry with stackJVMMethod set holds the Method* of the
+// interpreted frame before it and its bytecode index + 1
+// (STACK_JVM_METHOD in ebpf/leakscope.h).
+const (
+	stackJVMMethod     = 1 << 63
+	stackJVMMethodMask = 1<<47 - 1
+	stackJVMBCIShift   = 47
+)
 
-// nameMethod names interpreted frame f with the method the kernel read
-// from its frame, and returns the name ("" if unknown).
-func (r *stackResolver) nameMethod(f *analyze.Frame, ptr uint64) string {
+// nameMethod names interpreted frame f with the method and bytecode index
+// the kernel read from its frame (entry), and returns what tells the frame
+// apart in a stack key: the name and bytecode index ("" if unnamed).
+func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) string {
+	ptr := entry & stackJVMMethodMask
 	if r.jit.namer == nil || ptr == 0 {
 		return ""
 	}
-	name := r.jit.namer.Method(ptr)
-	if name != "" {
-		f.Function = name
+	bci := int(entry>>stackJVMBCIShift&0xffff) - 1
+	m := r.jit.namer.Method(ptr, bci)
+	if m.Name == "" {
+		return ""
 	}
-	return name
+	f.Function, f.File, f.Line = m.Name, m.File, m.Line
+	return m.Name + "@" + strconv.Itoa(bci)
 }
 
 // Methods the JIT inlined at the call come back innermost first, as
@@ -149,10 +165,10 @@ func (r *stackResolver) nameMethod(f *analyze.Frame, ptr uint64) string {
 func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut string, unnamed bool) {
 	jf := r.jit.namer.Frame(f.Address, calledNative)
 	f.Module = jitModule
-	f.Function = jf.Name
-	for _, name := range jf.Inlined {
+	f.Function, f.File, f.Line = jf.Name, jf.File, jf.Line
+	for _, m := range jf.Inlined {
 		g := *f
-		g.Function, g.Inlined = name, true
+		g.Function, g.File, g.Line, g.Inlined = m.Name, m.File, m.Line, true
 		inlined = append(inlined, g)
 	}
 	if !jf.Chained {

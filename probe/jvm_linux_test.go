@@ -218,6 +218,42 @@ func checkNamedJavaStack(t *testing.T, s *analyze.Site) {
 			t.Errorf("unnamed JIT frame %#x in %v", f.Address, fns)
 		}
 	}
+	// Java frames carry their source line: the call in recoverSegment
+	// (compiled, from its scope's bci) and in recoverLog (interpreted,
+	// from the bcp in its frame), as the example's source has them.
+	for fn, call := range map[string]string{
+		"KafkaRecovery.recoverSegment": "            in = new GZIPInputStream(new ByteArrayInputStream(batch));",
+		"KafkaRecovery.recoverLog":     "n += recoverSegment(batch, true)",
+	} {
+		want := sourceLine(t, filepath.Join("..", "examples", "java", "KafkaRecovery.java"), call)
+		for _, f := range s.Stack.Frames {
+			if f.Function == fn && (f.File != "KafkaRecovery.java" || f.Line != want) {
+				t.Errorf("%s at %s:%d, want KafkaRecovery.java:%d", fn, f.File, f.Line, want)
+			}
+		}
+	}
+}
+
+// sourceLine returns the number of the only line of path holding text.
+func sourceLine(t *testing.T, path, text string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, text) {
+			if found != 0 {
+				t.Fatalf("%s: %q on lines %d and %d", path, text, found, i+1)
+			}
+			found = i + 1
+		}
+	}
+	if found == 0 {
+		t.Fatalf("%s: no line holds %q", path, text)
+	}
+	return found
 }
 
 func TestJVMAttachPreserveFramePointer(t *testing.T) {

@@ -88,6 +88,12 @@ type leakJvmHeap struct {
 	Pad             uint32
 }
 
+type leakJvmLayout struct {
+	_                 structs.HostLayout
+	ConstMethodOffset uint32
+	ConstMethodSize   uint32
+}
+
 type leakRangeCtl struct {
 	_          structs.HostLayout
 	Slot       uint32
@@ -233,6 +239,7 @@ const (
 	leakMapExecRanges                 = "exec_ranges"
 	leakMapFrameCache                 = "frame_cache"
 	leakMapJvmHeaps                   = "jvm_heaps"
+	leakMapJvmLayouts                 = "jvm_layouts"
 	leakMapMissTimes                  = "miss_times"
 	leakMapRangeCtls                  = "range_ctls"
 	leakMapRangeMisses                = "range_misses"
@@ -284,6 +291,7 @@ const (
 	leakVarUnusedAllocFn              = "unused_alloc_fn"
 	leakVarUnusedAllocKind            = "unused_alloc_kind"
 	leakVarUnusedJvmHeap              = "unused_jvm_heap"
+	leakVarUnusedJvmLayout            = "unused_jvm_layout"
 	leakVarUnusedRangeFlag            = "unused_range_flag"
 	leakVarUnusedRangeMiss            = "unused_range_miss"
 	leakVarUnusedStackFlag            = "unused_stack_flag"
@@ -375,6 +383,7 @@ type leakMapSpecs struct {
 	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
 	FrameCache      *ebpf.MapSpec `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.MapSpec `ebpf:"jvm_heaps"`
+	JvmLayouts      *ebpf.MapSpec `ebpf:"jvm_layouts"`
 	MissTimes       *ebpf.MapSpec `ebpf:"miss_times"`
 	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
@@ -402,6 +411,7 @@ type leakVariableSpecs struct {
 	UnusedAllocFn   *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
 	UnusedJvmHeap   *ebpf.VariableSpec `ebpf:"unused_jvm_heap"`
+	UnusedJvmLayout *ebpf.VariableSpec `ebpf:"unused_jvm_layout"`
 	UnusedRangeFlag *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.VariableSpec `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
@@ -435,6 +445,7 @@ type leakMaps struct {
 	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
 	FrameCache      *ebpf.Map `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.Map `ebpf:"jvm_heaps"`
+	JvmLayouts      *ebpf.Map `ebpf:"jvm_layouts"`
 	MissTimes       *ebpf.Map `ebpf:"miss_times"`
 	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
@@ -454,6 +465,7 @@ func (m *leakMaps) Close() error {
 		m.ExecRanges,
 		m.FrameCache,
 		m.JvmHeaps,
+		m.JvmLayouts,
 		m.MissTimes,
 		m.RangeCtls,
 		m.RangeMisses,
@@ -482,6 +494,7 @@ type leakVariables struct {
 	UnusedAllocFn   *ebpf.Variable `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind *ebpf.Variable `ebpf:"unused_alloc_kind"`
 	UnusedJvmHeap   *ebpf.Variable `ebpf:"unused_jvm_heap"`
+	UnusedJvmLayout *ebpf.Variable `ebpf:"unused_jvm_layout"`
 	UnusedRangeFlag *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.Variable `ebpf:"unused_range_miss"`
 	UnusedStackFlag *ebpf.Variable `ebpf:"unused_stack_flag"`

@@ -149,7 +149,7 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 		if addr&stackJVMMethod != 0 {
 			// The method of the interpreted frame just appended.
 			if len(frames) > 0 {
-				if name := r.nameMethod(&frames[len(frames)-1], addr&^stackJVMMethod); name != "" {
+				if name := r.nameMethod(&frames[len(frames)-1], addr); name != "" {
 					methods = append(methods, name)
 				}
 			}

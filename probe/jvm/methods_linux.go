@@ -21,6 +21,30 @@ type Methods struct {
 	names map[uint64]string
 	code  Code
 	blobs map[uint64]string // CodeBlob::_name pointer → the name
+	lines lineLayout
+	where map[methodBCI]Method
+}
+
+// Method is a Java method at a bytecode: named, and placed in its source
+// file when the class has a line number table.
+type Method struct {
+	Name string // "package.Class.method"
+	File string // the class's source file ("KafkaRecovery.java"), "" if unknown
+	Line int    // 0 if unknown
+}
+
+type methodBCI struct {
+	method uint64
+	bci    int
+}
+
+// lineLayout is what reading line numbers takes; ok is false when this
+// JVM's VMStructs lack part of it (names still work).
+type lineLayout struct {
+	ok                                  bool
+	flags, codeSize, sourceFile, cmSize uint64
+	hasLineTable                        uint16
+	invocationEntryBCI                  int
 }
 
 // Code describes a JVM's code cache for the kernel's stack walk.
@@ -28,6 +52,9 @@ type Code struct {
 	Interpreter [2]uint64 // the template interpreter, [start, end)
 	Cache       [2]uint64 // the whole code cache, [start, end)
 	Heaps       []CodeHeap
+	// Where a Method's bytecodes start: *(Method* + ConstMethodOffset) +
+	// ConstMethodSize; both 0 when line numbers cannot be read.
+	ConstMethodOffset, ConstMethodSize uint32
 }
 
 // CodeHeap is one of the code cache's heaps (HotSpot's CodeHeap): the
@@ -112,7 +139,8 @@ func NewMethods(mem Memory, path string, bias uint64) (*Methods, error) {
 }
 
 func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
-	m := &Methods{r: reader{mem}, names: map[uint64]string{}, blobs: map[uint64]string{}}
+	m := &Methods{r: reader{mem}, names: map[uint64]string{}, blobs: map[uint64]string{}, where: map[methodBCI]Method{}}
+	m.lines = linesLayout(vs)
 	for _, f := range layoutFields {
 		v, ok := vs.Fields[f.name]
 		if !ok {
@@ -156,6 +184,9 @@ func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 		return nil, fmt.Errorf("implausible interpreter code at %#x, %d bytes", buf, limit)
 	}
 	m.code.Interpreter = [2]uint64{buf, buf + uint64(limit)}
+	if m.lines.ok {
+		m.code.ConstMethodOffset, m.code.ConstMethodSize = uint32(m.off.constMethod), uint32(m.lines.cmSize)
+	}
 	if err := m.readHeaps(); err != nil {
 		return nil, err
 	}
@@ -348,50 +379,72 @@ const (
 // KindMethod; for a stub or adapter its name and KindStub. The blob is
 // read as it is now: code freed and reused since pc was recorded is named
 // as what is there now.
-func (m *Methods) Blob(pc uint64) (name string, inlined []string, kind Kind, err error) {
+func (m *Methods) Blob(pc uint64) (Frame, error) {
 	blob, err := m.findBlob(pc)
 	if err != nil {
-		return "", nil, KindUnknown, err
+		return Frame{}, err
 	}
 	begin, err := m.r.u64(blob + m.off.codeBegin)
 	if err != nil {
-		return "", nil, KindUnknown, err
+		return Frame{}, err
 	}
 	end, err := m.r.u64(blob + m.off.codeEnd)
 	if err != nil {
-		return "", nil, KindUnknown, err
+		return Frame{}, err
 	}
 	if pc < begin || pc >= end {
-		return "", nil, KindUnknown, fmt.Errorf("%#x is outside the code of its blob at %#x", pc, blob)
+		return Frame{}, fmt.Errorf("%#x is outside the code of its blob at %#x", pc, blob)
 	}
 	np, err := m.r.u64(blob + m.off.blobName)
 	if err != nil {
-		return "", nil, KindUnknown, err
+		return Frame{}, err
 	}
 	bn, ok := m.blobs[np]
 	if !ok {
 		if bn, err = m.r.stringAt(blob + m.off.blobName); err != nil {
-			return "", nil, KindUnknown, err
+			return Frame{}, err
 		}
 		m.blobs[np] = bn
 	}
 	// A compiled method, or a native method's wrapper ("native nmethod").
 	if bn != "nmethod" && bn != "native nmethod" {
-		return bn, nil, KindStub, nil
+		return Frame{Name: bn, Kind: KindStub, Chained: true}, nil
 	}
 	method, err := m.r.u64(blob + m.off.cmMethod)
 	if err != nil {
-		return "", nil, KindUnknown, err
+		return Frame{}, err
 	}
-	if name, err = m.Name(method); err != nil {
-		return "", nil, KindUnknown, err
+	name, err := m.Name(method)
+	if err != nil {
+		return Frame{}, err
 	}
-	// Inlining is a refinement: without it the frame is still named.
+	f := Frame{Name: name, Kind: KindMethod, Chained: true}
+	// Inlining and lines are refinements: without them the frame is
+	// still named.
 	scopes, _ := m.scopes(blob, pc-begin)
-	if len(scopes) > 1 && scopes[len(scopes)-1] == name {
-		inlined = scopes[:len(scopes)-1]
+	n := len(scopes)
+	if n == 0 || scopes[n-1].method != method {
+		return f, nil
 	}
-	return name, inlined, KindMethod, nil
+	chain := make([]Method, 0, n)
+	for _, sc := range scopes {
+		w, err := m.At(sc.method, sc.bci)
+		if err != nil {
+			return f, nil
+		}
+		chain = append(chain, w)
+	}
+	f.File, f.Line = chain[n-1].File, chain[n-1].Line
+	if n > 1 {
+		f.Inlined = chain[:n-1]
+	}
+	return f, nil
+}
+
+// scope is one level of a compiled call's scope chain.
+type scope struct {
+	method uint64 // Method*
+	bci    int
 }
 
 // findBlob returns the CodeBlob holding pc: its heap's segment map leads
@@ -423,9 +476,10 @@ func (m *Methods) findBlob(pc uint64) (uint64, error) {
 	return 0, fmt.Errorf("%#x is in no code heap", pc)
 }
 
-// scopes returns, innermost first, the methods of the scope chain of the
-// call whose return address is at offset off in the nmethod at blob.
-func (m *Methods) scopes(blob, off uint64) ([]string, error) {
+// scopes returns, innermost first, the scope chain (method and bytecode
+// index) of the call whose return address is at offset off in the nmethod
+// at blob.
+func (m *Methods) scopes(blob, off uint64) ([]scope, error) {
 	var offs [3]uint32
 	for i, f := range []uint64{m.off.scopesPcsOff, m.off.dependenciesOff, m.off.metadataOff} {
 		v, err := m.r.u32(blob + f)
@@ -456,14 +510,14 @@ func (m *Methods) scopes(blob, off uint64) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for decode > 0 && len(names) < maxScopes {
+	var chain []scope
+	for decode > 0 && len(chain) < maxScopes {
 		b, err := m.readUpTo(data+uint64(decode), 16)
 		if err != nil {
 			return nil, err
 		}
 		st := compressedStream{b: b}
-		sender, idx := st.int(), st.int()
+		sender, idx, bci := st.int(), st.int(), st.int()
 		if st.err || idx <= 0 {
 			return nil, errors.New("corrupt scope")
 		}
@@ -471,14 +525,11 @@ func (m *Methods) scopes(blob, off uint64) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		name, err := m.Name(method)
-		if err != nil {
-			return nil, err
-		}
-		names = append(names, name)
+		// DebugInfoReadStream::read_bci: stored + InvocationEntryBci.
+		chain = append(chain, scope{method, int(bci) + m.lines.invocationEntryBCI})
 		decode = int64(sender)
 	}
-	return names, nil
+	return chain, nil
 }
 
 // readUpTo reads up to n bytes at addr: fewer where readable memory ends.
@@ -517,3 +568,118 @@ func (c *compressedStream) int() int32 {
 		shift += lgH
 	}
 }
+
+// linesLayout finds in vs what line numbers need; a JVM that lacks any of
+// it still names methods.
+func linesLayout(vs *VMStructs) lineLayout {
+	l := lineLayout{cmSize: vs.Sizes["ConstMethod"]}
+	for name, dst := range map[string]*uint64{
+		"ConstMethod::_flags":                   &l.flags,
+		"ConstMethod::_code_size":               &l.codeSize,
+		"ConstantPool::_source_file_name_index": &l.sourceFile,
+	} {
+		f, ok := vs.Fields[name]
+		if !ok || f.Static {
+			return l
+		}
+		*dst = f.Offset
+	}
+	has, ok1 := vs.Constants["ConstMethod::_has_linenumber_table"]
+	entry, ok2 := vs.Constants["InvocationEntryBci"]
+	if !ok1 || !ok2 || has <= 0 || has > 0xffff || l.cmSize == 0 || l.cmSize > 4096 {
+		return l
+	}
+	l.hasLineTable, l.invocationEntryBCI, l.ok = uint16(has), int(entry), true
+	return l
+}
+
+// maxLineTable bounds the compressed line number table read for a method.
+const maxLineTable = 1 << 16
+
+// At names the method ptr at bytecode index bci (-1: unknown) and places
+// it in its source file and line, as HotSpot's Method::line_from_bci does.
+func (m *Methods) At(ptr uint64, bci int) (Method, error) {
+	k := methodBCI{ptr, bci}
+	if w, ok := m.where[k]; ok {
+		return w, nil
+	}
+	name, err := m.Name(ptr)
+	if err != nil {
+		return Method{}, err
+	}
+	w := Method{Name: name}
+	if m.lines.ok {
+		// Lines are a refinement: a method without them is still named.
+		w.File, w.Line, _ = m.line(ptr, bci)
+	}
+	m.where[k] = w
+	return w, nil
+}
+
+func (m *Methods) line(ptr uint64, bci int) (string, int, error) {
+	cm, err := m.r.u64(ptr + m.off.constMethod)
+	if err != nil {
+		return "", 0, err
+	}
+	cp, err := m.r.u64(cm + m.off.constants)
+	if err != nil {
+		return "", 0, err
+	}
+	file := ""
+	if idx, err := m.r.u16(cp + m.lines.sourceFile); err == nil && idx != 0 {
+		if n, err := m.r.u32(cp + m.off.poolLength); err == nil && uint32(idx) < n {
+			if sym, err := m.r.u64(cp + m.off.poolSize + uint64(idx)*8); err == nil {
+				file, _ = m.symbol(sym)
+			}
+		}
+	}
+	flags, err := m.r.u16(cm + m.lines.flags)
+	if err != nil || flags&m.lines.hasLineTable == 0 || bci < 0 {
+		return file, 0, err
+	}
+	size, err := m.r.u16(cm + m.lines.codeSize)
+	if err != nil || bci >= int(size) {
+		return file, 0, err
+	}
+	table, err := m.readUpTo(cm+m.lines.cmSize+uint64(size), maxLineTable)
+	if err != nil {
+		return file, 0, err
+	}
+	return file, lineFromBCI(table, bci), nil
+}
+
+// lineFromBCI reads a compressed line number table (HotSpot's
+// CompressedLineNumberReadStream: a pair per byte, bci delta << 3 | line
+// delta, or 0xFF and two signed UNSIGNED5 deltas; 0 ends it) and returns
+// the line of bci: the pair at bci, else the last one before it; 0 if none.
+func lineFromBCI(table []byte, bci int) int {
+	st := compressedStream{b: table}
+	cur, line, best, bestBCI := 0, 0, 0, -1
+	for st.pos < len(st.b) {
+		next := st.b[st.pos]
+		st.pos++
+		switch next {
+		case 0:
+			return best
+		case 0xff:
+			cur += int(signed(st.int()))
+			line += int(signed(st.int()))
+			if st.err {
+				return best
+			}
+		default:
+			cur += int(next >> 3)
+			line += int(next & 7)
+		}
+		if cur == bci {
+			return line
+		}
+		if cur < bci && cur >= bestBCI {
+			best, bestBCI = line, cur
+		}
+	}
+	return best
+}
+
+// signed undoes HotSpot's sign folding of compressed ints.
+func signed(v int32) int32 { return int32(uint32(v)>>1) ^ -(v & 1) }

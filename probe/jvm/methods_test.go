@@ -247,20 +247,21 @@ func TestMethodsFromVMStructs(t *testing.T) {
 	if fmt.Sprint(c) != want {
 		t.Errorf("Code = %v\nwant %v", c, want)
 	}
+	// The fake image has no line tables: names only.
 	for _, tc := range []struct {
 		pc   uint64
-		want string // name, inlined, kind; "" for an error
+		want string // the frame; "" for an error
 	}{
-		{v.nmethodCode + 0x10, fmt.Sprint("a.b.C.leak", []string{"a.b.C.inner"}, KindMethod)},
-		{v.nmethodCode + 0x20, fmt.Sprint("a.b.C.leak", []string(nil), KindMethod)},
-		{v.nmethodCode + 0x30, fmt.Sprint("a.b.C.leak", []string(nil), KindMethod)}, // no PcDesc: no inlining
-		{v.stubCode + 0x7f, fmt.Sprint("StubRoutines (1)", []string(nil), KindStub)},
+		{v.nmethodCode + 0x10, fmt.Sprint(Frame{Name: "a.b.C.leak", Kind: KindMethod, Chained: true, Inlined: []Method{{Name: "a.b.C.inner"}}})},
+		{v.nmethodCode + 0x20, fmt.Sprint(Frame{Name: "a.b.C.leak", Kind: KindMethod, Chained: true})},
+		{v.nmethodCode + 0x30, fmt.Sprint(Frame{Name: "a.b.C.leak", Kind: KindMethod, Chained: true})}, // no PcDesc: no inlining
+		{v.stubCode + 0x7f, fmt.Sprint(Frame{Name: "StubRoutines (1)", Kind: KindStub, Chained: true})},
 		{v.stubCode + 0x80, ""},     // past the stub's code
 		{v.heapLow + 16*128, ""},    // past the heap
 		{v.heapLow + 3*128 + 5, ""}, // in the nmethod's block, before its code
 	} {
-		name, inlined, kind, err := m.Blob(tc.pc)
-		got := fmt.Sprint(name, inlined, kind)
+		f, err := m.Blob(tc.pc)
+		got := fmt.Sprint(f)
 		if err != nil {
 			got = ""
 		}
@@ -301,6 +302,7 @@ func FuzzMethods(f *testing.F) {
 			return
 		}
 		m.Name(method)
+		m.At(method, 3)
 		m.Blob(v.nmethodCode + 0x10)
 		m.Blob(v.stubCode)
 	})
@@ -326,5 +328,24 @@ func TestCompressedStream(t *testing.T) {
 		if got := c.int(); got != tc.want || c.err != tc.err {
 			t.Errorf("%v: %d (err %v), want %d (err %v)", tc.b, got, c.err, tc.want, tc.err)
 		}
+	}
+}
+
+// lineFromBCI on tables as HotSpot's CompressedLineNumberWriteStream writes
+// them: one byte per pair (bci delta << 3 | line delta) when the deltas
+// are small, else 0xFF and two sign-folded UNSIGNED5 ints.
+func TestLineFromBCI(t *testing.T) {
+	// (bci 0, line 10) escaped, (4, 11), (9, 13), (30, 100) escaped, end.
+	table := []byte{0xff, 0, 20, 4<<3 | 1, 5<<3 | 2, 0xff, 42, 174, 0}
+	for bci, want := range map[int]int{0: 10, 3: 10, 4: 11, 8: 11, 9: 13, 29: 13, 30: 100, 31: 100} {
+		if got := lineFromBCI(table, bci); got != want {
+			t.Errorf("bci %d: line %d, want %d", bci, got, want)
+		}
+	}
+	if got := lineFromBCI([]byte{0xff, 0xc0}, 0); got != 0 {
+		t.Errorf("cut table: line %d, want 0", got)
+	}
+	if got := signed(3); got != -2 {
+		t.Errorf("signed(3) = %d, want -2", got)
 	}
 }

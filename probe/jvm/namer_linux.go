@@ -21,9 +21,12 @@ type Frame struct {
 	// trusted. When it is false, Cut says why the callers are unknown.
 	Chained bool
 	Cut     string
+	// File and Line place a Java frame in its source, when known.
+	File string
+	Line int
 	// Inlined are the methods the JIT inlined at this call, innermost
 	// first; the frame's own method (Name) called the last of them.
-	Inlined []string
+	Inlined []Method
 }
 
 // DefaultRefreshInterval is the least time between two perf map dumps a
@@ -171,18 +174,19 @@ func (n *Namer) Code() (Code, bool) {
 	return n.methods.Code(), true
 }
 
-// Method names the Method* of an interpreted frame ("package.Class.method"),
-// or "" if it cannot be read (the JVM exited, or the method's class was
+// Method names the Method* of an interpreted frame at bytecode index bci
+// (-1: unknown) as "package.Class.method" with its source line; the name
+// is "" if it cannot be read (the JVM exited, or the method's class was
 // unloaded).
-func (n *Namer) Method(ptr uint64) string {
+func (n *Namer) Method(ptr uint64, bci int) Method {
 	if !n.loadMethods() {
-		return ""
+		return Method{}
 	}
-	name, err := n.methods.Name(ptr)
+	w, err := n.methods.At(ptr, bci)
 	if err != nil && alive(n.VM.Pid) {
 		n.warnOnce("JVM %d: an interpreted frame stays unnamed: %v", n.VM.Pid, err)
 	}
-	return name
+	return w
 }
 
 // PreserveFramePointer reports whether the JVM runs with
@@ -202,8 +206,7 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 		if a, ok := n.blobs[addr]; ok && time.Since(a.at) < blobTTL {
 			return a.f
 		}
-		if name, inlined, kind, err := n.methods.Blob(addr); err == nil {
-			f := Frame{Name: name, Kind: kind, Chained: true, Inlined: inlined}
+		if f, err := n.methods.Blob(addr); err == nil {
 			if n.blobs == nil || len(n.blobs) >= maxBlobAnswers {
 				n.blobs = map[uint64]blobAnswer{}
 			}

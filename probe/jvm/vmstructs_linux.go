@@ -40,8 +40,9 @@ type VMField struct {
 
 // VMStructs holds the fields and type sizes one JVM describes.
 type VMStructs struct {
-	Fields map[string]VMField // "Type::_field"
-	Sizes  map[string]uint64  // type name → size in bytes
+	Fields    map[string]VMField // "Type::_field"
+	Sizes     map[string]uint64  // type name → size in bytes
+	Constants map[string]int32   // "ConstMethod::_has_linenumber_table" → value
 }
 
 // vmSymbols are the exported variables leakscope reads, relative to libjvm's
@@ -58,6 +59,10 @@ var vmSymbols = []string{
 	"gHotSpotVMTypeEntryArrayStride",
 	"gHotSpotVMTypeEntryTypeNameOffset",
 	"gHotSpotVMTypeEntrySizeOffset",
+	"gHotSpotVMIntConstants",
+	"gHotSpotVMIntConstantEntryArrayStride",
+	"gHotSpotVMIntConstantEntryNameOffset",
+	"gHotSpotVMIntConstantEntryValueOffset",
 }
 
 // VMSymbols returns the addresses (file virtual addresses) of the variables
@@ -95,7 +100,7 @@ func ReadVMStructs(mem Memory, syms map[string]uint64, bias uint64) (*VMStructs,
 		}
 		return r.u64(bias + a)
 	}
-	var v [11]uint64
+	var v [15]uint64
 	for i, name := range vmSymbols {
 		x, err := get(name)
 		if err != nil {
@@ -105,13 +110,14 @@ func ReadVMStructs(mem Memory, syms map[string]uint64, bias uint64) (*VMStructs,
 	}
 	structs, sStride, sType, sField, sStatic, sOff, sAddr := v[0], v[1], v[2], v[3], v[4], v[5], v[6]
 	types, tStride, tType, tSize := v[7], v[8], v[9], v[10]
+	consts, cStride, cName, cValue := v[11], v[12], v[13], v[14]
 	if sStride == 0 || tStride == 0 || structs == 0 || types == 0 {
 		return nil, errors.New("the JVM has not filled in its VMStructs tables yet (still starting?)")
 	}
-	if sStride > 1024 || tStride > 1024 {
+	if sStride > 1024 || tStride > 1024 || cStride > 1024 {
 		return nil, fmt.Errorf("implausible VMStructs entry sizes %d and %d", sStride, tStride)
 	}
-	vs := &VMStructs{Fields: map[string]VMField{}, Sizes: map[string]uint64{}}
+	vs := &VMStructs{Fields: map[string]VMField{}, Sizes: map[string]uint64{}, Constants: map[string]int32{}}
 	for i := uint64(0); ; i++ {
 		if i == maxVMEntries {
 			return nil, errors.New("gHotSpotVMStructs has no end")
@@ -160,6 +166,24 @@ func ReadVMStructs(mem Memory, syms map[string]uint64, bias uint64) (*VMStructs,
 			return nil, err
 		}
 		vs.Sizes[typ] = size
+	}
+	for i := uint64(0); consts != 0 && cStride != 0; i++ {
+		if i == maxVMEntries {
+			return nil, errors.New("gHotSpotVMIntConstants has no end")
+		}
+		e := consts + i*cStride
+		name, err := r.stringAt(e + cName)
+		if err != nil {
+			return nil, fmt.Errorf("gHotSpotVMIntConstants entry %d: %w", i, err)
+		}
+		if name == "" {
+			break
+		}
+		val, err := r.u32(e + cValue)
+		if err != nil {
+			return nil, err
+		}
+		vs.Constants[name] = int32(val)
 	}
 	return vs, nil
 }
