@@ -195,8 +195,8 @@ func doctorJVM(pid int, maps []procfs.Mapping) []Check {
 		attachable = false
 	}
 	cs = append(cs, Check{"JVM", attachable, detail(attachable,
-		fmt.Sprintf("HotSpot %s (%s): compiled Java frames are named from its perf map, which leakscope asks for through the attach protocol (as jcmd PID Compiler.perfmap)", version, vm.LibJVM),
-		fmt.Sprintf("HotSpot %s (%s): its attach mechanism is off (-Xrs or -XX:+DisableAttachMechanism, or still starting): compiled Java frames stay unnamed", version, vm.LibJVM))})
+		fmt.Sprintf("HotSpot %s (%s): where its VMStructs cannot name a frame, its perf map can (asked for through the attach protocol, as jcmd PID Compiler.perfmap)", version, vm.LibJVM),
+		fmt.Sprintf("HotSpot %s (%s): its attach mechanism is off (-Xrs or -XX:+DisableAttachMechanism, or still starting): no perf map; frames are named from VMStructs only", version, vm.LibJVM))})
 	on, known := jvm.CommandLineFlag(pid, "PreserveFramePointer")
 	flag := detail(on, "-XX:+PreserveFramePointer", detail(known, "-XX:-PreserveFramePointer", "-XX:+PreserveFramePointer not on the command line"))
 	// The VMStructs tables are read from memory: no attach.
@@ -215,8 +215,8 @@ func doctorJVM(pid int, maps []procfs.Mapping) []Check {
 	var how string
 	switch {
 	case vmErr == nil:
-		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size (%d code heaps, interpreter at %#x)",
-			flag, len(code.Heaps), code.Interpreter[0])
+		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size and named from the code heap, with inlined methods%s (%d code heaps, interpreter at %#x); no JVM flag needed",
+			flag, detail(code.ConstMethodSize != 0, " and source lines", ""), len(code.Heaps), code.Interpreter[0])
 	case on:
 		how = fmt.Sprintf("%s: stacks run through compiled Java code; interpreted frames stay [interpreted] (VMStructs: %v)", flag, vmErr)
 	default:
