@@ -90,7 +90,7 @@ struct jvm_heap {
 	__u32 log2_segment;    /* log2 of the segment size */
 	__u32 blob_offset;     /* sizeof(HeapBlock): the CodeBlob follows */
 	__u32 frame_size_offset; /* CodeBlob::_frame_size (int, in words) */
-	__u32 pad;
+	__u32 compile_id_offset; /* nmethod::_compile_id (int); 0: unknown */
 };
 
 /* A stack entry with this bit set is not a return address: it holds the
@@ -133,6 +133,12 @@ struct frame_rule {
 	__s16 cfa_off;
 	__u16 pad2;
 	__u32 pad3;
+	/* RANGE_JVM_CODE: the code blob found for ip, its frame size in
+	 * words and the compile id read there (blob 0: none yet). A freed
+	 * nmethod's memory reused by another has another compile id. */
+	__u64 blob;
+	__s32 frame_size;
+	__u32 compile_id;
 };
 
 /* One row of an object's unwind table, built from .eh_frame by

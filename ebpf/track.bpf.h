@@ -228,10 +228,11 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
  * when this generation of the tables already found it (a walk through a
  * big object costs two binary searches per frame otherwise). Returns false
  * when no range holds w->ip. */
-static __always_inline bool frame_rule(struct walk_ctx *w, struct frame_rule *fr)
+static __always_inline bool frame_rule(struct walk_ctx *w, struct frame_rule *fr, struct frame_rule **cached)
 {
 	__u32 slot = (__u32)((w->ip * 0x9E3779B97F4A7C15ULL) >> (64 - FRAME_CACHE_BITS));
 	struct frame_rule *c = bpf_map_lookup_elem(&frame_cache, &slot);
+	*cached = c;
 	if (c && c->ip == w->ip && c->generation == w->gen) {
 		*fr = *c;
 		return true;
@@ -243,6 +244,7 @@ static __always_inline bool frame_rule(struct walk_ctx *w, struct frame_rule *fr
 	fr->generation = w->gen;
 	fr->flags = r->flags;
 	fr->has_row = 0;
+	fr->blob = 0;
 	if (r->flags & RANGE_DWARF)
 		find_row(w->ip, r, fr);
 	if (c)
@@ -272,15 +274,46 @@ static long segmap_step(__u64 i, struct seg_search *c)
 	return 0;
 }
 
+/* jvm_unwind steps over a compiled frame of size words: it spans them
+ * above the stack pointer at its call, the return address in the last, the
+ * caller's %rbp in the one below. Returns 1 to stop the walk. */
+static __always_inline long jvm_unwind(struct walk_ctx *w, __s32 size)
+{
+	struct stack *st = w->st;
+	if (size <= 0 || (__u64)size * 8 > MAX_FRAME_SPAN) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	__u64 cfa = w->sp + (__u64)size * 8;
+	__u64 frame[2]; /* caller's %rbp, return address */
+	if (bpf_probe_read_user(frame, sizeof(frame), (void *)(cfa - 16))) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	w->fp = frame[0];
+	return push_frame(w, frame[1], cfa);
+}
+
 /* jvm_step unwinds one compiled Java frame (or any code blob with a frame
  * size) in a HotSpot code heap: the frame spans frame_size words above the
  * stack pointer at its call, the return address in the last, the caller's
  * %rbp in the one below (HotSpot's sender_for_compiled_frame). No frame
  * pointer is needed. Returns -1 when the blob has no frame size (stubs
  * and the interpreter keep %rbp: the caller walks it by frame pointer). */
-static __always_inline long jvm_step(struct walk_ctx *w)
+static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 {
 	struct stack *st = w->st;
+	/* The blob found for this return address before, if the same
+	 * nmethod (compile id) is still there: one read instead of the
+	 * segment map walk. fc is this ip's frame_cache entry. */
+	if (fc && fc->ip == w->ip && fc->generation == w->gen && fc->blob) {
+		__u32 zero = 0, id = 0;
+		struct jvm_heap *h0 = bpf_map_lookup_elem(&jvm_heaps, &zero);
+		if (h0 && h0->compile_id_offset &&
+		    !bpf_probe_read_user(&id, sizeof(id), (void *)(fc->blob + h0->compile_id_offset)) &&
+		    id == fc->compile_id)
+			return jvm_unwind(w, fc->frame_size);
+	}
 	struct jvm_heap *h = NULL;
 	for (__u32 k = 0; k < MAX_JVM_HEAPS; k++) {
 		struct jvm_heap *c = bpf_map_lookup_elem(&jvm_heaps, &k);
@@ -305,18 +338,14 @@ static __always_inline long jvm_step(struct walk_ctx *w)
 	}
 	if (size <= 0)
 		return -1;
-	__u64 cfa = w->sp + (__u64)size * 8;
-	if ((__u64)size * 8 > MAX_FRAME_SPAN) {
-		st->flags |= STACK_BAD_FRAME;
-		return 1;
+	__u32 id = 0;
+	if (fc && fc->ip == w->ip && fc->generation == w->gen && h->compile_id_offset &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(blob + h->compile_id_offset))) {
+		fc->blob = blob;
+		fc->frame_size = size;
+		fc->compile_id = id;
 	}
-	__u64 frame[2]; /* caller's %rbp, return address */
-	if (bpf_probe_read_user(frame, sizeof(frame), (void *)(cfa - 16))) {
-		st->flags |= STACK_READ_ERROR;
-		return 1;
-	}
-	w->fp = frame[0];
-	return push_frame(w, frame[1], cfa);
+	return jvm_unwind(w, size);
 }
 
 /* jvm_bci returns the bytecode index + 1 of the interpreted frame at fp
@@ -342,11 +371,12 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 {
 	struct stack *st = w->st;
 	struct frame_rule fr = {};
-	bool known = frame_rule(w, &fr);
+	struct frame_rule *cached = NULL;
+	bool known = frame_rule(w, &fr, &cached);
 	if (known && (fr.flags & RANGE_DWARF))
 		return dwarf_step(w, &fr);
 	if (known && (fr.flags & RANGE_JVM_CODE)) {
-		long ret = jvm_step(w);
+		long ret = jvm_step(w, cached);
 		if (ret >= 0)
 			return ret;
 	}

@@ -91,7 +91,7 @@ func (t *Tracer) findJVMCodeLocked() bool {
 	}
 	for i, h := range code.Heaps {
 		kh := leakJvmHeap{Low: h.Low, High: h.High, Segmap: h.Segmap, Log2Segment: h.Log2Segment,
-			BlobOffset: h.BlobOffset, FrameSizeOffset: h.FrameSizeOffset}
+			BlobOffset: h.BlobOffset, FrameSizeOffset: h.FrameSizeOffset, CompileIdOffset: h.CompileIDOffset}
 		if err := t.objs.JvmHeaps.Put(uint32(i), kh); err != nil {
 			t.warnOnce(fmt.Sprintf("JVM %d: compiled Java frames will not be walked: write its code heaps: %v", t.pid, err))
 			return false

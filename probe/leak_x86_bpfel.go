@@ -68,6 +68,9 @@ type leakFrameRule struct {
 	CfaOff     int16
 	Pad2       uint16
 	Pad3       uint32
+	Blob       uint64
+	FrameSize  int32
+	CompileId  uint32
 }
 
 type leakHandleKey struct {
@@ -85,7 +88,7 @@ type leakJvmHeap struct {
 	Log2Segment     uint32
 	BlobOffset      uint32
 	FrameSizeOffset uint32
-	Pad             uint32
+	CompileIdOffset uint32
 }
 
 type leakJvmLayout struct {

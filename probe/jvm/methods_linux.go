@@ -65,6 +65,9 @@ type CodeHeap struct {
 	Log2Segment     uint32
 	BlobOffset      uint32 // sizeof(HeapBlock): the CodeBlob follows it
 	FrameSizeOffset uint32 // CodeBlob::_frame_size, in words
+	// CompileIDOffset is nmethod::_compile_id (0: unknown): the kernel
+	// keeps a return address's blob while the id there is the same.
+	CompileIDOffset uint32
 }
 
 // maxCodeHeaps bounds the heaps read: HotSpot has at most three.
@@ -80,7 +83,7 @@ type methodLayout struct {
 	frameSize, heapBlock                                      uint64
 	codeBegin, codeEnd, blobName, cmMethod, scopesData        uint64
 	metadataOff, scopesPcsOff, dependenciesOff, pcOffset      uint64
-	scopeOffset, pcDescSize                                   uint64
+	scopeOffset, pcDescSize, compileID                        uint64
 }
 
 // layoutFields are the fields (and one size) Methods needs, by the name
@@ -141,6 +144,9 @@ func NewMethods(mem Memory, path string, bias uint64) (*Methods, error) {
 func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 	m := &Methods{r: reader{mem}, names: map[uint64]string{}, blobs: map[uint64]string{}, where: map[methodBCI]Method{}}
 	m.lines = linesLayout(vs)
+	if f, ok := vs.Fields["nmethod::_compile_id"]; ok && !f.Static && f.Offset < 1<<16 {
+		m.off.compileID = f.Offset
+	}
 	for _, f := range layoutFields {
 		v, ok := vs.Fields[f.name]
 		if !ok {
@@ -251,6 +257,7 @@ func (m *Methods) readHeaps() error {
 		h.Log2Segment = log2
 		h.BlobOffset = uint32(m.off.heapBlock)
 		h.FrameSizeOffset = uint32(m.off.frameSize)
+		h.CompileIDOffset = uint32(m.off.compileID)
 		m.code.Heaps = append(m.code.Heaps, h)
 	}
 	return nil
