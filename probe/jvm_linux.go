@@ -131,9 +131,6 @@ func (t *Tracer) closeRuntimeLocked() {
 	}
 }
 
-// nameJIT names frame f, at a return address in anonymous executable
-// memory, with the namer. It returns why the walk cannot go on above f
-// ("" if it can) and whether f is still unnamed.
 // A kernel stack entry with stackJVMMethod set holds the Method* of the
 // interpreted frame before it and its bytecode index + 1
 // (STACK_JVM_METHOD in ebpf/leakscope.h).
@@ -160,8 +157,11 @@ func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) string {
 	return m.Name + "@" + strconv.Itoa(bci)
 }
 
-// Methods the JIT inlined at the call come back innermost first, as
-// frames of their own marked inlined, at f's address.
+// nameJIT names frame f, at a return address in anonymous executable
+// memory, with the namer. It returns the methods the JIT inlined at the
+// call, innermost first, as frames of their own marked inlined at f's
+// address, why the walk cannot go on above f ("" if it can) and whether f
+// is still unnamed.
 func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut string, unnamed bool) {
 	jf := r.jit.namer.Frame(f.Address, calledNative)
 	f.Module = jitModule
