@@ -337,7 +337,7 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 					return nil, fmt.Errorf("line %d: snapshot refers to site %d before its definition", n, p.ID)
 				}
 			}
-			c.Snapshots = append(c.Snapshots, *rec.Snapshot)
+			c.Snapshots = ThinSnapshots(append(c.Snapshots, *rec.Snapshot))
 		case "end":
 			if rec.End == nil {
 				return nil, fmt.Errorf("line %d: end record without an end", n)

@@ -189,7 +189,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.snapshots = append(t.snapshots, snapshotOf(points, end.Sub(t.started)))
+	t.snapshots = analyze.ThinSnapshots(append(t.snapshots, snapshotOf(points, end.Sub(t.started))))
 
 	c := &analyze.Capture{
 		Target:    t.target(),

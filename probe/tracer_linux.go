@@ -702,7 +702,7 @@ func (t *Tracer) Snapshot() (Progress, error) {
 		p.LiveBytes += sp.LiveBytes
 	}
 	p.Sites = len(points)
-	t.snapshots = append(t.snapshots, snap)
+	t.snapshots = analyze.ThinSnapshots(append(t.snapshots, snap))
 	t.lastSites = t.lastSites[:0]
 	for _, sp := range points {
 		m := &t.sites.slots[sp.slot]
