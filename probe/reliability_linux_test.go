@@ -150,16 +150,6 @@ func TestLaunchForkCountsOnlyTheParent(t *testing.T) {
 	}
 }
 
-// countMap counts a hash map's entries.
-func countMap(t *testing.T, name string, m *ebpf.Map) int {
-	t.Helper()
-	n, err := countEntries(m)
-	if err != nil {
-		t.Fatalf("count %s: %v", name, err)
-	}
-	return n
-}
-
 // 2000 threads in waves of 32; every 10th ends inside inflateInit2_ (its
 // return is never seen) and every one calls inflate(), which leaves
 // per-thread state until the thread ends. Once the process is gone, no
