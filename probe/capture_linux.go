@@ -82,12 +82,20 @@ func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs resolvedStack) int
 func (t *Tracer) refLocked(k kernelSite) int {
 	st := t.sites
 	refs := st.refs[k.kind]
-	if ref, ok := refs[k.stack]; ok && !t.sym.stale(*ref.rs) {
+	ref, known := refs[k.stack]
+	if known && !t.sym.stale(*ref.rs) {
 		return ref.slot
 	}
 	rs, ok := t.resolveLocked(k.stack)
 	kind := t.kind(k.kind)
-	slot := st.slotFor(siteID(kind, rs.key), kind, rs)
+	id := siteID(kind, rs.key)
+	if _, merged := st.slotOf[id]; known && !merged {
+		// Resolved better (a JIT frame named since): the site keeps its
+		// slot and id, so its earlier points stay in its series, and
+		// walks that resolve to the new key join it.
+		st.slotOf[id] = ref.slot
+	}
+	slot := st.slotFor(id, kind, rs)
 	if ok {
 		if refs == nil {
 			refs = map[uint64]siteRef{}

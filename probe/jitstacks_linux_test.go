@@ -16,19 +16,20 @@ import (
 type fakeNamer struct {
 	names   map[uint64]jvm.Symbol
 	methods map[uint64]string // Method* → name
+	lines   map[uint64]int    // return address or Method* → source line
 	gen     uint64
 	calls   []bool // calledNative of each Frame call
 }
 
 func (n *fakeNamer) Code() (jvm.Code, bool) { return jvm.Code{}, false }
 func (n *fakeNamer) Method(ptr uint64, bci int) jvm.Method {
-	return jvm.Method{Name: n.methods[ptr]}
+	return jvm.Method{Name: n.methods[ptr], Line: n.lines[ptr]}
 }
 
 func (n *fakeNamer) Frame(addr uint64, calledNative bool) jvm.Frame {
 	n.calls = append(n.calls, calledNative)
 	s, ok := n.names[addr]
-	f := jvm.Frame{Name: s.Name, Kind: s.Kind}
+	f := jvm.Frame{Name: s.Name, Kind: s.Kind, Line: n.lines[addr]}
 	switch {
 	case !ok:
 		f.Cut = "unknown code"
@@ -186,5 +187,41 @@ func TestUnmappedFrameResolvedAgain(t *testing.T) {
 	}
 	if rs := r.resolve(1, rawStack(0x30100, 0x10100)); rs.unmapped || rs.stack.Frames[0].Module != jitModule {
 		t.Errorf("after the maps grew: %+v unmapped=%v", rs.stack.Frames[0], rs.unmapped)
+	}
+}
+
+// The JIT compiles a method again at new addresses (tier 3, then 4) and a
+// cold frame may still be interpreted: one call path in the source is one
+// site, whichever code ran it. Native and unnamed frames stay apart by
+// address.
+func TestRecompiledJavaFramesOneSite(t *testing.T) {
+	n := &fakeNamer{
+		names: map[uint64]jvm.Symbol{
+			0x10100: {Name: "a.B.alloc", Kind: jvm.KindMethod}, // tier 3
+			0x18100: {Name: "a.B.alloc", Kind: jvm.KindMethod}, // tier 4
+			0x18200: {Name: "a.B.alloc", Kind: jvm.KindMethod}, // tier 4, another line
+			0x10300: {Name: jvm.Interpreted, Kind: jvm.KindInterpreter},
+			0x10400: {Name: "a.B.main", Kind: jvm.KindMethod},
+		},
+		methods: map[uint64]string{0x7000: "a.B.alloc", 0x7100: "a.B.main"},
+		lines:   map[uint64]int{0x10100: 12, 0x18100: 12, 0x18200: 14, 0x7000: 12, 0x10400: 30, 0x7100: 30},
+	}
+	r := jitResolver(n)
+	m := func(ptr uint64) uint64 { return ptr | stackJVMMethod }
+	tier3 := r.resolve(1, rawStack(0x10100, 0x10300, m(0x7100)))
+	tier4 := r.resolve(2, rawStack(0x18100, 0x10300, m(0x7100)))
+	interp := r.resolve(3, rawStack(0x10300, m(0x7000), 0x10300, m(0x7100)))
+	if tier3.key != tier4.key || tier3.key != interp.key {
+		t.Errorf("one call path, three keys: %q, %q, %q", tier3.key, tier4.key, interp.key)
+	}
+	if line := r.resolve(4, rawStack(0x18200, 0x10300, m(0x7100))); line.key == tier4.key {
+		t.Errorf("another line of a.B.alloc shares key %q", line.key)
+	}
+	if caller := r.resolve(5, rawStack(0x18100, 0x10400)); caller.key != tier4.key {
+		t.Errorf("main compiled since: key %q, want the interpreted caller's %q", caller.key, tier4.key)
+	}
+	u1, u2 := r.resolve(6, rawStack(0x10500)), r.resolve(7, rawStack(0x10600))
+	if !u1.pending || u1.key == u2.key {
+		t.Errorf("unnamed frames at different addresses: keys %q and %q, pending %v", u1.key, u2.key, u1.pending)
 	}
 }

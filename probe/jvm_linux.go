@@ -3,7 +3,6 @@ package probe
 import (
 	"fmt"
 	"path"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -141,20 +140,16 @@ const (
 )
 
 // nameMethod names interpreted frame f with the method and bytecode index
-// the kernel read from its frame (entry), and returns what tells the frame
-// apart in a stack key: the name and bytecode index ("" if unnamed).
-func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) string {
+// the kernel read from its frame (entry): its name and source line.
+func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) {
 	ptr := entry & stackJVMMethodMask
 	if r.jit.namer == nil || ptr == 0 {
-		return ""
+		return
 	}
 	bci := int(entry>>stackJVMBCIShift&0xffff) - 1
-	m := r.jit.namer.Method(ptr, bci)
-	if m.Name == "" {
-		return ""
+	if m := r.jit.namer.Method(ptr, bci); m.Name != "" {
+		f.Function, f.File, f.Line = m.Name, m.File, m.Line
 	}
-	f.Function, f.File, f.Line = m.Name, m.File, m.Line
-	return m.Name + "@" + strconv.Itoa(bci)
 }
 
 // nameJIT names frame f, at a return address in anonymous executable

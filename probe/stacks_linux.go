@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/jvm"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
@@ -139,19 +140,12 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 	native := true  // the previous frame (first: the probed function) was native code
 	pending, jitCut := false, ""
 	unmapped := false
-	// Interpreted frames share the interpreter's return addresses: their
-	// methods tell stacks apart. A method that cannot be named (the JVM
-	// exited) adds nothing, so its stack is the one walked before the
-	// kernel knew the interpreter.
-	var methods []string
 	for i := 0; i < n; i++ {
 		addr := raw.Ips[i]
 		if addr&stackJVMMethod != 0 {
 			// The method of the interpreted frame just appended.
 			if len(frames) > 0 {
-				if name := r.nameMethod(&frames[len(frames)-1], addr); name != "" {
-					methods = append(methods, name)
-				}
+				r.nameMethod(&frames[len(frames)-1], addr)
 			}
 			continue
 		}
@@ -245,7 +239,7 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 	if len(frames) > 0 {
 		kept = slices.Clone(frames)
 	}
-	rs := resolvedStack{key: stackKey(frames, methods, reason), stack: analyze.Stack{Frames: kept, Truncated: reason}}
+	rs := resolvedStack{key: stackKey(frames, reason), stack: analyze.Stack{Frames: kept, Truncated: reason}}
 	if pending {
 		rs.pending, rs.gen = true, r.jit.namer.Generation()
 	}
@@ -310,15 +304,25 @@ func frameName(f analyze.Frame) string {
 	return fmt.Sprintf("0x%x", f.Address)
 }
 
-func stackKey(frames []analyze.Frame, methods []string, reason string) string {
+// stackKey is the same for every walk that is one site. Native frames are
+// told apart by address. A named Java frame is its method and line:
+// interpreted frames share the interpreter's return addresses, and the JIT
+// compiles a method again (tier 3, then 4, after deoptimization) at new
+// addresses, inlining more or less of it; one source-level call path is
+// one site however it ran. An unnamed Java frame keeps its address, so a
+// walk whose methods cannot be named (the JVM exited) is the one walked
+// before the kernel knew the interpreter.
+func stackKey(frames []analyze.Frame, reason string) string {
 	var b strings.Builder
 	b.Grow(len(frames)*13 + len(reason))
 	for _, f := range frames {
-		b.WriteString(strconv.FormatUint(f.Address, 16))
-		b.WriteByte(',')
-	}
-	for _, m := range methods {
-		b.WriteString(m)
+		if f.Module == jitModule && f.Function != "" && f.Function != jvm.Interpreted {
+			b.WriteString(f.Function)
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(f.Line))
+		} else {
+			b.WriteString(strconv.FormatUint(f.Address, 16))
+		}
 		b.WriteByte(',')
 	}
 	b.WriteString(reason)
