@@ -51,7 +51,7 @@ struct pending {
 	__u32 op;
 	__u64 owner;   /* resource the allocation belongs to, or 0 */
 	__u32 owner_kind;
-	__u32 window;  /* zlib inflate, malloc not traced: bytes its first inflate() adds */
+	struct zwindow window; /* zlib inflate, malloc not traced: its window, if inflate() makes one */
 };
 
 /* A zlib call in progress that may allocate for its stream (inflate()
@@ -182,13 +182,16 @@ struct {
 
 /* Inflate streams traced without the malloc family (zlib bytes computed
  * from the init arguments) whose window is not counted yet: zlib allocates
- * it inside the stream's first inflate(). */
+ * it inside an inflate() call, if the stream needs one. inflate() is not
+ * probed (a trap per call): user space reads whether the window exists
+ * from the target's memory at every snapshot, and target_exit counts it
+ * for good when the target exits (zwindow_settle). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 1 << 20);
 	__type(key, struct handle_key);
-	__type(value, __u32); /* window bytes */
+	__type(value, struct zwindow);
 } zwindows SEC(".maps");
 
 #include "track.bpf.h"
@@ -197,6 +200,7 @@ struct {
 const struct range_miss *unused_range_miss __attribute__((unused));
 const struct jvm_heap *unused_jvm_heap __attribute__((unused));
 const struct jvm_layout *unused_jvm_layout __attribute__((unused));
+const struct zwindow *unused_zwindow __attribute__((unused));
 const enum range_flag *unused_range_flag __attribute__((unused));
 const enum unwind_cfa *unused_unwind_cfa __attribute__((unused));
 const enum unwind_rbp *unused_unwind_rbp __attribute__((unused));
@@ -407,7 +411,9 @@ int alloc_session(struct pt_regs *ctx)
  * sets each init probe's cookie and the bytes are computed here from the
  * init arguments, as zlib's deflate.c and inflate.c (1.2.9 to 1.3.1)
  * allocate them: cookie bits 0-15 are sizeof the object's deflate_state or
- * inflate_state, bits 16-19 which init function it is (ZINIT_*). */
+ * inflate_state, bits 16-19 which init function it is (ZINIT_*); for
+ * inflate, bits 24-31 offsetof(struct inflate_state, wbits) / 4 and bits
+ * 32-39 offsetof(struct inflate_state, window) / 8. */
 #define ZINIT_INFLATE 1  /* inflateInit_(strm, version, size): windowBits 15 */
 #define ZINIT_INFLATE2 2 /* inflateInit2_(strm, windowBits, version, size) */
 #define ZINIT_BACK 3     /* inflateBackInit_(strm, windowBits, window, ...): caller's window */
@@ -415,6 +421,8 @@ int alloc_session(struct pt_regs *ctx)
 #define ZINIT_DEFLATE2 5 /* deflateInit2_(strm, level, method, windowBits, memLevel, ...) */
 #define ZCOOKIE_STATE(c) ((__u32)((c) & 0xffff))
 #define ZCOOKIE_INIT(c) ((__u32)(((c) >> 16) & 0xf))
+#define ZCOOKIE_WBITS_OFF(c) ((__u16)((((c) >> 24) & 0xff) * 4))
+#define ZCOOKIE_WINDOW_OFF(c) ((__u16)((((c) >> 32) & 0xff) * 8))
 
 /* zlib_window_bits is the window a stream gets for windowBits w: negative
  * is raw deflate, 16 + w gzip, 32 + w automatic header detection; 0 (inflate
@@ -456,8 +464,11 @@ UPROBE_TWINS(zlib_inflate_init_enter, void *strm, long a2)
 	pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, state, 0, (__u64)strm);
 	/* The window waits in the pending record for the init's return. */
 	struct thread_state *ts = thread_state(false);
-	if (ts && ts->outer.sp == PT_REGS_SP(ctx) && ts->outer.kind == KIND_ZLIB_INFLATE)
-		ts->outer.window = window;
+	if (ts && ts->outer.sp == PT_REGS_SP(ctx) && ts->outer.kind == KIND_ZLIB_INFLATE) {
+		ts->outer.window.bytes = window;
+		ts->outer.window.wbits_off = ZCOOKIE_WBITS_OFF(c);
+		ts->outer.window.window_off = ZCOOKIE_WINDOW_OFF(c);
+	}
 	return 0;
 }
 
@@ -501,23 +512,13 @@ UPROBE_TWINS(zlib_deflate_end_enter, void *strm)
 	return 0;
 }
 
-/* inflate() allocates the window on first use. With the malloc family
- * traced, remember the stream for the malloc; without it (cookie 1), add
- * the window computed at init to the stream at its first inflate(). */
+/* inflate() allocates the window on first use: with the malloc family
+ * traced, remember the stream for the malloc. (Without it, inflate() is not
+ * probed: see zwindows.) */
 UPROBE_TWINS(zlib_inflate_enter, void *strm)
 {
 	if (!is_target())
 		return 0;
-	if (bpf_get_attach_cookie(ctx)) {
-		struct handle_key hk = { .addr = (__u64)strm, .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
-		__u32 *w = bpf_map_lookup_elem(&zwindows, &hk);
-		if (!w)
-			return 0;
-		__u32 bytes = *w;
-		if (bpf_map_delete_elem(&zwindows, &hk) == 0)
-			owner_add((__u64)strm, KIND_ZLIB_INFLATE, bytes);
-		return 0;
-	}
 	struct thread_state *ts = thread_state(true);
 	if (!ts)
 		return 0;
@@ -626,6 +627,28 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 	}
 	exec_seen = 1;
+	return 0;
+}
+
+/* settle_window is zwindow_settle for bpf_for_each_map_elem. */
+static long settle_window(struct bpf_map *map, struct handle_key *k, struct zwindow *w, void *ctx)
+{
+	if (k->pad == image_pad())
+		zwindow_settle(k->addr, w);
+	return 0;
+}
+
+/* target_exit counts, when the target's last thread exits, the windows its
+ * live inflate streams had allocated: user space can no longer read them
+ * then. Since Linux 6.13 the tracepoint comes before exit_mm() (and has
+ * group_dead), so the target's memory is still readable; user space does
+ * not attach it on older kernels. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
+{
+	if (!group_dead || !is_target())
+		return 0;
+	bpf_for_each_map_elem(&zwindows, settle_window, NULL, 0);
 	return 0;
 }
 

@@ -49,7 +49,8 @@ enum stat_index {
 	STAT_ALLOCS = 7,          /* allocations tracked */
 	STAT_FREES = 8,           /* releases matched to a tracked allocation */
 	STAT_OWNED_ALLOCS = 9,    /* blocks a library allocated for a tracked resource */
-	STAT_MAX = 10,
+	STAT_WINDOWS_UNREAD = 10, /* inflate windows the exit could not read (zwindows) */
+	STAT_MAX = 11,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */
@@ -186,6 +187,20 @@ struct alloc_info {
 	__u32 kind;     /* enum alloc_kind */
 	__u32 owner_kind; /* kind of the owner, when owner != 0 */
 	__u64 owner;    /* resource this block belongs to (a z_stream), or 0 */
+};
+
+/* An inflate stream traced without the malloc family whose window is not
+ * counted yet (value of zwindows): zlib allocates it inside inflate() when
+ * the stream first needs it. Whether it did is read from the stream's
+ * state: state->window, 1 << state->wbits bytes. The state's address is
+ * taken when the init returns: a program may wipe or reuse a z_stream it
+ * dropped, but the leaked state stays.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct zwindow {
+	__u64 state;      /* strm->state after the init; 0 if unread (then read from strm) */
+	__u32 bytes;      /* 1 << the init's windowBits (0: from the header, taken as 15) */
+	__u16 wbits_off;  /* offsetof(struct inflate_state, wbits) in this zlib */
+	__u16 window_off; /* offsetof(struct inflate_state, window) */
 };
 
 /* Key of the per-site aggregates: one allocating stack and kind.

@@ -667,6 +667,35 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 	return true;
 }
 
+/* Where a z_stream holds its state (struct z_stream_s: next_in, avail_in,
+ * total_in, next_out, avail_out, total_out, msg, state), every zlib 1.x
+ * on x86-64. */
+#define ZSTREAM_STATE_OFF 56
+
+/* zwindow_settle counts the window of live inflate stream strm (w, its
+ * zwindows entry) into the stream if zlib allocated it, read from the
+ * target's memory: state->window, 1 << state->wbits bytes. The state must
+ * point back at strm (inflateStateCheck), or it is not the stream's. */
+static __always_inline void zwindow_settle(__u64 strm, struct zwindow *w)
+{
+	__u64 state = w->state, back = 0, window = 0;
+	__u32 wbits = 0;
+	if (!state && bpf_probe_read_user(&state, sizeof(state), (void *)(strm + ZSTREAM_STATE_OFF)))
+		state = 0;
+	if (!state || bpf_probe_read_user(&back, sizeof(back), (void *)state) || back != strm ||
+	    bpf_probe_read_user(&window, sizeof(window), (void *)(state + w->window_off)) ||
+	    bpf_probe_read_user(&wbits, sizeof(wbits), (void *)(state + w->wbits_off))) {
+		stat_add(STAT_WINDOWS_UNREAD, 1);
+		return;
+	}
+	if (!window)
+		return; /* not allocated (yet) */
+	__u32 bytes = wbits >= 8 && wbits <= 15 ? 1U << wbits : w->bytes;
+	struct handle_key hk = { .addr = strm, .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
+	if (bpf_map_delete_elem(&zwindows, &hk) == 0)
+		owner_add(strm, KIND_ZLIB_INFLATE, bytes);
+}
+
 /* track_alloc records a new live handle under its site. */
 static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
 					__u64 ts)
@@ -678,6 +707,17 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		if (track_release(addr, kind))
 			stat_add(STAT_FREES_MISSED, 1);
 	} else {
+		if (kind == KIND_ZLIB_INFLATE) {
+			/* Re-initialised without inflateEnd: the old stream's
+			 * window, if any, goes with it into the orphan. (At the
+			 * init's return strm->state is the new state already.) */
+			struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
+			struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
+			if (w) {
+				struct zwindow copy = *w;
+				zwindow_settle(addr, &copy);
+			}
+		}
 		orphan_resource(addr, kind);
 	}
 
@@ -790,10 +830,12 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	}
 	__u64 stack_id = walk_stack(PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
 	track_alloc(addr, p.size_bytes, p.kind, stack_id, now);
-	if (p.window) {
-		/* An inflate stream traced without malloc: its first
-		 * inflate() adds the window (zlib_inflate_enter). */
+	if (p.window.bytes) {
+		/* An inflate stream traced without malloc: its window is
+		 * counted once zlib made it (zwindows). */
 		struct handle_key hk = { .addr = addr, .kind = p.kind, .pad = image_pad() };
+		if (bpf_probe_read_user(&p.window.state, sizeof(p.window.state), (void *)(addr + ZSTREAM_STATE_OFF)))
+			p.window.state = 0;
 		bpf_map_update_elem(&zwindows, &hk, &p.window, BPF_ANY);
 	}
 }

@@ -141,6 +141,11 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read site table: %w", err)
 	}
+	if !t.mallocTraced() {
+		if err := t.addWindowsLocked(); err != nil {
+			return nil, err
+		}
+	}
 	if !st.sorted {
 		st.order = st.order[:0]
 		for i := range st.slots {
@@ -237,6 +242,9 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		return nil, err
 	}
 	t.warnLossesLocked(c.Lost)
+	if !t.mallocTraced() {
+		t.warnWindowsLocked()
+	}
 	if t.execGen > 0 {
 		t.warnOnce(fmt.Sprintf("the target exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
 			t.execGen, t.preExec.count, analyze.FormatBytes(t.preExec.bytes)))
@@ -285,7 +293,11 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, bySlot []int, nowMono uint64
 			age = time.Duration(nowMono - info.TsNs)
 		}
 		s := &c.Sites[bySlot[slot]]
-		s.Live = append(s.Live, analyze.Alloc{Size: info.SizeBytes, Age: age})
+		size := info.SizeBytes
+		if key.Kind == uint32(leakAllocKindKIND_ZLIB_INFLATE) && key.Pad == t.execGen<<1 {
+			size += t.windows.bytes[key.Addr]
+		}
+		s.Live = append(s.Live, analyze.Alloc{Size: size, Age: age})
 	}
 	if err := forEach(t.objs.Allocs, add); err != nil {
 		return fmt.Errorf("read live allocations: %w", err)

@@ -524,6 +524,75 @@ func TestZlibWindowCountedAtFirstInflate(t *testing.T) {
 	}
 }
 
+// With malloc not traced, inflate() is not probed: a window is read from
+// the stream's state, by user space at every snapshot while the target
+// lives (attached, then detached from a live target), and by the kernel as
+// the target exits (attached, the target exits before the capture ends).
+func TestZlibWindowReadFromStateAttached(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := filepath.Join(t.TempDir(), "zwindow")
+	if b, err := exec.Command("gcc", "-O2", "-g", "-o", bin, filepath.Join("..", "examples", "c", "zwindow.c"), "-lz").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	const want = 8*(7160+32768) + 2*7160
+	for _, exits := range []bool{false, true} {
+		gate := filepath.Join(t.TempDir(), "go")
+		hold := "30000"
+		if exits {
+			hold = "0"
+		}
+		cmd := startExample(t, bin, "--late-init", "--idle", "2", "--wait-file", gate, "--hold", hold)
+		tr, err := Attach(cmd.Process.Pid, Options{Malloc: MallocOff, Warnf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(gate, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if exits {
+			cmd.Wait()
+		} else {
+			var p Progress
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+				if p, err = tr.Snapshot(); err != nil {
+					t.Fatal(err)
+				}
+				if p.LiveCount == 10 && p.LiveBytes == want {
+					break
+				}
+			}
+			if p.LiveCount != 10 || p.LiveBytes != want {
+				t.Errorf("snapshot of the live target: %d streams, %d bytes; want 10, %d (windows read from memory)", p.LiveCount, p.LiveBytes, want)
+			}
+		}
+		c, err := tr.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !exits {
+			if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+				t.Errorf("target gone after detach: %v", err)
+			}
+		}
+		var n, b, live uint64
+		for _, s := range c.Sites {
+			if s.Kind == analyze.KindZlibInflate {
+				n += s.LiveCount
+				b += s.LiveBytes
+				for _, a := range s.Live {
+					live += a.Size
+				}
+			}
+		}
+		if n != 10 || b != want || live != want {
+			t.Errorf("target exits %v: %d streams, %d bytes (live allocations %d B); want 10, %d", exits, n, b, live, want)
+		}
+		if len(c.Warnings) > 0 {
+			t.Errorf("target exits %v: warnings %q", exits, c.Warnings)
+		}
+	}
+}
+
 // TestPlainProbes runs the leaky and zstreams ground truths with one perf
 // link per probe and no uprobe session, the path taken on kernels without
 // uprobe_multi links (before 6.6) or sessions (before 6.13).

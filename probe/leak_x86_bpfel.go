@@ -170,7 +170,8 @@ const (
 	leakStatIndexSTAT_ALLOCS          leakStatIndex = 7
 	leakStatIndexSTAT_FREES           leakStatIndex = 8
 	leakStatIndexSTAT_OWNED_ALLOCS    leakStatIndex = 9
-	leakStatIndexSTAT_MAX             leakStatIndex = 10
+	leakStatIndexSTAT_WINDOWS_UNREAD  leakStatIndex = 10
+	leakStatIndexSTAT_MAX             leakStatIndex = 11
 )
 
 type leakThreadState struct {
@@ -185,7 +186,8 @@ type leakThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		Window    uint32
+		_         [4]byte
+		Window    leakZwindow
 	}
 	Inner struct {
 		_         structs.HostLayout
@@ -197,7 +199,8 @@ type leakThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		Window    uint32
+		_         [4]byte
+		Window    leakZwindow
 	}
 	Zcall struct {
 		_    structs.HostLayout
@@ -232,6 +235,14 @@ type leakUnwindRow struct {
 	CfaOff int16
 	RbpOff int8
 	Rule   uint8
+}
+
+type leakZwindow struct {
+	_         structs.HostLayout
+	State     uint64
+	Bytes     uint32
+	WbitsOff  uint16
+	WindowOff uint16
 }
 
 // Names of all BPF objects in the ELF.
@@ -273,6 +284,7 @@ const (
 	leakProgReallocEnter              = "realloc_enter"
 	leakProgReallocarrayEnter         = "reallocarray_enter"
 	leakProgTargetExec                = "target_exec"
+	leakProgTargetExit                = "target_exit"
 	leakProgVallocEnter               = "valloc_enter"
 	leakProgZlibDeflateEndEnter       = "zlib_deflate_end_enter"
 	leakProgZlibDeflateEndEnterMulti  = "zlib_deflate_end_enter_multi"
@@ -301,6 +313,7 @@ const (
 	leakVarUnusedStatIndex            = "unused_stat_index"
 	leakVarUnusedUnwindCfa            = "unused_unwind_cfa"
 	leakVarUnusedUnwindRbp            = "unused_unwind_rbp"
+	leakVarUnusedZwindow              = "unused_zwindow"
 	leakVarWaitExec                   = "wait_exec"
 )
 
@@ -365,6 +378,7 @@ type leakProgramSpecs struct {
 	ReallocEnter              *ebpf.ProgramSpec `ebpf:"realloc_enter"`
 	ReallocarrayEnter         *ebpf.ProgramSpec `ebpf:"reallocarray_enter"`
 	TargetExec                *ebpf.ProgramSpec `ebpf:"target_exec"`
+	TargetExit                *ebpf.ProgramSpec `ebpf:"target_exit"`
 	VallocEnter               *ebpf.ProgramSpec `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter       *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateEndEnterMulti  *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter_multi"`
@@ -421,6 +435,7 @@ type leakVariableSpecs struct {
 	UnusedStatIndex *ebpf.VariableSpec `ebpf:"unused_stat_index"`
 	UnusedUnwindCfa *ebpf.VariableSpec `ebpf:"unused_unwind_cfa"`
 	UnusedUnwindRbp *ebpf.VariableSpec `ebpf:"unused_unwind_rbp"`
+	UnusedZwindow   *ebpf.VariableSpec `ebpf:"unused_zwindow"`
 	WaitExec        *ebpf.VariableSpec `ebpf:"wait_exec"`
 }
 
@@ -504,6 +519,7 @@ type leakVariables struct {
 	UnusedStatIndex *ebpf.Variable `ebpf:"unused_stat_index"`
 	UnusedUnwindCfa *ebpf.Variable `ebpf:"unused_unwind_cfa"`
 	UnusedUnwindRbp *ebpf.Variable `ebpf:"unused_unwind_rbp"`
+	UnusedZwindow   *ebpf.Variable `ebpf:"unused_zwindow"`
 	WaitExec        *ebpf.Variable `ebpf:"wait_exec"`
 }
 
@@ -530,6 +546,7 @@ type leakPrograms struct {
 	ReallocEnter              *ebpf.Program `ebpf:"realloc_enter"`
 	ReallocarrayEnter         *ebpf.Program `ebpf:"reallocarray_enter"`
 	TargetExec                *ebpf.Program `ebpf:"target_exec"`
+	TargetExit                *ebpf.Program `ebpf:"target_exit"`
 	VallocEnter               *ebpf.Program `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter       *ebpf.Program `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateEndEnterMulti  *ebpf.Program `ebpf:"zlib_deflate_end_enter_multi"`
@@ -564,6 +581,7 @@ func (p *leakPrograms) Close() error {
 		p.ReallocEnter,
 		p.ReallocarrayEnter,
 		p.TargetExec,
+		p.TargetExit,
 		p.VallocEnter,
 		p.ZlibDeflateEndEnter,
 		p.ZlibDeflateEndEnterMulti,

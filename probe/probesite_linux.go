@@ -401,24 +401,31 @@ var builtinReads = map[string]regSet{
 	"reallocarray": args(1, 2, 3), "posix_memalign": args(1, 2, 3), "aligned_alloc": args(1, 2, 3),
 	"memalign": args(1, 2, 3), "valloc": args(1, 2, 3), "pvalloc": args(1, 2, 3),
 	"free": args(1), // free_enter
-	// zlib: every program reads the z_stream, the first argument.
-	"inflateInit_": args(1), "inflateInit2_": args(1), "inflateBackInit_": args(1),
-	"deflateInit_": args(1), "deflateInit2_": args(1), "inflateEnd": args(1),
+	// zlib: every program reads the z_stream, the first argument; the
+	// init programs also the arguments they compute the bytes from
+	// (zlib_inflate_init_enter: windowBits; zlib_deflate_init_enter:
+	// level, method, windowBits, memLevel).
+	"inflateInit_": args(1, 2), "inflateInit2_": args(1, 2), "inflateBackInit_": args(1, 2),
+	"deflateInit_": args(1, 2, 3, 4, 5), "deflateInit2_": args(1, 2, 3, 4, 5), "inflateEnd": args(1),
 	"inflateBackEnd": args(1), "deflateEnd": args(1), "inflate": args(1),
 }
 
 // specNeeds is what the programs of p read at its site. Every program
-// reads %rsp. A declared pair's programs read the argument their cookie
-// names (pair_acquire_enter, pair_release_enter; cookies of built-in
-// probes are 0).
+// reads %rsp. A built-in probe's program reads what builtinReads says; a
+// declared pair's programs read the arguments their cookie names
+// (pair_acquire_enter, pair_release_enter: the handle's, bits 20-23, and
+// the size's, bits 24-27). A cookie on a built-in function may be either
+// (zlib's cookies hold no argument number there), so both count.
 func specNeeds(p probeSpec) siteNeeds {
 	n := siteNeeds{reads: regRSP, ret: p.ret}
-	switch r, builtin := builtinReads[p.symbol]; {
-	case p.cookie != 0:
-		n.reads |= args(int(p.cookie >> 20 & 0xf))
-	case builtin:
+	r, builtin := builtinReads[p.symbol]
+	if builtin {
 		n.reads |= r
-	default:
+	}
+	if p.cookie != 0 {
+		n.reads |= args(int(p.cookie>>20&0xf), int(p.cookie>>24&0xf))
+	}
+	if !builtin && p.cookie == 0 {
 		n.reads |= args(1, 2, 3, 4, 5, 6)
 	}
 	return n

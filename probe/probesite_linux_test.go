@@ -132,8 +132,13 @@ func TestSpecNeeds(t *testing.T) {
 		{probeSpec{symbol: "fclose", cookie: pairCookie(pairKind(0), 0, 1)}, siteNeeds{reads: regRSP | args(1)}},
 		{probeSpec{symbol: "fopen", ret: true, cookie: pairCookie(pairKind(0), opRetPtr, 0)}, siteNeeds{reads: regRSP, ret: true}},
 		{probeSpec{symbol: "sqlite3_open", ret: true, cookie: pairCookie(pairKind(2), opOutPtr, 2)}, siteNeeds{reads: regRSP | args(2), ret: true}},
-		// A pair on a function the built-in table names reads its cookie's argument.
-		{probeSpec{symbol: "free", cookie: pairCookie(pairKind(1), 0, 6)}, siteNeeds{reads: regRSP | args(6)}},
+		// A pair on a function the built-in table names reads its cookie's argument too.
+		{probeSpec{symbol: "free", cookie: pairCookie(pairKind(1), 0, 6)}, siteNeeds{reads: regRSP | args(1, 6)}},
+		// A pair's size argument (bits 24-27).
+		{probeSpec{symbol: "mmap", ret: true, cookie: pairCookie(pairKind(3), opRetPtr, 0) | 2<<24}, siteNeeds{reads: regRSP | args(2), ret: true}},
+		// zlib's init programs read the arguments the bytes are computed from.
+		{zlibComputedFamily(zlibLayout{inflateState: 7160, deflateState: 5952})[1], siteNeeds{reads: regRSP | args(1, 2), ret: true}},
+		{zlibComputedFamily(zlibLayout{inflateState: 7160, deflateState: 5952})[4], siteNeeds{reads: regRSP | args(1, 2, 3, 4, 5), ret: true}},
 		{probeSpec{symbol: "unknown"}, siteNeeds{reads: regRSP | args(1, 2, 3, 4, 5, 6)}},
 	} {
 		if got := specNeeds(c.p); got != c.want {

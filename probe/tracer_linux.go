@@ -60,6 +60,13 @@ type Tracer struct {
 	// zlibLayouts describe, with malloc not traced, the zlib copies whose
 	// stream bytes are computed (object: layout).
 	zlibLayouts []string
+	// windows: the inflate windows the last read found in the target's
+	// memory, not counted by the kernel yet (malloc not traced).
+	windows windowReads
+	// noExitHook: the kernel's sched_process_exit comes after the
+	// target's memory is gone (before Linux 6.13): windows of a target
+	// that exits are not counted.
+	noExitHook bool
 }
 
 // Attach starts tracing the running process pid.
@@ -199,6 +206,14 @@ func (t *Tracer) load(waitExec bool) error {
 	}
 	if forcePlainProbes {
 		t.noMulti, t.noSession = true, true
+	}
+	if !exitHookSupported() {
+		// Never attached: a stand-in keeps the object loadable where
+		// sched_process_exit has no group_dead.
+		stand := spec.Programs["target_exec"].Copy()
+		stand.Name = "target_exit"
+		spec.Programs["target_exit"] = stand
+		t.noExitHook = true
 	}
 	err = spec.LoadAndAssign(&t.objs, nil)
 	if err != nil && strings.Contains(err.Error(), "_multi") {
@@ -342,13 +357,21 @@ func (t *Tracer) attachLoaderHook(objects []string) error {
 	return nil
 }
 
-// attachExecHook attaches target_exec, which notices the target exec'ing.
+// attachExecHook attaches target_exec, which notices the target exec'ing,
+// and, with malloc not traced, target_exit, which counts the windows of
+// its live inflate streams as it exits.
 func (t *Tracer) attachExecHook() error {
-	l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.TargetExec})
-	if err != nil {
-		return fmt.Errorf("attach %s: %w", t.objs.TargetExec, err)
+	progs := []*ebpf.Program{t.objs.TargetExec}
+	if !t.mallocTraced() && !t.noExitHook {
+		progs = append(progs, t.objs.TargetExit)
 	}
-	t.links = append(t.links, l)
+	for _, p := range progs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			return fmt.Errorf("attach %s: %w", p, err)
+		}
+		t.links = append(t.links, l)
+	}
 	return nil
 }
 

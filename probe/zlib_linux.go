@@ -2,8 +2,12 @@ package probe
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"regexp"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 )
 
 // zlibLayout is what computing a stream's bytes from its init arguments
@@ -15,6 +19,18 @@ type zlibLayout struct {
 	deflateState uint32 // sizeof(struct deflate_state)
 	known        bool   // the sizes are known for this version (else 1.2.13's are assumed)
 }
+
+// Where an inflate stream's window is, in struct inflate_state of zlib
+// 1.2.9 to 1.3.1 on x86-64 (strm, mode, last, wrap, havedict, flags,
+// dmax, check, total, head, then wbits, wsize, whave, wnext, window):
+// whether inflate() allocated it is read there (zwindows in
+// ebpf/leakscope.bpf.c). Checked on zlib 1.2.13 by TestZlibStateOffsets.
+const (
+	inflateWbitsOff  = 56
+	inflateWindowOff = 72
+	// zstreamStateOff is offsetof(z_stream, state) (ZSTREAM_STATE_OFF).
+	zstreamStateOff = 56
+)
 
 // zlibStateSizes are sizeof(struct inflate_state) and sizeof(struct
 // deflate_state) on x86-64, by zlib version. Measured: the calloc zlib
@@ -86,20 +102,243 @@ const (
 // of layout l, instead of taking them from zlib's mallocs.
 func zlibComputedFamily(l zlibLayout) []probeSpec {
 	initCookie := func(state uint32, init uint64) uint64 { return uint64(state) | init<<16 }
+	window := uint64(inflateWbitsOff/4)<<24 | uint64(inflateWindowOff/8)<<32
 	cookies := map[string]uint64{
-		"inflateInit_":     initCookie(l.inflateState, zinitInflate),
-		"inflateInit2_":    initCookie(l.inflateState, zinitInflate2),
+		"inflateInit_":     initCookie(l.inflateState, zinitInflate) | window,
+		"inflateInit2_":    initCookie(l.inflateState, zinitInflate2) | window,
 		"inflateBackInit_": initCookie(l.inflateState, zinitBack),
 		"deflateInit_":     initCookie(l.deflateState, zinitDeflate),
 		"deflateInit2_":    initCookie(l.deflateState, zinitDeflate2),
 		"inflateEnd":       1,
 		"inflateBackEnd":   1,
-		"inflate":          1,
 	}
-	out := make([]probeSpec, len(zlibFamily))
-	for i, p := range zlibFamily {
+	var out []probeSpec
+	for _, p := range zlibFamily {
+		if p.symbol == "inflate" {
+			// Not probed: a trap per call. The window is read from the
+			// stream's state instead (windowsLocked, target_exit).
+			continue
+		}
 		p.cookie = cookies[p.symbol]
-		out[i] = p
+		out = append(out, p)
 	}
 	return out
+}
+
+// windowReads is what the last read of the target's memory found of the
+// inflate streams whose window the kernel has not counted (zwindows).
+type windowReads struct {
+	bytes  map[uint64]uint64 // by z_stream: the window zlib allocated
+	unread int               // streams whose state could not be read
+}
+
+// readWindowsLocked reads from the target's memory, for every live inflate
+// stream of the current image in zwindows, whether zlib allocated its
+// window: state->window, of 1 << state->wbits bytes, the state as the init
+// left it (the kernel's zwindow_settle, which counts it for good when the
+// target exits). A state that does not point back at its stream is not
+// the stream's: unread.
+func (t *Tracer) readWindowsLocked() (windowReads, error) {
+	var strms []uint64
+	var ws []leakZwindow
+	pad := t.execGen << 1
+	err := forEach(t.objs.Zwindows, func(k *leakHandleKey, w *leakZwindow) {
+		if k.Pad == pad {
+			strms = append(strms, k.Addr)
+			ws = append(ws, *w)
+		}
+	})
+	r := windowReads{}
+	if err != nil || len(strms) == 0 {
+		return r, err
+	}
+	states, ok := make([]uint64, len(strms)), make([]bool, len(strms))
+	var unknown []uint64 // streams whose state the kernel could not read
+	for i, w := range ws {
+		states[i], ok[i] = w.State, w.State != 0
+		if w.State == 0 {
+			unknown = append(unknown, strms[i])
+		}
+	}
+	if len(unknown) > 0 {
+		words, wok := readWords(t.pid, unknown, zstreamStateOff)
+		k := 0
+		for i, w := range ws {
+			if w.State == 0 {
+				states[i], ok[i] = words[k], wok[k]
+				k++
+			}
+		}
+	}
+	// The state from its back pointer to the window.
+	const span = inflateWindowOff + 8
+	var live []uint64
+	for i, s := range states {
+		if ok[i] && s != 0 {
+			live = append(live, s)
+		}
+	}
+	buf, bufOK := readRemote(t.pid, live, span)
+	j := 0
+	for i, strm := range strms {
+		if !ok[i] || states[i] == 0 {
+			r.unread++
+			continue
+		}
+		b, good := buf[j*span:(j+1)*span], bufOK[j]
+		j++
+		if !good || binary.LittleEndian.Uint64(b) != strm {
+			r.unread++
+			continue
+		}
+		w := ws[i]
+		if int(w.WindowOff)+8 > span || int(w.WbitsOff)+4 > span {
+			r.unread++
+			continue
+		}
+		if binary.LittleEndian.Uint64(b[w.WindowOff:]) == 0 {
+			continue // not allocated (yet)
+		}
+		bytes := uint64(w.Bytes)
+		if wbits := binary.LittleEndian.Uint32(b[w.WbitsOff:]); wbits >= 8 && wbits <= 15 {
+			bytes = 1 << wbits
+		}
+		if r.bytes == nil {
+			r.bytes = map[uint64]uint64{}
+		}
+		r.bytes[strm] = bytes
+	}
+	return r, nil
+}
+
+// readWords reads the 64-bit word at addr+off of every addr in pid's
+// memory; ok says which reads succeeded.
+func readWords(pid int, addrs []uint64, off uint64) ([]uint64, []bool) {
+	at := make([]uint64, len(addrs))
+	for i, a := range addrs {
+		at[i] = a + off
+	}
+	b, ok := readRemote(pid, at, 8)
+	words := make([]uint64, len(addrs))
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint64(b[i*8:])
+	}
+	return words, ok
+}
+
+// readRemote reads size bytes at each of addrs in pid's memory with
+// process_vm_readv, up to 1024 ranges a call; ok says which ranges were
+// read whole (a range the kernel cannot read ends a call's reads: the
+// rest are read again from the one after it).
+func readRemote(pid int, addrs []uint64, size int) (buf []byte, ok []bool) {
+	buf = make([]byte, len(addrs)*size)
+	ok = make([]bool, len(addrs))
+	const batch = 1024
+	local := make([]unix.Iovec, 0, batch)
+	remote := make([]unix.RemoteIovec, 0, batch)
+	for i := 0; i < len(addrs); {
+		n := min(batch, len(addrs)-i)
+		local, remote = local[:0], remote[:0]
+		for k := i; k < i+n; k++ {
+			iov := unix.Iovec{Base: &buf[k*size]}
+			iov.SetLen(size)
+			local = append(local, iov)
+			remote = append(remote, unix.RemoteIovec{Base: uintptr(addrs[k]), Len: size})
+		}
+		got, err := unix.ProcessVMReadv(pid, local, remote, 0)
+		if err != nil && got <= 0 {
+			if err == unix.ESRCH {
+				return buf, ok // the target is gone: nothing more to read
+			}
+			i++ // the first range failed: skip it
+			continue
+		}
+		whole := got / size
+		for k := i; k < i+whole; k++ {
+			ok[k] = true
+		}
+		if whole == n {
+			i += n
+		} else {
+			i += whole + 1 // the range that failed, or was cut, is skipped
+		}
+	}
+	return buf, ok
+}
+
+// addWindowsLocked adds to this read's site totals the windows zlib
+// allocated for live inflate streams that the kernel has not counted
+// (readWindowsLocked): a snapshot's bytes include them, though the kernel's
+// tables do not until the target exits. Called by readSitesLocked after
+// the sites are read.
+func (t *Tracer) addWindowsLocked() error {
+	w, err := t.readWindowsLocked()
+	if err != nil {
+		return fmt.Errorf("read inflate windows: %w", err)
+	}
+	t.windows = w
+	st := t.sites
+	for strm, bytes := range w.bytes {
+		var info leakAllocInfo
+		key := leakHandleKey{Addr: strm, Kind: uint32(leakAllocKindKIND_ZLIB_INFLATE), Pad: t.execGen << 1}
+		if t.objs.Allocs.Lookup(&key, &info) != nil {
+			continue // ended since
+		}
+		slot := t.refLocked(kernelSite{info.StackId, info.Kind})
+		if st.mark[slot] == st.read {
+			st.acc[slot].LiveBytes += bytes
+		}
+	}
+	return nil
+}
+
+// exitHookSupported reports whether the kernel's sched_process_exit
+// tracepoint has group_dead: since Linux 6.13 it comes before exit_mm(),
+// with the exiting task's memory still readable, which target_exit needs.
+func exitHookSupported() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_sched_process_exit", &td); err != nil {
+		return false
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return false
+	}
+	fp, ok := ptr.Target.(*btf.FuncProto)
+	return ok && len(fp.Params) >= 3 // ctx, task, group_dead
+}
+
+// warnWindowsLocked says, at the end of a capture with malloc not traced,
+// how many live inflate streams' windows could not be read: their bytes
+// leave the window out.
+func (t *Tracer) warnWindowsLocked() {
+	var perCPU []uint64
+	var n uint64
+	if err := t.objs.Stats.Lookup(uint32(leakStatIndexSTAT_WINDOWS_UNREAD), &perCPU); err == nil {
+		for _, v := range perCPU {
+			n += v
+		}
+	}
+	exited := gone(t.pid)
+	if !exited {
+		n += uint64(t.windows.unread)
+	} else if t.noExitHook {
+		pad := t.execGen << 1
+		var left uint64
+		_ = forEach(t.objs.Zwindows, func(k *leakHandleKey, _ *leakZwindow) {
+			if k.Pad == pad {
+				left++
+			}
+		})
+		if left > 0 {
+			t.warnOnce(fmt.Sprintf("%d live inflate streams may have had a window (up to 32 KiB each) that is not counted: the target exited, and this kernel (before Linux 6.13) runs its exit tracepoint after the memory it would be read from is gone; --malloc on counts windows from zlib's mallocs", left))
+		}
+	}
+	if n > 0 {
+		t.warnOnce(fmt.Sprintf("%d live inflate streams' windows could not be read from the target's memory (its z_stream was overwritten or unreadable): their bytes leave out the window (up to 32 KiB each); --malloc on counts windows from zlib's mallocs", n))
+	}
 }

@@ -9,6 +9,9 @@
  * Each stream also holds its 7160-byte inflate_state (zlib 1.2.13, x86-64),
  * allocated by inflateInit_ in main. --idle N opens N more streams that are
  * never inflated (nor ended): they hold their state and no window.
+ * --late-init opens every stream after --wait-file instead of before (a
+ * tracer that does not trace malloc sees only streams opened under it).
+ * The z_streams stay intact: the program keeps them.
  *
  *   gcc -O2 -g -o zwindow examples/c/zwindow.c -lz
  */
@@ -39,6 +42,7 @@ int main(int argc, char **argv)
 {
 	const char *wait_file = NULL;
 	long hold_ms = 0, idle = 0;
+	int late = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait-file") && i + 1 < argc)
 			wait_file = argv[++i];
@@ -46,24 +50,30 @@ int main(int argc, char **argv)
 			idle = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--hold") && i + 1 < argc)
 			hold_ms = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--late-init"))
+			late = 1;
 	}
 	static unsigned char plain[65536];
 	for (size_t i = 0; i < sizeof(plain); i++)
 		plain[i] = (unsigned char)(i * 7 + i / 13);
 	if (compress(packed, &packed_len, plain, sizeof(plain)) != Z_OK)
 		abort();
-	for (int i = 0; i < STREAMS; i++)
-		if (inflateInit(&streams[i]) != Z_OK)
-			abort();
-	for (long i = 0; i < idle; i++) {
-		z_stream *s = calloc(1, sizeof(*s)); /* dropped, never inflated */
-		if (!s || inflateInit(s) != Z_OK)
-			abort();
-	}
-	if (wait_file) {
-		struct stat st;
-		while (stat(wait_file, &st) != 0)
-			usleep(10000);
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == late) {
+			for (int i = 0; i < STREAMS; i++)
+				if (inflateInit(&streams[i]) != Z_OK)
+					abort();
+			for (long i = 0; i < idle; i++) {
+				z_stream *s = calloc(1, sizeof(*s)); /* dropped, never inflated */
+				if (!s || inflateInit(s) != Z_OK)
+					abort();
+			}
+		}
+		if (pass == 0 && wait_file) {
+			struct stat st;
+			while (stat(wait_file, &st) != 0)
+				usleep(10000);
+		}
 	}
 	for (int i = 0; i < STREAMS; i++)
 		read_first_record(&streams[i]);
