@@ -22,8 +22,8 @@
 #                      per-program breakdown (restored afterwards)
 #   INSTALL=1          apt-get the missing tools (time heaptrack bpftrace ...)
 #   OUT=bench/results-<UTC date>.md   where the summary goes
-#   PHASES="timed fixed memory stats go"   the parts to run; add "kafka"
-#                      for the JVM throughput comparison (KAFKA_MS, KAFKA_RECORDS)
+#   PHASES="timed fixed memory stats kafka go"   the parts to run; "kafka"
+#                      is the JVM throughput comparison (KAFKA_MS, KAFKA_RECORDS)
 #   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
 #                      earlier run with a subset of PHASES to complete it
 set -euo pipefail
@@ -37,7 +37,7 @@ GOBENCH=${GOBENCH:-1}
 BPF_STATS=${BPF_STATS:-1}
 INSTALL=${INSTALL:-1}
 
-PHASES=${PHASES:-"timed fixed memory stats go"}
+PHASES=${PHASES:-"timed fixed memory stats kafka go"}
 [ "$GOBENCH" = 1 ] || PHASES=${PHASES/go/}
 [ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
 RAW=${RAW:-bin/bench/run-$(date -u +%Y%m%dT%H%M%SZ)}
