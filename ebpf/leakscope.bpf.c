@@ -606,6 +606,23 @@ UPROBE_TWINS(dl_debug_state)
 	return 0;
 }
 
+/* Under run, a target calling exit() stops until user space has resolved
+ * its stacks: the names of Java frames come from the JVM's memory (its
+ * code heap and method metadata), which goes with the process, and a
+ * reproduction typically leaks just before it exits. exit() runs before
+ * any of it is released (a JVM calls it after DestroyJavaVM or from
+ * System.exit). */
+UPROBE_TWINS(exit_call)
+{
+	if (!stop_on_load || !is_target())
+		return 0;
+	stop_sent = 1;
+	bpf_send_signal(19 /* SIGSTOP */);
+	struct range_miss m = { .ip = RANGE_MISS_EXIT };
+	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {

@@ -250,10 +250,15 @@ struct range_ctl {
 };
 
 /* Sent when a frame falls outside the known ranges: user space rereads
- * /proc/PID/maps (a library was just loaded). */
+ * /proc/PID/maps (a library was just loaded). ip RANGE_MISS_EXIT (no code
+ * address) says instead that the target is exiting, stopped: user space
+ * names its stacks while it can still read the target's memory.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct range_miss {
 	__u64 ip;
 	__u64 generation;
 };
+
+#define RANGE_MISS_EXIT 1
 
 #endif /* LEAKSCOPE_H */

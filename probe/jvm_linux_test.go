@@ -406,15 +406,28 @@ func launchGated(t *testing.T, java, classes, class, summary string, flags ...st
 	return c
 }
 
-// TestJVMLaunchExitedDumpAtExit: the JVM exits before leakscope names its
-// frames, and no snapshot was taken meanwhile; with -XX:+DumpPerfMapAtExit
-// the perf map written at exit names them.
-func TestJVMLaunchExitedDumpAtExit(t *testing.T) {
+// TestJVMLaunchExitsRightAfterLeaking: a reproduction that leaks and exits
+// at once, no snapshot taken meanwhile, no JVM flag: the JVM stops in
+// exit() until leakscope has named its frames from its memory (exit_call),
+// interpreted and compiled, with lines. With -XX:+DumpPerfMapAtExit as well
+// (the perf map it writes at exit was the only way before).
+func TestJVMLaunchExitsRightAfterLeaking(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"NoFlags", nil},
+		{"DumpPerfMapAtExit", []string{"-XX:+PreserveFramePointer", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testJVMLaunchExits(t, tc.flags...) })
+	}
+}
+
+func testJVMLaunchExits(t *testing.T, flags ...string) {
 	java, classes := kafkaClasses(t)
 	stderr := &syncBuffer{}
 	gate := filepath.Join(t.TempDir(), "go")
-	argv := []string{java, "-XX:+PreserveFramePointer", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit",
-		"-cp", classes, "KafkaRecovery", "--wait-file", gate}
+	argv := append(append([]string{java}, flags...), "-cp", classes, "KafkaRecovery", "--wait-file", gate)
 	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: stderr}, Options{Warnf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +452,7 @@ func TestJVMLaunchExitedDumpAtExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNamedJavaStack(t, zlibLeak(t, c, false), false)
+	checkNamedJavaStack(t, zlibLeak(t, c, false), true)
 }
 
 // TestDoctorJVM: the doctor names the JVM and says how its stacks will be

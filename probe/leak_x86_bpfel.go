@@ -271,6 +271,8 @@ const (
 	leakProgCallocEnter               = "calloc_enter"
 	leakProgDlDebugState              = "dl_debug_state"
 	leakProgDlDebugStateMulti         = "dl_debug_state_multi"
+	leakProgExitCall                  = "exit_call"
+	leakProgExitCallMulti             = "exit_call_multi"
 	leakProgFreeEnter                 = "free_enter"
 	leakProgFreeEnterMulti            = "free_enter_multi"
 	leakProgMallocEnter               = "malloc_enter"
@@ -365,6 +367,8 @@ type leakProgramSpecs struct {
 	CallocEnter               *ebpf.ProgramSpec `ebpf:"calloc_enter"`
 	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
 	DlDebugStateMulti         *ebpf.ProgramSpec `ebpf:"dl_debug_state_multi"`
+	ExitCall                  *ebpf.ProgramSpec `ebpf:"exit_call"`
+	ExitCallMulti             *ebpf.ProgramSpec `ebpf:"exit_call_multi"`
 	FreeEnter                 *ebpf.ProgramSpec `ebpf:"free_enter"`
 	FreeEnterMulti            *ebpf.ProgramSpec `ebpf:"free_enter_multi"`
 	MallocEnter               *ebpf.ProgramSpec `ebpf:"malloc_enter"`
@@ -533,6 +537,8 @@ type leakPrograms struct {
 	CallocEnter               *ebpf.Program `ebpf:"calloc_enter"`
 	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
 	DlDebugStateMulti         *ebpf.Program `ebpf:"dl_debug_state_multi"`
+	ExitCall                  *ebpf.Program `ebpf:"exit_call"`
+	ExitCallMulti             *ebpf.Program `ebpf:"exit_call_multi"`
 	FreeEnter                 *ebpf.Program `ebpf:"free_enter"`
 	FreeEnterMulti            *ebpf.Program `ebpf:"free_enter_multi"`
 	MallocEnter               *ebpf.Program `ebpf:"malloc_enter"`
@@ -568,6 +574,8 @@ func (p *leakPrograms) Close() error {
 		p.CallocEnter,
 		p.DlDebugState,
 		p.DlDebugStateMulti,
+		p.ExitCall,
+		p.ExitCallMulti,
 		p.FreeEnter,
 		p.FreeEnterMulti,
 		p.MallocEnter,

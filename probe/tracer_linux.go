@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -153,6 +154,12 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 	if err := t.attachLoaderHook(objects); err != nil {
 		t.close()
 		return nil, err
+	}
+	if waitExec {
+		if err := t.attachExitHook(); err != nil {
+			t.close()
+			return nil, err
+		}
 	}
 	if !waitExec {
 		// Mappings known now go into the range table before tracing
@@ -355,6 +362,22 @@ func (t *Tracer) attachLoaderHook(objects []string) error {
 		return nil
 	}
 	return nil
+}
+
+// attachExitHook probes libc's exit() in a launched command (exit_call):
+// it stops there until its stacks are resolved (exitingLocked). A target
+// without it (a static Go program) is not probed.
+func (t *Tracer) attachExitHook() error {
+	if _, ok := t.alloc.Obj.Lookup("exit"); !ok {
+		return nil
+	}
+	ex, err := link.OpenExecutable(t.alloc.Path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", t.alloc.Display, err)
+	}
+	spec := probeSpec{"exit", func(o *leakObjects) *ebpf.Program { return o.ExitCall }, false, 0}
+	_, err = t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, []probeSpec{spec})
+	return err
 }
 
 // attachExecHook attaches target_exec, which notices the target exec'ing,
@@ -573,6 +596,7 @@ func (o *leakObjects) twin(p *ebpf.Program) *ebpf.Program {
 		{o.PairAcquireEnter, o.PairAcquireEnterMulti},
 		{o.PairReleaseEnter, o.PairReleaseEnterMulti},
 		{o.DlDebugState, o.DlDebugStateMulti},
+		{o.ExitCall, o.ExitCallMulti},
 	} {
 		if tw[0] == p {
 			return tw[1]
@@ -616,13 +640,30 @@ func attachError(path, symbol string, err error) error {
 func (t *Tracer) watchMisses() {
 	defer t.wg.Done()
 	for {
-		if _, err := t.misses.Read(); err != nil {
+		rec, err := t.misses.Read()
+		if err != nil {
 			return // closed
 		}
 		t.mu.Lock()
 		t.refreshLocked()
+		if len(rec.RawSample) >= 8 && binary.LittleEndian.Uint64(rec.RawSample) == rangeMissExit {
+			t.exitingLocked()
+		}
 		t.resumeLocked()
 		t.mu.Unlock()
+	}
+}
+
+// rangeMissExit is RANGE_MISS_EXIT (ebpf/leakscope.h).
+const rangeMissExit = 1
+
+// exitingLocked resolves every stack while a launched command that called
+// exit() is stopped (exit_call): with its last names, as the capture will
+// after it exited and its memory is gone.
+func (t *Tracer) exitingLocked() {
+	t.retryNamesLocked(true)
+	if _, err := t.readSitesLocked(); err != nil {
+		t.warnOnce(fmt.Sprintf("resolve stacks at exit: %v", err))
 	}
 }
 
