@@ -24,6 +24,7 @@ func TestSpecLayout(t *testing.T) {
 		{"exec_ranges", 4, unsafe.Sizeof(leakExecRange{})},
 		{"range_ctls", 4, unsafe.Sizeof(leakRangeCtl{})},
 		{"stats", 4, 8},
+		{"zwindows", unsafe.Sizeof(leakHandleKey{}), unsafe.Sizeof(leakZwindow{})},
 	} {
 		m := spec.Maps[tc.name]
 		if m == nil {
@@ -57,8 +58,8 @@ func TestSpecLayout(t *testing.T) {
 			t.Errorf("program %s in section %s", name, prog.SectionName)
 		}
 	}
-	if len(spec.Programs) != 30 {
-		t.Errorf("%d programs, want 30 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, loader hook; and 10 uprobe_multi twins: return, free, zlib, pairs, loader hook)", len(spec.Programs))
+	if len(spec.Programs) != 33 {
+		t.Errorf("%d programs, want 33 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, exit, loader hook, exit call; and 11 uprobe_multi twins: return, free, zlib, pairs, loader hook, exit call)", len(spec.Programs))
 	}
 }
 
