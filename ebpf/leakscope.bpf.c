@@ -411,9 +411,7 @@ int alloc_session(struct pt_regs *ctx)
  * sets each init probe's cookie and the bytes are computed here from the
  * init arguments, as zlib's deflate.c and inflate.c (1.2.9 to 1.3.1)
  * allocate them: cookie bits 0-15 are sizeof the object's deflate_state or
- * inflate_state, bits 16-19 which init function it is (ZINIT_*); for
- * inflate, bits 24-31 offsetof(struct inflate_state, wbits) / 4 and bits
- * 32-39 offsetof(struct inflate_state, window) / 8. */
+ * inflate_state, bits 16-19 which init function it is (ZINIT_*). */
 #define ZINIT_INFLATE 1  /* inflateInit_(strm, version, size): windowBits 15 */
 #define ZINIT_INFLATE2 2 /* inflateInit2_(strm, windowBits, version, size) */
 #define ZINIT_BACK 3     /* inflateBackInit_(strm, windowBits, window, ...): caller's window */
@@ -421,8 +419,6 @@ int alloc_session(struct pt_regs *ctx)
 #define ZINIT_DEFLATE2 5 /* deflateInit2_(strm, level, method, windowBits, memLevel, ...) */
 #define ZCOOKIE_STATE(c) ((__u32)((c) & 0xffff))
 #define ZCOOKIE_INIT(c) ((__u32)(((c) >> 16) & 0xf))
-#define ZCOOKIE_WBITS_OFF(c) ((__u16)((((c) >> 24) & 0xff) * 4))
-#define ZCOOKIE_WINDOW_OFF(c) ((__u16)((((c) >> 32) & 0xff) * 8))
 
 /* zlib_window_bits is the window a stream gets for windowBits w: negative
  * is raw deflate, 16 + w gzip, 32 + w automatic header detection; 0 (inflate
@@ -463,12 +459,8 @@ UPROBE_TWINS(zlib_inflate_init_enter, void *strm, long a2)
 		window = 1U << zlib_window_bits((__s32)a2, false);
 	pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, state, 0, (__u64)strm);
 	/* The window waits in the pending record for the init's return. */
-	struct thread_state *ts = thread_state(false);
-	if (ts && ts->outer.sp == PT_REGS_SP(ctx) && ts->outer.kind == KIND_ZLIB_INFLATE) {
-		ts->outer.window.bytes = window;
-		ts->outer.window.wbits_off = ZCOOKIE_WBITS_OFF(c);
-		ts->outer.window.window_off = ZCOOKIE_WINDOW_OFF(c);
-	}
+	if (window)
+		zwindow_pending(ctx, KIND_ZLIB_INFLATE, window);
 	return 0;
 }
 
@@ -490,18 +482,10 @@ UPROBE_TWINS(zlib_deflate_init_enter, void *strm, long level, long method, long 
 	return 0;
 }
 
-/* zwindow_forget drops the uncounted window of a stream being ended. */
-static __always_inline void zwindow_forget(struct pt_regs *ctx, __u64 strm)
-{
-	if (!bpf_get_attach_cookie(ctx) || !is_target())
-		return;
-	struct handle_key hk = { .addr = strm, .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
-	bpf_map_delete_elem(&zwindows, &hk);
-}
-
 UPROBE_TWINS(zlib_inflate_end_enter, void *strm)
 {
-	zwindow_forget(ctx, (__u64)strm);
+	if (bpf_get_attach_cookie(ctx) && is_target())
+		zwindow_forget((__u64)strm, KIND_ZLIB_INFLATE);
 	release_enter(ctx, (__u64)strm, KIND_ZLIB_INFLATE);
 	return 0;
 }
@@ -533,11 +517,16 @@ UPROBE_TWINS(zlib_inflate_enter, void *strm)
  * bits 0-15 the kind, 16-19 the op (enum alloc_op), 20-23 the 1-based
  * argument that holds the handle (0: the return value), 24-27 the 1-based
  * argument that holds the bytes acquired (0: the mallocs inside the call;
- * set only when the malloc family is not traced). */
+ * set only when the malloc family is not traced). With malloc not traced,
+ * a JNI fallback for zlib (preset jvm) has its bytes in bits 32-55, and
+ * bit 28 says the handle is an inflate z_stream whose window is looked
+ * for (zwindows), 32 KiB (java.util.zip always asks for 15 bits). */
 #define COOKIE_KIND(c) ((__u32)((c) & 0xffff))
 #define COOKIE_OP(c) ((__u32)(((c) >> 16) & 0xf))
 #define COOKIE_ARG(c) ((__u32)(((c) >> 20) & 0xf))
 #define COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 24) & 0xf))
+#define COOKIE_ZWINDOW(c) (((c) >> 28) & 1)
+#define COOKIE_BYTES(c) (((c) >> 32) & 0xffffff)
 
 static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 {
@@ -567,7 +556,7 @@ UPROBE_TWINS(pair_acquire_enter)
 	__u64 c = bpf_get_attach_cookie(ctx);
 	__u32 op = COOKIE_OP(c);
 	__u64 v = arg_n(ctx, COOKIE_ARG(c));
-	__u64 size = COOKIE_SIZE_ARG(c) ? arg_n(ctx, COOKIE_SIZE_ARG(c)) : 0;
+	__u64 size = COOKIE_SIZE_ARG(c) ? arg_n(ctx, COOKIE_SIZE_ARG(c)) : COOKIE_BYTES(c);
 	switch (op) {
 	case OP_ARG_HANDLE:
 	case OP_OUT_PTR:
@@ -579,13 +568,18 @@ UPROBE_TWINS(pair_acquire_enter)
 	default:
 		pending_enter(ctx, COOKIE_KIND(c), OP_RET_PTR, size, 0, 0);
 	}
+	if (COOKIE_ZWINDOW(c))
+		zwindow_pending(ctx, COOKIE_KIND(c), 1U << 15);
 	return 0;
 }
 
 UPROBE_TWINS(pair_release_enter)
 {
 	__u64 c = bpf_get_attach_cookie(ctx);
-	release_enter(ctx, arg_n(ctx, COOKIE_ARG(c)), COOKIE_KIND(c));
+	__u64 h = arg_n(ctx, COOKIE_ARG(c));
+	if (COOKIE_ZWINDOW(c) && is_target())
+		zwindow_forget(h, COOKIE_KIND(c));
+	release_enter(ctx, h, COOKIE_KIND(c));
 	return 0;
 }
 
@@ -651,7 +645,7 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 static long settle_window(struct bpf_map *map, struct handle_key *k, struct zwindow *w, void *ctx)
 {
 	if (k->pad == image_pad())
-		zwindow_settle(k->addr, w);
+		zwindow_settle(k->addr, k->kind, w);
 	return 0;
 }
 

@@ -203,6 +203,16 @@ struct zwindow {
 	__u16 window_off; /* offsetof(struct inflate_state, window) */
 };
 
+/* Where a z_stream holds its state (struct z_stream_s: next_in, avail_in,
+ * total_in, next_out, avail_out, total_out, msg, state), and where the
+ * state holds its window, in zlib 1.2.9 to 1.3.1 on x86-64 (struct
+ * inflate_state: strm, mode, last, wrap, havedict, flags, dmax, check,
+ * total, head, then wbits, wsize, whave, wnext, window). Checked on zlib
+ * 1.2.13 by the exact window bytes of TestZlibWindowReadFromStateAttached. */
+#define ZSTREAM_STATE_OFF 56
+#define INFLATE_STATE_WBITS_OFF 56
+#define INFLATE_STATE_WINDOW_OFF 72
+
 /* Key of the per-site aggregates: one allocating stack and kind.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct site_key {

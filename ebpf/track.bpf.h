@@ -667,16 +667,11 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 	return true;
 }
 
-/* Where a z_stream holds its state (struct z_stream_s: next_in, avail_in,
- * total_in, next_out, avail_out, total_out, msg, state), every zlib 1.x
- * on x86-64. */
-#define ZSTREAM_STATE_OFF 56
-
 /* zwindow_settle counts the window of live inflate stream strm (w, its
  * zwindows entry) into the stream if zlib allocated it, read from the
  * target's memory: state->window, 1 << state->wbits bytes. The state must
  * point back at strm (inflateStateCheck), or it is not the stream's. */
-static __always_inline void zwindow_settle(__u64 strm, struct zwindow *w)
+static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindow *w)
 {
 	__u64 state = w->state, back = 0, window = 0;
 	__u32 wbits = 0;
@@ -691,9 +686,29 @@ static __always_inline void zwindow_settle(__u64 strm, struct zwindow *w)
 	if (!window)
 		return; /* not allocated (yet) */
 	__u32 bytes = wbits >= 8 && wbits <= 15 ? 1U << wbits : w->bytes;
-	struct handle_key hk = { .addr = strm, .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
+	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
 	if (bpf_map_delete_elem(&zwindows, &hk) == 0)
-		owner_add(strm, KIND_ZLIB_INFLATE, bytes);
+		owner_add(strm, kind, bytes);
+}
+
+/* zwindow_pending gives the acquire call just recorded at this entry (an
+ * inflate stream's init, malloc not traced) a window to look for once the
+ * stream exists: bytes, for windowBits the init is given. */
+static __always_inline void zwindow_pending(struct pt_regs *ctx, __u32 kind, __u32 bytes)
+{
+	struct thread_state *ts = thread_state(false);
+	if (!ts || ts->outer.sp != PT_REGS_SP(ctx) || ts->outer.kind != kind)
+		return;
+	ts->outer.window.bytes = bytes;
+	ts->outer.window.wbits_off = INFLATE_STATE_WBITS_OFF;
+	ts->outer.window.window_off = INFLATE_STATE_WINDOW_OFF;
+}
+
+/* zwindow_forget drops the uncounted window of a stream being released. */
+static __always_inline void zwindow_forget(__u64 strm, __u32 kind)
+{
+	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
+	bpf_map_delete_elem(&zwindows, &hk);
 }
 
 /* track_alloc records a new live handle under its site. */
@@ -707,16 +722,13 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		if (track_release(addr, kind))
 			stat_add(STAT_FREES_MISSED, 1);
 	} else {
-		if (kind == KIND_ZLIB_INFLATE) {
-			/* Re-initialised without inflateEnd: the old stream's
-			 * window, if any, goes with it into the orphan. (At the
-			 * init's return strm->state is the new state already.) */
-			struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
-			struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
-			if (w) {
-				struct zwindow copy = *w;
-				zwindow_settle(addr, &copy);
-			}
+		/* An inflate stream re-initialised without its End: its
+		 * window, if any, goes with it into the orphan. */
+		struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
+		struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
+		if (w) {
+			struct zwindow copy = *w;
+			zwindow_settle(addr, kind, &copy);
 		}
 		orphan_resource(addr, kind);
 	}

@@ -294,8 +294,8 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, bySlot []int, nowMono uint64
 		}
 		s := &c.Sites[bySlot[slot]]
 		size := info.SizeBytes
-		if key.Kind == uint32(leakAllocKindKIND_ZLIB_INFLATE) && key.Pad == t.execGen<<1 {
-			size += t.windows.bytes[key.Addr]
+		if len(t.windows.bytes) > 0 && key.Pad == t.execGen<<1 {
+			size += t.windows.bytes[windowKey{key.Addr, key.Kind}]
 		}
 		s.Live = append(s.Live, analyze.Alloc{Size: size, Age: age})
 	}

@@ -44,7 +44,18 @@ func TestJNIZlibFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, _ := launchWait(t, Options{Track: pairs}, bin)
+	for _, malloc := range []string{MallocOn, MallocOff} {
+		t.Run("malloc-"+malloc, func(t *testing.T) { testJNIZlibFallback(t, bin, pairs, malloc) })
+	}
+}
+
+// With the malloc family traced, a stream's bytes are the mallocs inside
+// init, and the window zlib mallocs inside inflate() is a malloc row of
+// its own. Without it (the default for a JVM) the bytes are computed: the
+// JNI z_stream and zlib's state, the window read from the state once zlib
+// made it, as for the system zlib.
+func testJNIZlibFallback(t *testing.T, bin string, pairs []track.Pair, malloc string) {
+	tr, _ := launchWait(t, Options{Track: pairs, Malloc: malloc}, bin)
 	c, err := tr.Stop()
 	if err != nil {
 		t.Fatal(err)
@@ -67,13 +78,31 @@ func TestJNIZlibFallback(t *testing.T) {
 		// Frame 0 is the caller of the JNI entry point.
 		got[row{s.Kind, fns[0], s.LiveCount, s.Allocs}] = true
 		t.Logf("%s in %s: %d live, %d bytes, %d allocs", s.Kind, fns[0], s.LiveCount, s.LiveBytes, s.Allocs)
-		// The mallocs inside init belong to the stream: the z_stream
-		// libzip callocs (112 B) and zlib 1.2.13's state (inflate 7160 B,
-		// no window before the first inflate(); deflate 268,096 B).
+		// The stream's bytes: the z_stream libzip callocs (112 B) and
+		// zlib 1.2.13's state (inflate 7160 B; deflate 268,096 B); the 4
+		// windows of inflate_leaky's streams only if computed.
 		per := map[analyze.Kind]uint64{analyze.KindZlibInflate: 112 + 7160, analyze.KindZlibDeflate: 112 + 268096}[s.Kind]
-		if s.LiveBytes != s.LiveCount*per {
-			t.Errorf("%s row in %s: %d bytes for %d streams, want %d each", s.Kind, fns[0], s.LiveBytes, s.LiveCount, per)
+		want := s.LiveCount * per
+		if malloc == MallocOff && fns[0] == "inflate_leaky" {
+			want += 4 * 32768
 		}
+		if s.LiveBytes != want {
+			t.Errorf("%s row in %s: %d bytes for %d streams, want %d", s.Kind, fns[0], s.LiveBytes, s.LiveCount, want)
+		}
+	}
+	// Malloc rows of 32 KiB blocks: the windows. (Their stacks end in
+	// the bundled zlib, built without frame pointers.)
+	var windows uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindMalloc && s.LiveCount > 0 && s.LiveBytes == s.LiveCount*32768 {
+			windows += s.LiveCount
+		}
+	}
+	if want := map[string]uint64{MallocOn: 4, MallocOff: 0}[malloc]; windows != want {
+		t.Errorf("%d windows in malloc rows, want %d", windows, want)
+	}
+	if malloc == MallocOff && (c.Probes == nil || !strings.Contains(c.Probes.ZlibBytes, "libzip.so: zlib 1.2.13")) {
+		t.Errorf("probes %+v do not name the layout of libzip.so's zlib", c.Probes)
 	}
 	for _, want := range []row{
 		{analyze.KindZlibInflate, "inflate_leaky", 7, 7},

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -123,17 +124,25 @@ func (t *Tracer) attachResources(path, display string) error {
 		if p.FallbackFor == "zlib" && (hasInflate || hasDeflate || needsZlib(path)) {
 			continue // its zlib is probed itself
 		}
+		// No mallocs to count: the size argument, or for java.util.zip's
+		// JNI entry points the bytes zlib allocates for the stream.
+		var computed, window uint64
+		var layout zlibLayout
+		if !t.mallocTraced() && p.FallbackFor == "zlib" {
+			layout = readZlibLayout(path)
+			computed, window = jniZlibCookie(p.Kind, layout)
+		}
 		var specs []probeSpec
 		for _, c := range p.Acquire {
-			cookie := pairCookie(pairKind(i), acquireOp(c.Handle), c.Handle.Arg)
+			cookie := pairCookie(pairKind(i), acquireOp(c.Handle), c.Handle.Arg) | computed | window
 			if !t.mallocTraced() {
-				cookie |= uint64(c.SizeArg) << 24 // no mallocs to count: the size argument
+				cookie |= uint64(c.SizeArg) << 24
 			}
 			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true, cookie})
 		}
 		for _, c := range p.Release {
 			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairReleaseEnter }, false,
-				pairCookie(pairKind(i), 0, c.Handle.Arg)})
+				pairCookie(pairKind(i), 0, c.Handle.Arg) | window})
 		}
 		if !definesAll(obj, specs) {
 			if p.Library != "*" && !p.Optional {
@@ -152,6 +161,9 @@ func (t *Tracer) attachResources(path, display string) error {
 		}
 		if n > 0 {
 			t.pairObjects[i] = append(t.pairObjects[i], display)
+			if computed != 0 && !slices.Contains(t.zlibLayouts, display+": "+layout.String()) {
+				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())
+			}
 		}
 	}
 	return nil

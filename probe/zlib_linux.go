@@ -20,17 +20,9 @@ type zlibLayout struct {
 	known        bool   // the sizes are known for this version (else 1.2.13's are assumed)
 }
 
-// Where an inflate stream's window is, in struct inflate_state of zlib
-// 1.2.9 to 1.3.1 on x86-64 (strm, mode, last, wrap, havedict, flags,
-// dmax, check, total, head, then wbits, wsize, whave, wnext, window):
-// whether inflate() allocated it is read there (zwindows in
-// ebpf/leakscope.bpf.c). Checked on zlib 1.2.13 by TestZlibStateOffsets.
-const (
-	inflateWbitsOff  = 56
-	inflateWindowOff = 72
-	// zstreamStateOff is offsetof(z_stream, state) (ZSTREAM_STATE_OFF).
-	zstreamStateOff = 56
-)
+// zstreamStateOff is offsetof(z_stream, state): ZSTREAM_STATE_OFF in
+// ebpf/leakscope.h, which also has where the state holds its window.
+const zstreamStateOff = 56
 
 // zlibStateSizes are sizeof(struct inflate_state) and sizeof(struct
 // deflate_state) on x86-64, by zlib version. Measured: the calloc zlib
@@ -102,10 +94,9 @@ const (
 // of layout l, instead of taking them from zlib's mallocs.
 func zlibComputedFamily(l zlibLayout) []probeSpec {
 	initCookie := func(state uint32, init uint64) uint64 { return uint64(state) | init<<16 }
-	window := uint64(inflateWbitsOff/4)<<24 | uint64(inflateWindowOff/8)<<32
 	cookies := map[string]uint64{
-		"inflateInit_":     initCookie(l.inflateState, zinitInflate) | window,
-		"inflateInit2_":    initCookie(l.inflateState, zinitInflate2) | window,
+		"inflateInit_":     initCookie(l.inflateState, zinitInflate),
+		"inflateInit2_":    initCookie(l.inflateState, zinitInflate2),
 		"inflateBackInit_": initCookie(l.inflateState, zinitBack),
 		"deflateInit_":     initCookie(l.deflateState, zinitDeflate),
 		"deflateInit2_":    initCookie(l.deflateState, zinitDeflate2),
@@ -128,8 +119,15 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 // windowReads is what the last read of the target's memory found of the
 // inflate streams whose window the kernel has not counted (zwindows).
 type windowReads struct {
-	bytes  map[uint64]uint64 // by z_stream: the window zlib allocated
-	unread int               // streams whose state could not be read
+	bytes  map[windowKey]uint64 // the window zlib allocated, by stream
+	unread int                  // streams whose state could not be read
+}
+
+// windowKey is a live inflate stream: its z_stream and kind (zlib.inflate,
+// or the JNI fallback's kind).
+type windowKey struct {
+	strm uint64
+	kind uint32
 }
 
 // readWindowsLocked reads from the target's memory, for every live inflate
@@ -140,12 +138,16 @@ type windowReads struct {
 // the stream's: unread.
 func (t *Tracer) readWindowsLocked() (windowReads, error) {
 	var strms []uint64
+	var kinds []uint32
 	var ws []leakZwindow
 	pad := t.execGen << 1
+	span := 0 // the state from its back pointer to the window
 	err := forEach(t.objs.Zwindows, func(k *leakHandleKey, w *leakZwindow) {
 		if k.Pad == pad {
 			strms = append(strms, k.Addr)
+			kinds = append(kinds, k.Kind)
 			ws = append(ws, *w)
+			span = max(span, int(w.WindowOff)+8, int(w.WbitsOff)+4)
 		}
 	})
 	r := windowReads{}
@@ -170,8 +172,6 @@ func (t *Tracer) readWindowsLocked() (windowReads, error) {
 			}
 		}
 	}
-	// The state from its back pointer to the window.
-	const span = inflateWindowOff + 8
 	var live []uint64
 	for i, s := range states {
 		if ok[i] && s != 0 {
@@ -192,10 +192,6 @@ func (t *Tracer) readWindowsLocked() (windowReads, error) {
 			continue
 		}
 		w := ws[i]
-		if int(w.WindowOff)+8 > span || int(w.WbitsOff)+4 > span {
-			r.unread++
-			continue
-		}
 		if binary.LittleEndian.Uint64(b[w.WindowOff:]) == 0 {
 			continue // not allocated (yet)
 		}
@@ -204,9 +200,9 @@ func (t *Tracer) readWindowsLocked() (windowReads, error) {
 			bytes = 1 << wbits
 		}
 		if r.bytes == nil {
-			r.bytes = map[uint64]uint64{}
+			r.bytes = map[windowKey]uint64{}
 		}
-		r.bytes[strm] = bytes
+		r.bytes[windowKey{strm, kinds[i]}] = bytes
 	}
 	return r, nil
 }
@@ -278,9 +274,9 @@ func (t *Tracer) addWindowsLocked() error {
 	}
 	t.windows = w
 	st := t.sites
-	for strm, bytes := range w.bytes {
+	for k, bytes := range w.bytes {
 		var info leakAllocInfo
-		key := leakHandleKey{Addr: strm, Kind: uint32(leakAllocKindKIND_ZLIB_INFLATE), Pad: t.execGen << 1}
+		key := leakHandleKey{Addr: k.strm, Kind: k.kind, Pad: t.execGen << 1}
 		if t.objs.Allocs.Lookup(&key, &info) != nil {
 			continue // ended since
 		}
@@ -341,4 +337,26 @@ func (t *Tracer) warnWindowsLocked() {
 	if n > 0 {
 		t.warnOnce(fmt.Sprintf("%d live inflate streams' windows could not be read from the target's memory (its z_stream was overwritten or unreadable): their bytes leave out the window (up to 32 KiB each); --malloc on counts windows from zlib's mallocs", n))
 	}
+}
+
+// jniZStreamSize is sizeof(z_stream) on x86-64: java.util.zip's JNI init
+// callocs one per stream (OpenJDK's Inflater.c and Deflater.c).
+const jniZStreamSize = 112
+
+// jniZlibCookie returns, for a JNI fallback pair of kind zlib.inflate or
+// zlib.deflate (preset jvm) with malloc not traced, the cookie bits that
+// give each stream its bytes (COOKIE_BYTES in ebpf/leakscope.bpf.c): the
+// z_stream the JNI init callocs and what zlib of layout l allocates in the
+// init: its state, and for deflate the buffers of the JDK's Deflater
+// (windowBits 15, memLevel 8). For inflate, window is the bit
+// (COOKIE_ZWINDOW) that has the window counted once zlib makes it, on the
+// acquire and release probes both.
+func jniZlibCookie(kind string, l zlibLayout) (computed, window uint64) {
+	switch kind {
+	case "zlib.inflate":
+		return uint64(jniZStreamSize+l.inflateState) << 32, 1 << 28
+	case "zlib.deflate":
+		return uint64(jniZStreamSize+l.deflateState+1<<17+1<<17) << 32, 0
+	}
+	return 0, 0
 }

@@ -25,6 +25,24 @@ jlong Java_java_util_zip_Inflater_init(void *env, void *cls, jboolean nowrap)
 	return (jlong)(intptr_t)strm;
 }
 
+/* Inflater.inflateBufferBuffer: inflate from and into native memory (a
+ * direct ByteBuffer); the result packs the bytes read and written and
+ * whether the stream ended, as OpenJDK 17's doInflate does. */
+jlong Java_java_util_zip_Inflater_inflateBufferBuffer(void *env, void *this, jlong addr, jlong inputAddress,
+							jint inputLen, jlong outputAddress, jint outputLen)
+{
+	z_stream *strm = (z_stream *)(intptr_t)addr;
+	strm->next_in = (Bytef *)(intptr_t)inputAddress;
+	strm->avail_in = (uInt)inputLen;
+	strm->next_out = (Bytef *)(intptr_t)outputAddress;
+	strm->avail_out = (uInt)outputLen;
+	int ret = inflate(strm, Z_PARTIAL_FLUSH);
+	if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR)
+		return -1;
+	jint read = inputLen - (jint)strm->avail_in, written = outputLen - (jint)strm->avail_out;
+	return ((jlong)(ret == Z_STREAM_END) << 62) | ((jlong)written << 31) | (jlong)read;
+}
+
 void Java_java_util_zip_Inflater_end(void *env, void *cls, jlong addr)
 {
 	z_stream *strm = (z_stream *)(intptr_t)addr;
