@@ -312,6 +312,8 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 				break // cut short while it was written
 			}
 			return nil, fmt.Errorf("line %d: %w", n, err)
+		} else if rec.Site != nil {
+			fast.shareFrames(&rec.Site.Stack)
 		}
 		if end != nil {
 			return nil, fmt.Errorf("line %d: %s record after the end record", n, rec.Type)

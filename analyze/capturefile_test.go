@@ -21,13 +21,13 @@ func smallCapture() *Capture {
 		Sites: []Site{
 			{
 				ID: 7, Kind: KindMalloc,
-				Stack:     Stack{Frames: []Frame{{Address: 0x401000, Function: "leak", Module: "/bin/leaky", Offset: 0x1000, File: "leaky.c", Line: 9}}},
+				Stack:     Stack{Frames: []*Frame{{Address: 0x401000, Function: "leak", Module: "/bin/leaky", Offset: 0x1000, File: "leaky.c", Line: 9}}},
 				LiveCount: 3, LiveBytes: 300, Allocs: 4, Frees: 1,
 				Live: []Alloc{{Size: 100, Age: 25 * time.Second}, {Size: 100, Age: 15 * time.Second}, {Size: 100, Age: 5 * time.Second}},
 			},
 			{
 				ID: 9, Kind: KindZlibInflate,
-				Stack:     Stack{Frames: []Frame{{Address: 0x7f00, Module: "/lib/libz.so.1", Offset: 0x700}}, Truncated: "/lib/libz.so.1 has no frame pointers"},
+				Stack:     Stack{Frames: []*Frame{{Address: 0x7f00, Module: "/lib/libz.so.1", Offset: 0x700}}, Truncated: "/lib/libz.so.1 has no frame pointers"},
 				LiveCount: 1, LiveBytes: 7160, Allocs: 1,
 				Live: []Alloc{{Size: 7160, Age: 12 * time.Second}},
 			},
