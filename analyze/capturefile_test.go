@@ -374,3 +374,51 @@ func TestCaptureWriterChunks(t *testing.T) {
 	}
 	equalCaptures(t, got, c)
 }
+
+// TestEndLineMatchesJSON: the end record's hand-made encoding is what
+// json.Marshal writes, weights, empty and missing fields included.
+func TestEndLineMatchesJSON(t *testing.T) {
+	small := smallCapture()
+	ends := []*captureEnd{
+		{Sites: []siteTotals{}},
+		{Sites: nil, Warnings: []string{"<&> \u2028"}},
+		{Target: small.Target, Duration: small.Duration, Lost: small.Lost, Objects: small.Objects, Warnings: small.Warnings,
+			Sites: []siteTotals{
+				{ID: 1<<64 - 1, LiveCount: 2, LiveBytes: 3, Allocs: 4, Frees: 5, Live: []Alloc{{Size: 1, Age: -7}, {Size: 2, Age: 1 << 62, Weight: 1.5}, {Weight: 1e-7}, {Weight: 3e21}}},
+				{ID: 2, Live: []Alloc{}},
+				{ID: 3},
+			}},
+	}
+	sampled := synthCapture(100, 1000, 0)
+	scaleSampledForTest(sampled)
+	for _, c := range []*Capture{synthCapture(100, 1000, 0), sampled} {
+		e := &captureEnd{Target: c.Target, Duration: c.Duration, Lost: c.Lost, Objects: c.Objects, Warnings: c.Warnings}
+		for _, s := range c.Sites {
+			e.Sites = append(e.Sites, siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live})
+		}
+		ends = append(ends, e)
+	}
+	for i, e := range ends {
+		want, err := json.Marshal(captureRecord{Type: "end", End: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := endLine(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("end %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+// scaleSampledForTest gives every live allocation a weight, as a sampled
+// capture has.
+func scaleSampledForTest(c *Capture) {
+	for i := range c.Sites {
+		for j := range c.Sites[i].Live {
+			c.Sites[i].Live[j].Weight = 1 + float64(j)/3
+		}
+	}
+}

@@ -39,17 +39,16 @@ var cgoCallers = map[string]bool{
 // resolvedStack is a kernel stack after validation and symbolization.
 type resolvedStack struct {
 	stack analyze.Stack
-	lost  bool // lostStack
 	// pending is true when a frame in JIT code is not named yet; gen is
 	// the namer's generation it was resolved with (retryNamesLocked).
-	pending bool
-	gen     uint64
+	gen uint64
 	// unmapped is true when a frame lay in no mapping seen so far: a
 	// library mapped after the last read of the maps (a snapshot reads
 	// them, then the tables: allocations in between may come from code
 	// loaded meanwhile). seen is len(view.history) then.
-	unmapped bool
-	seen     int
+	seen              int
+	pending, unmapped bool
+	lost              bool // lostStack
 }
 
 // stale reports whether rs may resolve better now: mappings or JIT names
