@@ -161,7 +161,11 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live}
 	}
 	defs, _ := cw.newDefs(final.Sites)
-	if err := cw.write("end", anys(append(defs, captureRecord{Type: "end", End: end}))...); err != nil {
+	line, err := endLine(end)
+	if err != nil {
+		return fmt.Errorf("write capture end: %w", err)
+	}
+	if err := cw.write("end", append(anys(defs), line)...); err != nil {
 		return err
 	}
 	cw.err = errWriterClosed
@@ -210,19 +214,107 @@ func (cw *CaptureWriter) write(what string, vs ...any) error {
 		return nil
 	}
 	for _, v := range vs {
-		line, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("write capture %s: %w", what, err)
+		line, ok := v.(json.RawMessage)
+		if !ok {
+			var err error
+			if line, err = json.Marshal(v); err != nil {
+				return fmt.Errorf("write capture %s: %w", what, err)
+			}
 		}
 		if b.Len() > 0 && b.Len()+len(line)+1 > writeChunk {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
+		if len(line)+1 > writeChunk { // alone anyway: not copied into b
+			if _, err := cw.w.Write(append(line, '\n')); err != nil {
+				cw.err = fmt.Errorf("write capture %s: %w", what, err)
+				return cw.err
+			}
+			continue
+		}
 		b.Write(line)
 		b.WriteByte('\n')
 	}
 	return flush()
+}
+
+// endLine encodes the end record as json.Marshal does, appending its
+// live allocations (1M in a large capture) to one buffer sized for them:
+// json.Marshal's buffer doubled its way to ~40 MB and was copied twice,
+// ~180 MB for a line of 40.
+func endLine(end *captureEnd) (json.RawMessage, error) {
+	head, err := json.Marshal(struct {
+		Target   Target        `json:"target"`
+		Duration time.Duration `json:"duration_ns"`
+	}{end.Target, end.Duration})
+	if err != nil {
+		return nil, err
+	}
+	tail, err := json.Marshal(struct {
+		Lost     Lost     `json:"lost"`
+		Objects  []Object `json:"objects,omitempty"`
+		Warnings []string `json:"warnings,omitempty"`
+	}{end.Lost, end.Objects, end.Warnings})
+	if err != nil {
+		return nil, err
+	}
+	size := len(head) + len(tail) + 64 // and the writer's newline
+	for _, t := range end.Sites {
+		size += 120 + 40*len(t.Live)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"type":"end","end":`...)
+	b = append(b, head[:len(head)-1]...) // without its closing brace
+	b = append(b, `,"sites":`...)
+	if end.Sites == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, t := range end.Sites {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = strconv.AppendUint(b, t.ID, 10)
+			b = append(b, `,"live_count":`...)
+			b = strconv.AppendUint(b, t.LiveCount, 10)
+			b = append(b, `,"live_bytes":`...)
+			b = strconv.AppendUint(b, t.LiveBytes, 10)
+			b = append(b, `,"allocs":`...)
+			b = strconv.AppendUint(b, t.Allocs, 10)
+			b = append(b, `,"frees":`...)
+			b = strconv.AppendUint(b, t.Frees, 10)
+			if len(t.Live) > 0 {
+				b = append(b, `,"live":[`...)
+				for j, a := range t.Live {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					if a.Weight != 0 { // floats: as encoding/json writes them
+						w, err := json.Marshal(a)
+						if err != nil {
+							return nil, err
+						}
+						b = append(b, w...)
+						continue
+					}
+					b = append(b, `{"size":`...)
+					b = strconv.AppendUint(b, a.Size, 10)
+					b = append(b, `,"age_ns":`...)
+					b = strconv.AppendInt(b, int64(a.Age), 10)
+					b = append(b, '}')
+				}
+				b = append(b, ']')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, ',')
+	b = append(b, tail[1:]...) // without its opening brace
+	b = append(b, '}')
+	return b, nil
 }
 
 func anys(recs []captureRecord) []any {
@@ -312,6 +404,8 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 				break // cut short while it was written
 			}
 			return nil, fmt.Errorf("line %d: %w", n, err)
+		} else if rec.Site != nil {
+			fast.shareFrames(&rec.Site.Stack)
 		}
 		if end != nil {
 			return nil, fmt.Errorf("line %d: %s record after the end record", n, rec.Type)

@@ -21,13 +21,13 @@ func smallCapture() *Capture {
 		Sites: []Site{
 			{
 				ID: 7, Kind: KindMalloc,
-				Stack:     Stack{Frames: []Frame{{Address: 0x401000, Function: "leak", Module: "/bin/leaky", Offset: 0x1000, File: "leaky.c", Line: 9}}},
+				Stack:     Stack{Frames: []*Frame{{Address: 0x401000, Function: "leak", Module: "/bin/leaky", Offset: 0x1000, File: "leaky.c", Line: 9}}},
 				LiveCount: 3, LiveBytes: 300, Allocs: 4, Frees: 1,
 				Live: []Alloc{{Size: 100, Age: 25 * time.Second}, {Size: 100, Age: 15 * time.Second}, {Size: 100, Age: 5 * time.Second}},
 			},
 			{
 				ID: 9, Kind: KindZlibInflate,
-				Stack:     Stack{Frames: []Frame{{Address: 0x7f00, Module: "/lib/libz.so.1", Offset: 0x700}}, Truncated: "/lib/libz.so.1 has no frame pointers"},
+				Stack:     Stack{Frames: []*Frame{{Address: 0x7f00, Module: "/lib/libz.so.1", Offset: 0x700}}, Truncated: "/lib/libz.so.1 has no frame pointers"},
 				LiveCount: 1, LiveBytes: 7160, Allocs: 1,
 				Live: []Alloc{{Size: 7160, Age: 12 * time.Second}},
 			},
@@ -373,4 +373,52 @@ func TestCaptureWriterChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalCaptures(t, got, c)
+}
+
+// TestEndLineMatchesJSON: the end record's hand-made encoding is what
+// json.Marshal writes, weights, empty and missing fields included.
+func TestEndLineMatchesJSON(t *testing.T) {
+	small := smallCapture()
+	ends := []*captureEnd{
+		{Sites: []siteTotals{}},
+		{Sites: nil, Warnings: []string{"<&> \u2028"}},
+		{Target: small.Target, Duration: small.Duration, Lost: small.Lost, Objects: small.Objects, Warnings: small.Warnings,
+			Sites: []siteTotals{
+				{ID: 1<<64 - 1, LiveCount: 2, LiveBytes: 3, Allocs: 4, Frees: 5, Live: []Alloc{{Size: 1, Age: -7}, {Size: 2, Age: 1 << 62, Weight: 1.5}, {Weight: 1e-7}, {Weight: 3e21}}},
+				{ID: 2, Live: []Alloc{}},
+				{ID: 3},
+			}},
+	}
+	sampled := synthCapture(100, 1000, 0)
+	scaleSampledForTest(sampled)
+	for _, c := range []*Capture{synthCapture(100, 1000, 0), sampled} {
+		e := &captureEnd{Target: c.Target, Duration: c.Duration, Lost: c.Lost, Objects: c.Objects, Warnings: c.Warnings}
+		for _, s := range c.Sites {
+			e.Sites = append(e.Sites, siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live})
+		}
+		ends = append(ends, e)
+	}
+	for i, e := range ends {
+		want, err := json.Marshal(captureRecord{Type: "end", End: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := endLine(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("end %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+// scaleSampledForTest gives every live allocation a weight, as a sampled
+// capture has.
+func scaleSampledForTest(c *Capture) {
+	for i := range c.Sites {
+		for j := range c.Sites[i].Live {
+			c.Sites[i].Live[j].Weight = 1 + float64(j)/3
+		}
+	}
 }

@@ -24,11 +24,39 @@ type lineDecoder struct {
 	// for as many (a snapshot of 100k sites grew by append, 0.6 GB of
 	// copies for 10 snapshots).
 	points int
-	frames []Frame // scratch: a stack keeps an exact-size copy
+	frames []*Frame // scratch: a stack keeps an exact-size copy
+	// Stacks share frames (Stack): one *Frame per distinct frame, found
+	// by the frame's JSON text (a frame written again is the same bytes,
+	// and is then not parsed again) or, for frames parsed or decoded by
+	// encoding/json, by value.
+	frameByText map[string]*Frame
+	frameByVal  map[Frame]*Frame
 }
 
 func newLineDecoder() *lineDecoder {
-	return &lineDecoder{strs: map[string]string{}}
+	return &lineDecoder{strs: map[string]string{}, frameByText: map[string]*Frame{}, frameByVal: map[Frame]*Frame{}}
+}
+
+// frame returns the shared copy of f.
+func (d *lineDecoder) frame(f Frame) *Frame {
+	if p, ok := d.frameByVal[f]; ok {
+		return p
+	}
+	p := &f
+	d.frameByVal[f] = p
+	return p
+}
+
+// shareFrames makes st's frames shared copies, as decodeLine gives them,
+// for a stack encoding/json decoded: a null frame, which decodes to a
+// zero Frame in a []Frame, becomes one here too.
+func (d *lineDecoder) shareFrames(st *Stack) {
+	for i, f := range st.Frames {
+		if f == nil {
+			f = &Frame{}
+		}
+		st.Frames[i] = d.frame(*f)
+	}
 }
 
 // scanner walks one line; ok turns false at the first thing it does not
@@ -109,12 +137,21 @@ func (s *scanner) site() *siteDef {
 	return &d
 }
 
-func (s *scanner) frames() []Frame {
+func (s *scanner) frames() []*Frame {
 	if s.null() {
 		return nil
 	}
 	fs := s.d.frames[:0]
 	s.array(func() {
+		s.ws()
+		start := s.i
+		if end := objectEnd(s.b, start); end > 0 {
+			if p, ok := s.d.frameByText[string(s.b[start:end])]; ok {
+				s.i = end
+				fs = append(fs, p)
+				return
+			}
+		}
 		var f Frame
 		s.object(func(key []byte) {
 			switch string(key) {
@@ -136,10 +173,40 @@ func (s *scanner) frames() []Frame {
 				s.ok = false
 			}
 		})
-		fs = append(fs, f)
+		if !s.ok {
+			return
+		}
+		p := s.d.frame(f)
+		s.d.frameByText[string(s.b[start:s.i])] = p
+		fs = append(fs, p)
 	})
 	s.d.frames = fs
-	return append(make([]Frame, 0, len(fs)), fs...)
+	return append(make([]*Frame, 0, len(fs)), fs...)
+}
+
+// objectEnd returns the index just past the object that starts at b[i],
+// or 0 when there is none or it holds an object or array. It does not
+// check the object: a text it finds is only looked up among frames
+// already parsed, whose text was exactly that.
+func objectEnd(b []byte, i int) int {
+	if i >= len(b) || b[i] != '{' {
+		return 0
+	}
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '}':
+			return i + 1
+		case '{', '[':
+			return 0
+		}
+	}
+	return 0
 }
 
 func (s *scanner) snapshot() *Snapshot {

@@ -9,7 +9,7 @@ func TestDiff(t *testing.T) {
 	fn := func(names ...string) Stack {
 		var s Stack
 		for i, n := range names {
-			s.Frames = append(s.Frames, Frame{Address: uint64(0x1000 * (i + 1)), Function: n})
+			s.Frames = append(s.Frames, &Frame{Address: uint64(0x1000 * (i + 1)), Function: n})
 		}
 		return s
 	}
@@ -18,7 +18,7 @@ func TestDiff(t *testing.T) {
 		{ID: 2, Kind: KindMalloc, Stack: fn("grow", "main"), LiveCount: 5, LiveBytes: 500},
 		{ID: 3, Kind: KindMalloc, Stack: fn("same", "main"), LiveCount: 1, LiveBytes: 8},
 		{ID: 4, Kind: KindMalloc, Stack: fn("temp", "main"), Allocs: 9, Frees: 9},
-		{ID: 5, Kind: KindMalloc, Stack: Stack{Frames: []Frame{{Address: 0x7f0000001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 2, LiveBytes: 20},
+		{ID: 5, Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Address: 0x7f0000001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 2, LiveBytes: 20},
 	}}
 	newc := &Capture{Sites: []Site{
 		// Other addresses, same functions.
@@ -26,8 +26,8 @@ func TestDiff(t *testing.T) {
 		{ID: 12, Kind: KindMalloc, Stack: fn("same", "main"), LiveCount: 1, LiveBytes: 8},
 		{ID: 13, Kind: KindZlibInflate, Stack: fn("leak_a", "main"), LiveCount: 1, LiveBytes: 7160}, // another kind
 		{ID: 14, Kind: KindMalloc, Stack: fn("temp", "main")},
-		{ID: 15, Kind: KindMalloc, Stack: Stack{Frames: []Frame{{Address: 0x7f5500001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 1, LiveBytes: 10},
-		{ID: 16, Kind: KindMalloc, Stack: Stack{Frames: []Frame{{Address: 0x7f5500001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 2, LiveBytes: 20},
+		{ID: 15, Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Address: 0x7f5500001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 1, LiveBytes: 10},
+		{ID: 16, Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Address: 0x7f5500001234, Module: "/lib/libx.so", Offset: 0x1234}}}, LiveCount: 2, LiveBytes: 20},
 	}}
 	d := Diff(old, newc)
 	wantFixed := []SiteDiff{{Kind: KindMalloc, Stack: []string{"leak_a", "main"}, Old: Held{10, 1000}}}

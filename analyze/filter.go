@@ -85,7 +85,7 @@ var allocatorFrame = regexp.MustCompile(`^(?:` + strings.Join(allocatorFrames, "
 func GroupFrame(s Stack) (f Frame, ok bool) {
 	for _, f := range s.Frames {
 		if f.Function == "" || !allocatorFrame.MatchString(f.Function) {
-			return f, true
+			return *f, true
 		}
 	}
 	return Frame{}, false
@@ -145,8 +145,8 @@ func (o Options) keep(s *Site) bool {
 	}) {
 		return false
 	}
-	matches := func(re *regexp.Regexp) func(Frame) bool {
-		return func(f Frame) bool { return re.MatchString(frameName(f)) }
+	matches := func(re *regexp.Regexp) func(*Frame) bool {
+		return func(f *Frame) bool { return re.MatchString(frameName(*f)) }
 	}
 	if o.Focus != nil && !slices.ContainsFunc(s.Stack.Frames, matches(o.Focus)) {
 		return false

@@ -14,7 +14,7 @@ import (
 func stack(fns ...string) Stack {
 	s := Stack{}
 	for i, fn := range fns {
-		s.Frames = append(s.Frames, Frame{Function: fn, Module: "/opt/app/server", Address: 0x1000 + uint64(i), Offset: uint64(i)})
+		s.Frames = append(s.Frames, &Frame{Function: fn, Module: "/opt/app/server", Address: 0x1000 + uint64(i), Offset: uint64(i)})
 	}
 	return s
 }
@@ -24,8 +24,8 @@ func stack(fns ...string) Stack {
 // free weight.
 func filterCapture() *Capture {
 	const d = 10 * time.Second
-	libfoo := Stack{Frames: []Frame{{Module: "/usr/lib/libfoo.so.1", Offset: 0x40, Address: 0x7f0040}, {Function: "main"}}}
-	logLine := Stack{Frames: []Frame{{Function: "log_line", Module: "/usr/lib/libfoo.so.1"}, {Function: "main"}}}
+	libfoo := Stack{Frames: []*Frame{{Module: "/usr/lib/libfoo.so.1", Offset: 0x40, Address: 0x7f0040}, {Function: "main"}}}
+	logLine := Stack{Frames: []*Frame{{Function: "log_line", Module: "/usr/lib/libfoo.so.1"}, {Function: "main"}}}
 	return &Capture{
 		Duration: d,
 		Sites: []Site{
@@ -412,7 +412,7 @@ func TestGroupFrame(t *testing.T) {
 			t.Errorf("GroupFrame(%s, caller) = %s, want %s", fn, f.Function, fn)
 		}
 	}
-	if f, ok := GroupFrame(Stack{Frames: []Frame{{Function: "malloc"}, {Module: "/lib/x.so", Offset: 0x10}}}); !ok || f.Offset != 0x10 {
+	if f, ok := GroupFrame(Stack{Frames: []*Frame{{Function: "malloc"}, {Module: "/lib/x.so", Offset: 0x10}}}); !ok || f.Offset != 0x10 {
 		t.Errorf("an unnamed frame was skipped: %+v, %v", f, ok)
 	}
 	if _, ok := GroupFrame(stack("runtime.cgocall", "runtime.goexit")); ok {

@@ -67,7 +67,7 @@ func TestParseGoroutinesMalformed(t *testing.T) {
 func leakWith(kind Kind, count uint64, fns ...string) Leak {
 	s := &Site{Kind: kind}
 	for _, fn := range fns {
-		s.Stack.Frames = append(s.Stack.Frames, Frame{Function: fn})
+		s.Stack.Frames = append(s.Stack.Frames, &Frame{Function: fn})
 	}
 	return Leak{Site: s, Count: count}
 }
@@ -138,7 +138,7 @@ func TestGoCaller(t *testing.T) {
 		var s Stack
 		for _, fn := range fns {
 			inl := strings.HasSuffix(fn, "!")
-			s.Frames = append(s.Frames, Frame{Function: strings.TrimSuffix(fn, "!"), Inlined: inl})
+			s.Frames = append(s.Frames, &Frame{Function: strings.TrimSuffix(fn, "!"), Inlined: inl})
 		}
 		return s
 	}

@@ -123,7 +123,9 @@ type Result struct {
 // Site.ID (ascending), so the order is deterministic.
 func Rank(c *Capture, opts Options) *Result {
 	c, notes := filter(c, opts)
-	r := &Result{Capture: c, Options: opts, Leaks: []Leak{}}
+	// Sized for every site: grown by append, 100k leaks of 128 B were
+	// 60 MB of copies.
+	r := &Result{Capture: c, Options: opts, Leaks: make([]Leak, 0, len(c.Sites))}
 	for i := range c.Sites {
 		l := measure(&c.Sites[i], opts.MinAge)
 		if l.Count == 0 {
@@ -165,7 +167,7 @@ func Rank(c *Capture, opts Options) *Result {
 		)
 	})
 	if opts.Top > 0 && len(r.Leaks) > opts.Top {
-		r.Leaks = r.Leaks[:opts.Top]
+		r.Leaks = slices.Clone(r.Leaks[:opts.Top]) // not the whole array
 	}
 	if !keepAll {
 		explain(r.Leaks)

@@ -38,13 +38,13 @@ func synthCapture(sites, live, snapshots int) *Capture {
 	per := live / sites
 	allocs := make([]Alloc, per*sites) // one backing array, as a reader would build
 	for i := range c.Sites {
-		frames := make([]Frame, 0, 8)
+		frames := make([]*Frame, 0, 8)
 		frames = append(frames,
-			Frame{Address: 0x400000 + uint64(i)*0x10, Function: fmt.Sprintf("site_%d", i), Module: modules[0], Offset: uint64(i) * 0x10, File: "src/site.c", Line: i % 5000},
-			Frame{Address: 0x300000 + uint64(i%1000)*0x10, Function: fmt.Sprintf("caller_%d", i%1000), Module: modules[0], Offset: uint64(i%1000) * 0x10, File: "src/caller.c", Line: i % 1000},
+			&Frame{Address: 0x400000 + uint64(i)*0x10, Function: fmt.Sprintf("site_%d", i), Module: modules[0], Offset: uint64(i) * 0x10, File: "src/site.c", Line: i % 5000},
+			&Frame{Address: 0x300000 + uint64(i%1000)*0x10, Function: fmt.Sprintf("caller_%d", i%1000), Module: modules[0], Offset: uint64(i%1000) * 0x10, File: "src/caller.c", Line: i % 1000},
 		)
 		for j := 0; j < 6; j++ {
-			frames = append(frames, outer[rng.IntN(len(outer))])
+			frames = append(frames, &outer[rng.IntN(len(outer))]) // shared, as a reader shares them
 		}
 		kind := KindMalloc
 		if i%10 == 0 {

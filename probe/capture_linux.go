@@ -36,7 +36,7 @@ type siteRef struct {
 type mergedSite struct {
 	id    uint64
 	kind  analyze.Kind
-	stack resolvedStack
+	stack *resolvedStack
 }
 
 // siteTable remembers every kernel site seen and the merged site it maps
@@ -63,7 +63,7 @@ func newSiteTable() *siteTable {
 
 // slotFor returns the slot of merged site id, adding it if new; the site's
 // stack is the latest one resolved for it.
-func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs resolvedStack) int {
+func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *resolvedStack) int {
 	if i, ok := st.slotOf[id]; ok {
 		st.slots[i].stack = rs
 		return i
@@ -83,12 +83,12 @@ func (t *Tracer) refLocked(k kernelSite) int {
 	st := t.sites
 	refs := st.refs[k.kind]
 	ref, known := refs[k.stack]
-	if known && !t.sym.stale(*ref.rs) {
+	if known && !t.sym.stale(ref.rs) {
 		return ref.slot
 	}
 	rs, ok := t.resolveLocked(k.stack)
 	kind := t.kind(k.kind)
-	id := siteID(kind, rs.key)
+	id := siteID(kind, rs.key())
 	if _, merged := st.slotOf[id]; known && !merged {
 		// Resolved better (a JIT frame named since): the site keeps its
 		// slot and id, so its earlier points stay in its series, and
@@ -101,7 +101,7 @@ func (t *Tracer) refLocked(k kernelSite) int {
 			refs = map[uint64]siteRef{}
 			st.refs[k.kind] = refs
 		}
-		refs[k.stack] = siteRef{rs: &rs, slot: slot}
+		refs[k.stack] = siteRef{rs: rs, slot: slot}
 	}
 	return slot
 }
@@ -166,7 +166,7 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 
 // resolveLocked returns the resolved stack of a kernel stack id; ok is
 // false when the stack could not be read, so it is tried again next time.
-func (t *Tracer) resolveLocked(stackID uint64) (rs resolvedStack, ok bool) {
+func (t *Tracer) resolveLocked(stackID uint64) (rs *resolvedStack, ok bool) {
 	if stackID == 0 {
 		return lostStack, true
 	}

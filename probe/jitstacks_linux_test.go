@@ -136,8 +136,8 @@ func TestInterpretedFramesNamedByMethod(t *testing.T) {
 	}
 	// The same return addresses with other methods: another site.
 	other := r.resolve(2, rawStack(0x10100, 0x10300, m(0x7100), 0x10300, m(0x7100)))
-	if other.key == rs.key {
-		t.Errorf("stacks of different methods share key %q", rs.key)
+	if other.key() == rs.key() {
+		t.Errorf("stacks of different methods share key %q", rs.key())
 	}
 	if got := strings.Join(functions(analyze.Site{Stack: other.stack}), ","); got != "a.B.wrapper,a.B.main,a.B.main" {
 		t.Errorf("frames %s", got)
@@ -149,8 +149,8 @@ func TestInterpretedFramesNamedByMethod(t *testing.T) {
 	if got := strings.Join(functions(analyze.Site{Stack: unread.stack}), ","); got != "a.B.wrapper,"+jvm.Interpreted {
 		t.Errorf("frames %s", got)
 	}
-	if untagged := r.resolve(4, rawStack(0x10100, 0x10300)); untagged.key != unread.key {
-		t.Errorf("unnamed method: key %q, want the untagged walk's %q", unread.key, untagged.key)
+	if untagged := r.resolve(4, rawStack(0x10100, 0x10300)); untagged.key() != unread.key() {
+		t.Errorf("unnamed method: key %q, want the untagged walk's %q", unread.key(), untagged.key())
 	}
 }
 
@@ -211,17 +211,17 @@ func TestRecompiledJavaFramesOneSite(t *testing.T) {
 	tier3 := r.resolve(1, rawStack(0x10100, 0x10300, m(0x7100)))
 	tier4 := r.resolve(2, rawStack(0x18100, 0x10300, m(0x7100)))
 	interp := r.resolve(3, rawStack(0x10300, m(0x7000), 0x10300, m(0x7100)))
-	if tier3.key != tier4.key || tier3.key != interp.key {
-		t.Errorf("one call path, three keys: %q, %q, %q", tier3.key, tier4.key, interp.key)
+	if tier3.key() != tier4.key() || tier3.key() != interp.key() {
+		t.Errorf("one call path, three keys: %q, %q, %q", tier3.key(), tier4.key(), interp.key())
 	}
-	if line := r.resolve(4, rawStack(0x18200, 0x10300, m(0x7100))); line.key == tier4.key {
-		t.Errorf("another line of a.B.alloc shares key %q", line.key)
+	if line := r.resolve(4, rawStack(0x18200, 0x10300, m(0x7100))); line.key() == tier4.key() {
+		t.Errorf("another line of a.B.alloc shares key %q", line.key())
 	}
-	if caller := r.resolve(5, rawStack(0x18100, 0x10400)); caller.key != tier4.key {
-		t.Errorf("main compiled since: key %q, want the interpreted caller's %q", caller.key, tier4.key)
+	if caller := r.resolve(5, rawStack(0x18100, 0x10400)); caller.key() != tier4.key() {
+		t.Errorf("main compiled since: key %q, want the interpreted caller's %q", caller.key(), tier4.key())
 	}
 	u1, u2 := r.resolve(6, rawStack(0x10500)), r.resolve(7, rawStack(0x10600))
-	if !u1.pending || u1.key == u2.key {
-		t.Errorf("unnamed frames at different addresses: keys %q and %q, pending %v", u1.key, u2.key, u1.pending)
+	if !u1.pending || u1.key() == u2.key() {
+		t.Errorf("unnamed frames at different addresses: keys %q and %q, pending %v", u1.key(), u2.key(), u1.pending)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -39,23 +38,22 @@ var cgoCallers = map[string]bool{
 
 // resolvedStack is a kernel stack after validation and symbolization.
 type resolvedStack struct {
-	key   string // identical for every kernel stack that is the same site
 	stack analyze.Stack
 	// pending is true when a frame in JIT code is not named yet; gen is
 	// the namer's generation it was resolved with (retryNamesLocked).
-	pending bool
-	gen     uint64
+	gen uint64
 	// unmapped is true when a frame lay in no mapping seen so far: a
 	// library mapped after the last read of the maps (a snapshot reads
 	// them, then the tables: allocations in between may come from code
 	// loaded meanwhile). seen is len(view.history) then.
-	unmapped bool
-	seen     int
+	seen              int
+	pending, unmapped bool
+	lost              bool // lostStack
 }
 
 // stale reports whether rs may resolve better now: mappings or JIT names
 // appeared since it was built.
-func (r *stackResolver) stale(rs resolvedStack) bool {
+func (r *stackResolver) stale(rs *resolvedStack) bool {
 	return (rs.unmapped && len(r.view.history) != rs.seen) ||
 		(rs.pending && r.jit.namer != nil && r.jit.namer.Generation() != rs.gen)
 }
@@ -68,16 +66,31 @@ func (r *stackResolver) stale(rs resolvedStack) bool {
 // much garbage %rbp held.
 type stackResolver struct {
 	view   *mappingView
-	byID   map[uint64]resolvedStack
+	byID   map[uint64]*resolvedStack
 	jit    jitNames // the target's runtime, naming frames in JIT code
 	frames map[frameKey]frameInfo
-	// scratch is build's frame buffer: a stack keeps an exact-size copy
-	// (100k stacks of 17 frames: 136 MB, twice that with append's slack).
+	// shared holds one copy of every frame a stack was built with: stacks
+	// share their frames (analyze.Stack), and 100k stacks of ~20 frames
+	// are then a few thousand frames and 2M pointers, not 2M frames of
+	// 80 B (178 MB).
+	shared map[analyze.Frame]*analyze.Frame
+	// scratch is build's frame buffer: a stack keeps an exact-size copy.
 	scratch []analyze.Frame
 }
 
 func newStackResolver(v *mappingView) *stackResolver {
-	return &stackResolver{view: v, byID: map[uint64]resolvedStack{}, frames: map[frameKey]frameInfo{}}
+	return &stackResolver{view: v, byID: map[uint64]*resolvedStack{}, frames: map[frameKey]frameInfo{},
+		shared: map[analyze.Frame]*analyze.Frame{}}
+}
+
+// share returns the shared copy of f.
+func (r *stackResolver) share(f analyze.Frame) *analyze.Frame {
+	if p, ok := r.shared[f]; ok {
+		return p
+	}
+	p := &f
+	r.shared[f] = p
+	return p
 }
 
 // frameKey is one return address in one object.
@@ -111,12 +124,23 @@ func (r *stackResolver) frameInfo(obj *symbolize.Object, vaddr uint64) frameInfo
 }
 
 // lost is the stack of allocations whose stack could not be stored.
-var lostStack = resolvedStack{key: "lost", stack: analyze.Stack{
-	Frames:    []analyze.Frame{},
+var lostStack = &resolvedStack{lost: true, stack: analyze.Stack{
+	Frames:    []*analyze.Frame{},
 	Truncated: "stack not recorded: the stack table was full (raise --max-stacks)",
 }}
 
-func (r *stackResolver) resolve(id uint64, raw *leakStack) resolvedStack {
+// key is identical for every kernel stack that is the same site
+// (stackKey). It is made when needed, not kept: 100k keys took 25 MB.
+func (rs *resolvedStack) key() string {
+	if rs.lost {
+		return "lost"
+	}
+	return stackKey(rs.stack.Frames, rs.stack.Truncated)
+}
+
+// resolve returns the resolved stack of kernel stack id. A stack resolved
+// is never changed: one that resolves better later is a new one.
+func (r *stackResolver) resolve(id uint64, raw *leakStack) *resolvedStack {
 	if id == 0 || raw == nil {
 		return lostStack
 	}
@@ -128,7 +152,7 @@ func (r *stackResolver) resolve(id uint64, raw *leakStack) resolvedStack {
 	return rs
 }
 
-func (r *stackResolver) build(raw *leakStack) resolvedStack {
+func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	n := int(raw.Depth)
 	if n > len(raw.Ips) {
 		n = len(raw.Ips)
@@ -235,11 +259,14 @@ func (r *stackResolver) build(raw *leakStack) resolvedStack {
 	if gap != "" {
 		reason = strings.TrimSuffix(gap+"; "+reason, "; ")
 	}
-	var kept []analyze.Frame // nil for no frames, as before the scratch buffer
+	var kept []*analyze.Frame // nil for no frames, as before the scratch buffer
 	if len(frames) > 0 {
-		kept = slices.Clone(frames)
+		kept = make([]*analyze.Frame, len(frames))
+		for i, f := range frames {
+			kept[i] = r.share(f)
+		}
 	}
-	rs := resolvedStack{key: stackKey(frames, reason), stack: analyze.Stack{Frames: kept, Truncated: reason}}
+	rs := &resolvedStack{stack: analyze.Stack{Frames: kept, Truncated: reason}}
 	if pending {
 		rs.pending, rs.gen = true, r.jit.namer.Generation()
 	}
@@ -312,7 +339,7 @@ func frameName(f analyze.Frame) string {
 // one site however it ran. An unnamed Java frame keeps its address, so a
 // walk whose methods cannot be named (the JVM exited) is the one walked
 // before the kernel knew the interpreter.
-func stackKey(frames []analyze.Frame, reason string) string {
+func stackKey(frames []*analyze.Frame, reason string) string {
 	var b strings.Builder
 	b.Grow(len(frames)*13 + len(reason))
 	for _, f := range frames {

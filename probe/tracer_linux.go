@@ -52,7 +52,6 @@ type Tracer struct {
 	checked   map[uint64]bool // inodes of objects already checked for zlib and declared pairs
 	// pairObjects lists, per declared pair, the objects it is attached in.
 	pairObjects [][]string
-	lastSites   []analyze.Site
 	rowNext     uint32 // next free index in unwind_rows
 	noSession   bool   // the kernel has no uprobe sessions: plain probes
 	noMulti     bool   // no uprobe_multi links: one perf link per probe
@@ -767,11 +766,6 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	}
 	p.Sites = len(points)
 	t.snapshots = analyze.ThinSnapshots(append(t.snapshots, snap))
-	t.lastSites = t.lastSites[:0]
-	for _, sp := range points {
-		m := &t.sites.slots[sp.slot]
-		t.lastSites = append(t.lastSites, analyze.Site{ID: sp.ID, Kind: m.kind, Stack: m.stack.stack})
-	}
 	return p, nil
 }
 
@@ -783,7 +777,18 @@ func (t *Tracer) LastSnapshot() ([]analyze.Site, analyze.Snapshot) {
 	if len(t.snapshots) == 0 {
 		return nil, analyze.Snapshot{}
 	}
-	return append([]analyze.Site(nil), t.lastSites...), t.snapshots[len(t.snapshots)-1]
+	// Made when asked for, not kept at every snapshot: 100k sites are
+	// 12 MB, with or without --save.
+	last := t.snapshots[len(t.snapshots)-1]
+	var sites []analyze.Site
+	if len(last.Sites) > 0 {
+		sites = make([]analyze.Site, 0, len(last.Sites))
+	}
+	for _, p := range last.Sites {
+		m := &t.sites.slots[t.sites.slotOf[p.ID]]
+		sites = append(sites, analyze.Site{ID: p.ID, Kind: m.kind, Stack: m.stack.stack})
+	}
+	return sites, last
 }
 
 // Header is the capture as known at the start: target and start time.

@@ -16,9 +16,14 @@ func TestDiffGolden(t *testing.T) {
 	// appears, and every address moved.
 	var sites []analyze.Site
 	for _, s := range fixed.Sites {
-		for i := range s.Stack.Frames {
-			s.Stack.Frames[i].Address += 0x1000
+		// Stacks share frames: move copies.
+		frames := make([]*analyze.Frame, len(s.Stack.Frames))
+		for i, f := range s.Stack.Frames {
+			moved := *f
+			moved.Address += 0x1000
+			frames[i] = &moved
 		}
+		s.Stack.Frames = frames
 		switch s.ID {
 		case 1:
 			continue
@@ -28,7 +33,7 @@ func TestDiffGolden(t *testing.T) {
 		sites = append(sites, s)
 	}
 	sites = append(sites, analyze.Site{ID: 99, Kind: analyze.KindMalloc, LiveCount: 2, LiveBytes: 64,
-		Stack: analyze.Stack{Frames: []analyze.Frame{{Function: "new_feature"}, {Function: "main"}}}})
+		Stack: analyze.Stack{Frames: []*analyze.Frame{{Function: "new_feature"}, {Function: "main"}}}})
 	fixed.Sites = sites
 
 	var b bytes.Buffer

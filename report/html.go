@@ -191,10 +191,10 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 			hl.GrowthSort = strconv.FormatFloat(l.Trend.Growth, 'g', -1, 64)
 		}
 		if len(s.Stack.Frames) > 0 {
-			hl.TopFrame = shortFrame(s.Stack.Frames[0])
+			hl.TopFrame = shortFrame(*s.Stack.Frames[0])
 		}
 		for _, f := range s.Stack.Frames {
-			hl.Frames = append(hl.Frames, frame(f))
+			hl.Frames = append(hl.Frames, frame(*f))
 		}
 		if len(c.Snapshots) > 0 && i < chartSeries {
 			hl.Color = chartColors[i]
@@ -305,7 +305,7 @@ func chartOf(r *analyze.Result) *htmlChart {
 	for i, l := range leaks {
 		label := "-"
 		if f := l.Site.Stack.Frames; len(f) > 0 {
-			label = shortFrame(f[0])
+			label = shortFrame(*f[0])
 		}
 		s := htmlSeries{Rank: l.Rank, Label: label, Color: chartColors[i]}
 		pts := make([]string, len(series[i]))
@@ -451,7 +451,7 @@ func flameOf(c *analyze.Capture) htmlFlame {
 		}
 		for i := len(s.Stack.Frames) - 1; i >= 0; i-- {
 			f := s.Stack.Frames[i]
-			name := shortFrame(f)
+			name := shortFrame(*f)
 			if n, made = n.child(name, "frame"); made {
 				if f.Module != "" {
 					n.title += " in " + f.Module

@@ -191,9 +191,9 @@ func TestFlame(t *testing.T) {
 
 	// A site under 0.01% of all live bytes is left out, and counted.
 	c := &analyze.Capture{Sites: []analyze.Site{
-		{ID: 1, Kind: analyze.KindMalloc, LiveCount: 1, LiveBytes: 1 << 20, Stack: analyze.Stack{Frames: []analyze.Frame{{Function: "big"}}}},
-		{ID: 2, Kind: analyze.KindMalloc, LiveCount: 1, LiveBytes: 8, Stack: analyze.Stack{Frames: []analyze.Frame{{Function: "tiny"}, {Function: "caller"}}}},
-		{ID: 3, Kind: analyze.KindMalloc, LiveCount: 0, LiveBytes: 0, Stack: analyze.Stack{Frames: []analyze.Frame{{Function: "freed"}}}},
+		{ID: 1, Kind: analyze.KindMalloc, LiveCount: 1, LiveBytes: 1 << 20, Stack: analyze.Stack{Frames: []*analyze.Frame{{Function: "big"}}}},
+		{ID: 2, Kind: analyze.KindMalloc, LiveCount: 1, LiveBytes: 8, Stack: analyze.Stack{Frames: []*analyze.Frame{{Function: "tiny"}, {Function: "caller"}}}},
+		{ID: 3, Kind: analyze.KindMalloc, LiveCount: 0, LiveBytes: 0, Stack: analyze.Stack{Frames: []*analyze.Frame{{Function: "freed"}}}},
 	}}
 	fl = flameOf(c)
 	if len(fl.Nodes) != 3 || fl.Nodes[2].Name != "big" || fl.Hidden != 2 || fl.Total != 1<<20+8 {
@@ -224,7 +224,7 @@ func TestHTMLFlameJSON(t *testing.T) {
 // symbol, a path or a command line.
 func evilCapture() *analyze.Capture {
 	const script, img = `<script>alert(1)</script>`, `"><img src=x onerror=alert(1)>`
-	frames := []analyze.Frame{
+	frames := []*analyze.Frame{
 		{Address: 0x1000, Function: script, Module: "/lib/" + img + ".so", Offset: 0x10, File: img + ".c", Line: 3},
 		{Address: 0x2000, Function: img, Module: "/lib/" + script + ".so", Offset: 0x20},
 	}

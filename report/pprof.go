@@ -77,7 +77,7 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 			Label: map[string][]string{"kind": {string(s.Kind)}},
 		}
 		for _, f := range s.Stack.Frames {
-			smp.Location = append(smp.Location, b.location(f))
+			smp.Location = append(smp.Location, b.location(*f))
 		}
 		if s.Stack.Truncated != "" {
 			smp.Location = append(smp.Location, b.location(analyze.Frame{Function: "[truncated: " + s.Stack.Truncated + "]"}))

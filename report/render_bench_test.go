@@ -34,12 +34,12 @@ func benchResult(sites, top int) *analyze.Result {
 	}
 	const per = 10
 	for i := range c.Sites {
-		frames := []analyze.Frame{
+		frames := []*analyze.Frame{
 			{Address: 0x400000 + uint64(i)*0x10, Function: fmt.Sprintf("site_%d", i), Module: modules[0], Offset: uint64(i) * 0x10, File: "src/site.c", Line: i % 5000},
 			{Address: 0x300000 + uint64(i%1000)*0x10, Function: fmt.Sprintf("caller_%d", i%1000), Module: modules[0], Offset: uint64(i%1000) * 0x10, File: "src/caller.c", Line: i % 1000},
 		}
 		for j := 0; j < 6; j++ {
-			frames = append(frames, outer[rng.IntN(len(outer))])
+			frames = append(frames, &outer[rng.IntN(len(outer))]) // shared, as a reader shares them
 		}
 		live := make([]analyze.Alloc, per)
 		var bytes uint64

@@ -140,7 +140,7 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 		}
 		top := "-"
 		if len(s.Stack.Frames) > 0 {
-			top = shortFrame(s.Stack.Frames[0])
+			top = shortFrame(*s.Stack.Frames[0])
 		}
 		err := table.Append(
 			strconv.Itoa(l.Rank), string(s.Kind), strconv.FormatUint(l.Count, 10),
@@ -174,7 +174,7 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak) {
 		b.WriteString("  (no frames)\n")
 	}
 	for i, f := range s.Stack.Frames {
-		fmt.Fprintf(b, "  #%d %s\n", i, frame(f))
+		fmt.Fprintf(b, "  #%d %s\n", i, frame(*f))
 	}
 	if s.Stack.Truncated != "" {
 		fmt.Fprintf(b, "  … stack truncated: %s\n", s.Stack.Truncated)

@@ -92,7 +92,7 @@ func writeFilterCapture(t *testing.T) string {
 	frames := func(fns ...string) analyze.Stack {
 		var s analyze.Stack
 		for i, fn := range fns {
-			s.Frames = append(s.Frames, analyze.Frame{Function: fn, Module: "/opt/app/server", Address: 0x401000 + uint64(i)*0x10, Offset: 0x1000 + uint64(i)*0x10})
+			s.Frames = append(s.Frames, &analyze.Frame{Function: fn, Module: "/opt/app/server", Address: 0x401000 + uint64(i)*0x10, Offset: 0x1000 + uint64(i)*0x10})
 		}
 		return s
 	}

@@ -41,7 +41,7 @@ func fixtureDump(t *testing.T) string {
 func zlibLeakResult() *analyze.Result {
 	c := &analyze.Capture{Target: analyze.Target{Runtime: analyze.RuntimeGo}, Sites: []analyze.Site{{
 		ID: 1, Kind: analyze.KindZlibInflate, LiveCount: 12, LiveBytes: 12 * 7160, Allocs: 12,
-		Stack: analyze.Stack{Frames: []analyze.Frame{
+		Stack: analyze.Stack{Frames: []*analyze.Frame{
 			{Function: "open_inflater"}, {Function: "runtime.asmcgocall"}, {Function: "runtime.cgocall"},
 			{Function: "main._Cfunc_open_inflater"}, {Function: "main.(*decoder).run"}, {Function: "runtime.goexit"},
 		}},

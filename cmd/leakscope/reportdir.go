@@ -182,7 +182,7 @@ func matchRow(l *analyze.Leak) string {
 	s := l.Site
 	top := "?"
 	if len(s.Stack.Frames) > 0 {
-		top = frameLabel(s.Stack.Frames[0])
+		top = frameLabel(*s.Stack.Frames[0])
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "rank %d: %s, %d live, %s, in %s\n", l.Rank, s.Kind, l.Count, analyze.FormatBytes(l.Bytes), top)
