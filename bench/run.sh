@@ -13,7 +13,7 @@
 #
 # Environment:
 #   REPS=5             repetitions of every (storm, tool) pair
-#   TOOLS="bare leakscope sampled heaptrack bpftrace"   (also: nomalloc,
+#   TOOLS="bare leakscope sampled nomalloc heaptrack bpftrace"   (nomalloc:
 #                      leakscope --malloc off)
 #   SAMPLE_BYTES=512KiB  --sample-bytes of the "sampled" tool (leakscope)
 #   STORMS="alloc zlib"
@@ -30,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REPS=${REPS:-5}
-TOOLS=${TOOLS:-"bare leakscope sampled heaptrack bpftrace"}
+TOOLS=${TOOLS:-"bare leakscope sampled nomalloc heaptrack bpftrace"}
 SAMPLE_BYTES=${SAMPLE_BYTES:-512KiB}
 STORMS=${STORMS:-"alloc zlib"}
 GOBENCH=${GOBENCH:-1}
