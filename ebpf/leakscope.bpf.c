@@ -36,6 +36,10 @@ __u32 exec_seen = 0;
 /* Set when a launched command was stopped at its first tracked call to
  * wait for the range table (user space continues it). */
 __u32 stop_sent = 0;
+/* Set by exit_call when it stopped the target in exit(); user space clears
+ * it and continues the target once its stacks are resolved. */
+__u32 exit_stop = 0;
+__u32 exit_settled = 0;
 
 /* Program images the target exec'd into since tracing began: allocation
  * keys and site keys carry it, so the new image never matches the old's. */
@@ -484,9 +488,8 @@ UPROBE_TWINS(zlib_deflate_init_enter, void *strm, long level, long method, long 
 
 UPROBE_TWINS(zlib_inflate_end_enter, void *strm)
 {
-	if (bpf_get_attach_cookie(ctx) && is_target())
+	if (release_enter(ctx, (__u64)strm, KIND_ZLIB_INFLATE) && bpf_get_attach_cookie(ctx))
 		zwindow_forget((__u64)strm, KIND_ZLIB_INFLATE);
-	release_enter(ctx, (__u64)strm, KIND_ZLIB_INFLATE);
 	return 0;
 }
 
@@ -577,9 +580,8 @@ UPROBE_TWINS(pair_release_enter)
 {
 	__u64 c = bpf_get_attach_cookie(ctx);
 	__u64 h = arg_n(ctx, COOKIE_ARG(c));
-	if (COOKIE_ZWINDOW(c) && is_target())
+	if (release_enter(ctx, h, COOKIE_KIND(c)) && COOKIE_ZWINDOW(c))
 		zwindow_forget(h, COOKIE_KIND(c));
-	release_enter(ctx, h, COOKIE_KIND(c));
 	return 0;
 }
 
@@ -610,10 +612,14 @@ UPROBE_TWINS(exit_call)
 {
 	if (!stop_on_load || !is_target())
 		return 0;
-	stop_sent = 1;
-	bpf_send_signal(19 /* SIGSTOP */);
+	/* Stopped only if user space will hear of it. exit_stop is its own
+	 * flag: a record of another stop, read first, does not continue
+	 * the target (and user space clears only what it handled). */
 	struct range_miss m = { .ip = RANGE_MISS_EXIT };
-	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
+	if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0))
+		return 0;
+	exit_stop = 1;
+	bpf_send_signal(19 /* SIGSTOP */);
 	return 0;
 }
 
@@ -651,15 +657,18 @@ static long settle_window(struct bpf_map *map, struct handle_key *k, struct zwin
 
 /* target_exit counts, when the target's last thread exits, the windows its
  * live inflate streams had allocated: user space can no longer read them
- * then. Since Linux 6.13 the tracepoint comes before exit_mm() (and has
- * group_dead), so the target's memory is still readable; user space does
- * not attach it on older kernels. */
+ * then. Where the tracepoint has group_dead (6.18 here), it comes before
+ * exit_mm() (one kernel change moved and extended it), so the target's
+ * memory is still readable; user space does not attach it elsewhere.
+ * exit_settled is then the image (exec_gen + 1) whose windows it
+ * counted. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
 {
 	if (!group_dead || !is_target())
 		return 0;
 	bpf_for_each_map_elem(&zwindows, settle_window, NULL, 0);
+	exit_settled = exec_gen + 1;
 	return 0;
 }
 

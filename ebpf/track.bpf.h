@@ -728,7 +728,12 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
 		if (w) {
 			struct zwindow copy = *w;
-			zwindow_settle(addr, kind, &copy);
+			/* Its state's address must be known: strm->state is
+			 * the new stream's already (read at the init's return). */
+			if (copy.state)
+				zwindow_settle(addr, kind, &copy);
+			else
+				stat_add(STAT_WINDOWS_UNREAD, 1);
 		}
 		orphan_resource(addr, kind);
 	}
@@ -856,10 +861,10 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
  * inside a tracked acquire call on the same thread belongs to that call: a
  * block the library allocated for the resource being built is forgotten
  * (zlib freeing its state when an init fails); anything else is ignored. */
-static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32 kind)
+static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32 kind)
 {
 	if (!is_target() || !addr)
-		return;
+		return false;
 	struct thread_state *ts = thread_state(false);
 	struct pending *p = ts ? &ts->outer : NULL;
 	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
@@ -869,14 +874,17 @@ static __always_inline void release_enter(struct pt_regs *ctx, __u64 addr, __u32
 			__s64 size = info->size_bytes;
 			if (!bpf_map_delete_elem(&allocs, &hk))
 				p->size_bytes -= size;
-			return;
+			return false;
 		}
 		stat_add(STAT_NESTED_CALLS, 1);
-		return;
+		return false;
 	}
+	if (track_release(addr, kind))
+		return true;
 	/* Sampling leaves most blocks untraced: their frees are no loss. */
-	if (!track_release(addr, kind) && !(sample_bytes && kind == KIND_MALLOC))
+	if (!(sample_bytes && kind == KIND_MALLOC))
 		stat_add(STAT_UNKNOWN_FREES, 1);
+	return false;
 }
 
 #endif /* TRACK_BPF_H */

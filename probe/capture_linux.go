@@ -195,6 +195,14 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// A stop whose record was not read before the reader closed (the
+	// command called exit() as the capture ended): resolve its stacks
+	// while it is stopped, then continue it.
+	var exitStop uint32
+	if err := t.objs.ExitStop.Get(&exitStop); err == nil && exitStop != 0 {
+		t.exitingLocked()
+	}
+	t.resumeLocked(true)
 	defer t.closeRuntimeLocked()
 	t.refreshLocked()
 	t.retryNamesLocked(true) // a JVM still alive names its newest code

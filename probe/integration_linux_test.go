@@ -536,6 +536,10 @@ func TestZlibWindowReadFromStateAttached(t *testing.T) {
 	}
 	const want = 8*(7160+32768) + 2*7160
 	for _, exits := range []bool{false, true} {
+		if exits && !exitHookSupported() {
+			t.Log("skipping a target that exits first: this kernel's sched_process_exit has no group_dead (it runs after the memory is gone)")
+			continue
+		}
 		gate := filepath.Join(t.TempDir(), "go")
 		hold := "30000"
 		if exits {

@@ -42,6 +42,7 @@ func (n *fakeNamer) Frame(addr uint64, calledNative bool) jvm.Frame {
 }
 func (n *fakeNamer) Generation() uint64 { return n.gen }
 func (n *fakeNamer) Retry(bool)         {}
+func (n *fakeNamer) Exiting()           {}
 func (n *fakeNamer) Close() error       { return nil }
 
 // jitResolver is a resolver over one anonymous executable mapping, as a

@@ -33,6 +33,9 @@ type frameNamer interface {
 	// Method names a method recorded for an interpreted frame at a
 	// bytecode index (-1: unknown); its Name is "" if unknown.
 	Method(ptr uint64, bci int) jvm.Method
+	// Exiting says the runtime is stopped in exit(): from now on names
+	// come from its memory and files only, never by asking it.
+	Exiting()
 	Close() error
 }
 

@@ -300,6 +300,8 @@ const (
 	leakProgZlibInflateInitEnterMulti = "zlib_inflate_init_enter_multi"
 	leakVarExecGen                    = "exec_gen"
 	leakVarExecSeen                   = "exec_seen"
+	leakVarExitSettled                = "exit_settled"
+	leakVarExitStop                   = "exit_stop"
 	leakVarPageSize                   = "page_size"
 	leakVarSampleBytes                = "sample_bytes"
 	leakVarStopOnLoad                 = "stop_on_load"
@@ -424,6 +426,8 @@ type leakMapSpecs struct {
 type leakVariableSpecs struct {
 	ExecGen         *ebpf.VariableSpec `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
+	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
+	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
 	SampleBytes     *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	StopOnLoad      *ebpf.VariableSpec `ebpf:"stop_on_load"`
@@ -508,6 +512,8 @@ func (m *leakMaps) Close() error {
 type leakVariables struct {
 	ExecGen         *ebpf.Variable `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
+	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
+	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
 	SampleBytes     *ebpf.Variable `ebpf:"sample_bytes"`
 	StopOnLoad      *ebpf.Variable `ebpf:"stop_on_load"`

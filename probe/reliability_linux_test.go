@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,5 +289,54 @@ func TestAttachDuringChurnNoFalseLeaks(t *testing.T) {
 	}
 	if churned == 0 {
 		t.Fatal("no churn traced: the test proves nothing")
+	}
+}
+
+// A command the kernel stopped in exit() whose record was not handled
+// before the capture ended (exit_stop still set) is continued by Stop,
+// never left stopped.
+func TestStopContinuesCommandStoppedInExit(t *testing.T) {
+	testutil.RequireBPF(t)
+	tr, proc, err := Launch([]string{"sleep", "30"}, Stdio{Out: os.Stdout, Err: os.Stderr}, Options{Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		proc.Signal(syscall.SIGKILL)
+		<-proc.Done()
+	}()
+	pid := tr.Pid()
+	state := func() byte {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0
+		}
+		i := bytes.LastIndexByte(b, ')')
+		return b[i+2]
+	}
+	for deadline := time.Now().Add(10 * time.Second); state() != 'S'; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep never ran: state %c", state())
+		}
+	}
+	// As exit_call leaves it: stopped, its flag set, no record read.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); state() != 'T'; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not stopped: state %c", state())
+		}
+	}
+	if err := tr.objs.ExitStop.Set(uint32(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); state() == 'T'; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command is still stopped after Stop")
+		}
 	}
 }

@@ -345,8 +345,15 @@ func stackKey(frames []*analyze.Frame, reason string) string {
 	for _, f := range frames {
 		if f.Module == jitModule && f.Function != "" && f.Function != jvm.Interpreted {
 			b.WriteString(f.Function)
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(f.Line))
+			if f.Line > 0 {
+				b.WriteByte(':')
+				b.WriteString(strconv.Itoa(f.Line))
+			} else {
+				// No line table: the code's address (an interpreted
+				// frame's, the interpreter's) tells call sites apart.
+				b.WriteByte('@')
+				b.WriteString(strconv.FormatUint(f.Address, 16))
+			}
 		} else {
 			b.WriteString(strconv.FormatUint(f.Address, 16))
 		}

@@ -63,6 +63,9 @@ type Tracer struct {
 	// windows: the inflate windows the last read found in the target's
 	// memory, not counted by the kernel yet (malloc not traced).
 	windows windowReads
+	// windowsGone: the target's memory was gone at a read; windows
+	// keeps the last read that saw it.
+	windowsGone bool
 	// noExitHook: the kernel's sched_process_exit comes after the
 	// target's memory is gone (before Linux 6.13): windows of a target
 	// that exits are not counted.
@@ -647,8 +650,10 @@ func (t *Tracer) watchMisses() {
 		t.refreshLocked()
 		if len(rec.RawSample) >= 8 && binary.LittleEndian.Uint64(rec.RawSample) == rangeMissExit {
 			t.exitingLocked()
+			t.resumeLocked(true)
+		} else {
+			t.resumeLocked(false)
 		}
-		t.resumeLocked()
 		t.mu.Unlock()
 	}
 }
@@ -659,7 +664,14 @@ const rangeMissExit = 1
 // exitingLocked resolves every stack while a launched command that called
 // exit() is stopped (exit_call): with its last names, as the capture will
 // after it exited and its memory is gone.
+// The JVM is stopped: its names come from its memory and from a perf map
+// already written, never by asking it (the attach protocol would wait on a
+// stopped process, and a SIGQUIT sent now would print a thread dump once
+// it continues).
 func (t *Tracer) exitingLocked() {
+	if n := t.sym.jit.namer; n != nil {
+		n.Exiting()
+	}
 	t.retryNamesLocked(true)
 	if _, err := t.readSitesLocked(); err != nil {
 		t.warnOnce(fmt.Sprintf("resolve stacks at exit: %v", err))
@@ -669,16 +681,29 @@ func (t *Tracer) exitingLocked() {
 // resumeLocked continues a launched command the kernel stopped, once the
 // tables are written and new objects probed: at its first tracked call
 // (stop_until_ranges) or when the dynamic linker changed its objects
-// (dl_debug_state). A SIGCONT also discards a stop not delivered yet.
-func (t *Tracer) resumeLocked() {
-	var sent uint32
-	if err := t.objs.StopSent.Get(&sent); err != nil || sent == 0 {
+// (dl_debug_state); and, when exited is set, once its stacks are resolved
+// in exit() (exit_call), whose stop no other record continues. A SIGCONT
+// also discards a stop not delivered yet.
+func (t *Tracer) resumeLocked(exited bool) {
+	var sent, exitStop uint32
+	if err := t.objs.StopSent.Get(&sent); err != nil {
 		return
 	}
-	if err := t.objs.StopSent.Set(uint32(0)); err != nil {
-		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
+	if err := t.objs.ExitStop.Get(&exitStop); err != nil {
+		return
 	}
-	if err := unix.Kill(t.pid, unix.SIGCONT); err != nil {
+	if exitStop != 0 && !exited {
+		return // stopped in exit(): its own record continues it
+	}
+	if sent == 0 && exitStop == 0 {
+		return
+	}
+	for _, v := range []*ebpf.Variable{t.objs.StopSent, t.objs.ExitStop} {
+		if err := v.Set(uint32(0)); err != nil {
+			t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
+		}
+	}
+	if err := unix.Kill(t.pid, unix.SIGCONT); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
 	}
 }

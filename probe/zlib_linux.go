@@ -3,7 +3,9 @@ package probe
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 
 	"github.com/cilium/ebpf/btf"
@@ -107,7 +109,7 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 	for _, p := range zlibFamily {
 		if p.symbol == "inflate" {
 			// Not probed: a trap per call. The window is read from the
-			// stream's state instead (windowsLocked, target_exit).
+			// stream's state instead (readWindowsLocked, target_exit).
 			continue
 		}
 		p.cookie = cookies[p.symbol]
@@ -119,8 +121,9 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 // windowReads is what the last read of the target's memory found of the
 // inflate streams whose window the kernel has not counted (zwindows).
 type windowReads struct {
-	bytes  map[windowKey]uint64 // the window zlib allocated, by stream
-	unread int                  // streams whose state could not be read
+	bytes   map[windowKey]uint64 // the window zlib allocated, by stream
+	checked map[windowKey]bool   // streams read, with a window or without
+	unread  int                  // streams whose state could not be read
 }
 
 // windowKey is a live inflate stream: its z_stream and kind (zlib.inflate,
@@ -135,35 +138,36 @@ type windowKey struct {
 // window: state->window, of 1 << state->wbits bytes, the state as the init
 // left it (the kernel's zwindow_settle, which counts it for good when the
 // target exits). A state that does not point back at its stream is not
-// the stream's: unread.
-func (t *Tracer) readWindowsLocked() (windowReads, error) {
-	var strms []uint64
-	var kinds []uint32
+// the stream's: unread. gone says the target's memory could not be read
+// at all (it exited): r is empty then.
+func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
+	var keys []windowKey
 	var ws []leakZwindow
 	pad := t.execGen << 1
 	span := 0 // the state from its back pointer to the window
-	err := forEach(t.objs.Zwindows, func(k *leakHandleKey, w *leakZwindow) {
+	err = forEach(t.objs.Zwindows, func(k *leakHandleKey, w *leakZwindow) {
 		if k.Pad == pad {
-			strms = append(strms, k.Addr)
-			kinds = append(kinds, k.Kind)
+			keys = append(keys, windowKey{k.Addr, k.Kind})
 			ws = append(ws, *w)
 			span = max(span, int(w.WindowOff)+8, int(w.WbitsOff)+4)
 		}
 	})
-	r := windowReads{}
-	if err != nil || len(strms) == 0 {
-		return r, err
+	if err != nil || len(keys) == 0 {
+		return r, false, err
 	}
-	states, ok := make([]uint64, len(strms)), make([]bool, len(strms))
+	states, ok := make([]uint64, len(keys)), make([]bool, len(keys))
 	var unknown []uint64 // streams whose state the kernel could not read
 	for i, w := range ws {
 		states[i], ok[i] = w.State, w.State != 0
 		if w.State == 0 {
-			unknown = append(unknown, strms[i])
+			unknown = append(unknown, keys[i].strm)
 		}
 	}
 	if len(unknown) > 0 {
-		words, wok := readWords(t.pid, unknown, zstreamStateOff)
+		words, wok, err := readWords(t.pid, unknown, zstreamStateOff)
+		if errors.Is(err, unix.ESRCH) {
+			return windowReads{}, true, nil
+		}
 		k := 0
 		for i, w := range ws {
 			if w.State == 0 {
@@ -178,19 +182,24 @@ func (t *Tracer) readWindowsLocked() (windowReads, error) {
 			live = append(live, s)
 		}
 	}
-	buf, bufOK := readRemote(t.pid, live, span)
+	buf, bufOK, err := readRemote(t.pid, live, span)
+	if errors.Is(err, unix.ESRCH) {
+		return windowReads{}, true, nil
+	}
+	r.checked = map[windowKey]bool{}
 	j := 0
-	for i, strm := range strms {
+	for i, k := range keys {
 		if !ok[i] || states[i] == 0 {
 			r.unread++
 			continue
 		}
 		b, good := buf[j*span:(j+1)*span], bufOK[j]
 		j++
-		if !good || binary.LittleEndian.Uint64(b) != strm {
+		if !good || binary.LittleEndian.Uint64(b) != k.strm {
 			r.unread++
 			continue
 		}
+		r.checked[k] = true
 		w := ws[i]
 		if binary.LittleEndian.Uint64(b[w.WindowOff:]) == 0 {
 			continue // not allocated (yet)
@@ -202,31 +211,32 @@ func (t *Tracer) readWindowsLocked() (windowReads, error) {
 		if r.bytes == nil {
 			r.bytes = map[windowKey]uint64{}
 		}
-		r.bytes[windowKey{strm, kinds[i]}] = bytes
+		r.bytes[k] = bytes
 	}
-	return r, nil
+	return r, false, nil
 }
 
 // readWords reads the 64-bit word at addr+off of every addr in pid's
-// memory; ok says which reads succeeded.
-func readWords(pid int, addrs []uint64, off uint64) ([]uint64, []bool) {
+// memory; ok says which reads succeeded (readRemote).
+func readWords(pid int, addrs []uint64, off uint64) ([]uint64, []bool, error) {
 	at := make([]uint64, len(addrs))
 	for i, a := range addrs {
 		at[i] = a + off
 	}
-	b, ok := readRemote(pid, at, 8)
+	b, ok, err := readRemote(pid, at, 8)
 	words := make([]uint64, len(addrs))
 	for i := range words {
 		words[i] = binary.LittleEndian.Uint64(b[i*8:])
 	}
-	return words, ok
+	return words, ok, err
 }
 
 // readRemote reads size bytes at each of addrs in pid's memory with
 // process_vm_readv, up to 1024 ranges a call; ok says which ranges were
-// read whole (a range the kernel cannot read ends a call's reads: the
-// rest are read again from the one after it).
-func readRemote(pid int, addrs []uint64, size int) (buf []byte, ok []bool) {
+// read whole. A range the kernel cannot read (EFAULT) ends a call's reads:
+// the rest are read again from the one after it. Any other error (ESRCH:
+// the process is gone; EPERM) ends the reading and is returned.
+func readRemote(pid int, addrs []uint64, size int) (buf []byte, ok []bool, err error) {
 	buf = make([]byte, len(addrs)*size)
 	ok = make([]bool, len(addrs))
 	const batch = 1024
@@ -243,8 +253,8 @@ func readRemote(pid int, addrs []uint64, size int) (buf []byte, ok []bool) {
 		}
 		got, err := unix.ProcessVMReadv(pid, local, remote, 0)
 		if err != nil && got <= 0 {
-			if err == unix.ESRCH {
-				return buf, ok // the target is gone: nothing more to read
+			if err != unix.EFAULT {
+				return buf, ok, err
 			}
 			i++ // the first range failed: skip it
 			continue
@@ -259,18 +269,35 @@ func readRemote(pid int, addrs []uint64, size int) (buf []byte, ok []bool) {
 			i += whole + 1 // the range that failed, or was cut, is skipped
 		}
 	}
-	return buf, ok
+	return buf, ok, nil
 }
 
 // addWindowsLocked adds to this read's site totals the windows zlib
 // allocated for live inflate streams that the kernel has not counted
 // (readWindowsLocked): a snapshot's bytes include them, though the kernel's
 // tables do not until the target exits. Called by readSitesLocked after
-// the sites are read.
+// the sites are read. Once the target is gone, what the last read found
+// stands for the streams still uncounted (the kernel counts them as the
+// target exits, where it can: target_exit).
 func (t *Tracer) addWindowsLocked() error {
-	w, err := t.readWindowsLocked()
+	w, gone, err := t.readWindowsLocked()
 	if err != nil {
 		return fmt.Errorf("read inflate windows: %w", err)
+	}
+	if gone {
+		left := map[windowKey]bool{}
+		pad := t.execGen << 1
+		if err := forEach(t.objs.Zwindows, func(k *leakHandleKey, _ *leakZwindow) {
+			if k.Pad == pad {
+				left[windowKey{k.Addr, k.Kind}] = true
+			}
+		}); err != nil {
+			return fmt.Errorf("read inflate windows: %w", err)
+		}
+		maps.DeleteFunc(t.windows.bytes, func(k windowKey, _ uint64) bool { return !left[k] })
+		maps.DeleteFunc(t.windows.checked, func(k windowKey, _ bool) bool { return !left[k] })
+		t.windowsGone = true
+		w = t.windows
 	}
 	t.windows = w
 	st := t.sites
@@ -319,19 +346,25 @@ func (t *Tracer) warnWindowsLocked() {
 			n += v
 		}
 	}
-	exited := gone(t.pid)
-	if !exited {
+	var settled uint32
+	_ = t.objs.ExitSettled.Get(&settled)
+	switch {
+	case !t.windowsGone:
 		n += uint64(t.windows.unread)
-	} else if t.noExitHook {
+	case settled != t.execGen+1:
+		// The target exited and the kernel did not count its windows
+		// (the probes were detached first, or this kernel's exit
+		// tracepoint comes too late): what the last read of its memory
+		// did not see is unknown.
 		pad := t.execGen << 1
 		var left uint64
 		_ = forEach(t.objs.Zwindows, func(k *leakHandleKey, _ *leakZwindow) {
-			if k.Pad == pad {
+			if k.Pad == pad && !t.windows.checked[windowKey{k.Addr, k.Kind}] {
 				left++
 			}
 		})
 		if left > 0 {
-			t.warnOnce(fmt.Sprintf("%d live inflate streams may have had a window (up to 32 KiB each) that is not counted: the target exited, and this kernel (before Linux 6.13) runs its exit tracepoint after the memory it would be read from is gone; --malloc on counts windows from zlib's mallocs", left))
+			t.warnOnce(fmt.Sprintf("%d live inflate streams may have a window (up to 32 KiB each) that is not counted: the target exited after the last read of its memory, and the kernel did not count windows as it exited (the capture ended first, or this kernel's sched_process_exit comes after the memory is gone); --malloc on counts windows from zlib's mallocs", left))
 		}
 	}
 	if n > 0 {

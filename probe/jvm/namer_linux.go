@@ -64,6 +64,7 @@ type Namer struct {
 	missed    map[uint64]time.Time // addresses not in perf, first miss
 	warned    map[string]bool
 	exited    bool
+	noAttach  bool // stopped in exit(): not asked for a perf map (Exiting)
 
 	// methods names interpreted frames from the JVM's metadata; nil
 	// until its VMStructs could be read (methodsTried: last attempt).
@@ -260,6 +261,11 @@ func (n *Namer) Pending() bool {
 	return false
 }
 
+// Exiting says the JVM is stopped in exit() (leakscope run stops it there
+// until its stacks are resolved): it is never asked for a perf map again,
+// one already written is still read.
+func (n *Namer) Exiting() { n.noAttach = true }
+
 // Retry refreshes the perf map if an address was missed since the last
 // refresh: at most once per RefreshInterval, or now when final (at the end
 // of a capture, while the JVM may still be alive).
@@ -297,7 +303,7 @@ func (n *Namer) refresh() {
 	if !n.exited && !alive(n.VM.Pid) {
 		n.exited = true
 	}
-	if !n.exited {
+	if !n.exited && !n.noAttach {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		defer cancel()
 		if !n.fpAsked {
