@@ -3,39 +3,53 @@ package analyze
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// CaptureSchemaV1 identifies version 1 of the capture file format.
+// CaptureSchemaV1 identifies version 1 of the capture file format: every
+// snapshot record lists every site.
 const CaptureSchemaV1 = "leakscope.capture/v1"
+
+// CaptureSchemaV2 identifies version 2, which CaptureWriter writes: after
+// the first snapshot, delta records list only the sites that changed.
+const CaptureSchemaV2 = "leakscope.capture/v2"
 
 const (
 	captureSchemaPrefix  = "leakscope.capture/v"
-	captureSchemaVersion = 1
+	captureSchemaVersion = 2
 )
 
 // A capture file is JSON Lines, one record per line, so that a writer
 // killed mid-capture leaves every record before the last one intact:
 //
-//	{"schema":"leakscope.capture/v1","target":…,"started_at":…}
+//	{"schema":"leakscope.capture/v2","target":…,"started_at":…}
 //	{"type":"site","site":{"id":1,"kind":"malloc","stack":{…}}}
 //	{"type":"snapshot","snapshot":{"at_ns":…,"sites":[…]}}
+//	{"type":"delta","snapshot":{"at_ns":…,"sites":[…]}}
 //	…
 //	{"type":"end","end":{"duration_ns":…,"sites":[…],"lost":…}}
 //
 // The header comes first. A site record defines a site (its kind and
 // symbolized stack) before any snapshot or the end record mentions its ID,
-// which makes the file self-contained. The end record holds what is known
-// only at the end: each site's final totals and live allocations, the lost
-// counters, the objects, the warnings and the target's exit code. Readers
-// skip records of types they do not know, so v1 may add record types and
-// fields; anything else needs a new schema version.
+// which makes the file self-contained. A snapshot record lists every site
+// that holds or held anything then; a delta record (v2) is the snapshot
+// that follows the previous one with only the sites whose point changed,
+// by ascending ID, a point of all zeros for a site no longer listed (one
+// the target exec'd away from: a site is never listed with nothing). At
+// 100k sites a snapshot is ~4 MB; a delta holds what moved. The end record
+// holds what is known only at the end: each site's final totals and live
+// allocations, the lost counters, the objects, the warnings and the
+// target's exit code. Readers skip records of types they do not know, so a
+// version may add record types and fields that readers can do without;
+// anything else needs a new schema version (delta records did).
 
 type captureHeader struct {
 	Schema    string    `json:"schema"`
@@ -89,7 +103,8 @@ type CaptureWriter struct {
 	w         io.Writer
 	defined   map[uint64]bool
 	snapshots int
-	err       error // sticky
+	last      []SitePoint // the previous snapshot's points by ascending ID, for the next delta
+	err       error       // sticky
 }
 
 var errWriterClosed = errors.New("capture writer is closed")
@@ -100,7 +115,7 @@ var errWriterClosed = errors.New("capture writer is closed")
 func NewCaptureWriter(w io.Writer, c *Capture) (*CaptureWriter, error) {
 	cw := &CaptureWriter{w: w, defined: map[uint64]bool{}}
 	h := captureHeader{
-		Schema:    CaptureSchemaV1,
+		Schema:    CaptureSchemaV2,
 		Target:    c.Target,
 		StartedAt: c.StartedAt,
 		Objects:   c.Objects,
@@ -113,9 +128,12 @@ func NewCaptureWriter(w io.Writer, c *Capture) (*CaptureWriter, error) {
 }
 
 // WriteSnapshot appends a definition for each of sites not defined yet (only
-// their ID, kind and stack are written; earlier definitions win), then s.
+// their ID, kind and stack are written; earlier definitions win), then s:
+// the first snapshot whole, each later one as a delta from the one before.
 // Every site s lists must be defined by now, so that the file never refers
-// to a stack it does not hold.
+// to a stack it does not hold, and listed once. A point of all zeros (a
+// site the kernel made for an allocation it then could not record) says
+// what leaving the site out says: it is not written.
 func (cw *CaptureWriter) WriteSnapshot(sites []Site, s Snapshot) error {
 	if cw.err != nil {
 		return cw.err
@@ -127,13 +145,96 @@ func (cw *CaptureWriter) WriteSnapshot(sites []Site, s Snapshot) error {
 			return fmt.Errorf("write capture snapshot %d: site %d has no definition", n, p.ID)
 		}
 	}
-	recs := append(defs, captureRecord{Type: "snapshot", Snapshot: &s})
+	// The points by ascending ID, without zeros: a copy, the caller's
+	// slice may change after the call.
+	cur := slices.DeleteFunc(slices.Clone(s.Sites), func(p SitePoint) bool { return p == SitePoint{ID: p.ID} })
+	byID := func(a, b SitePoint) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(cur, byID) {
+		slices.SortFunc(cur, byID)
+	}
+	for i := 1; i < len(cur); i++ {
+		if cur[i].ID == cur[i-1].ID {
+			return fmt.Errorf("write capture snapshot %d: site %d is listed twice", n, cur[i].ID)
+		}
+	}
+	rec := captureRecord{Type: "snapshot", Snapshot: &s}
+	if len(cur) < len(s.Sites) {
+		rec.Snapshot = &Snapshot{At: s.At, Sites: cur}
+	}
+	if cw.snapshots > 0 {
+		rec = captureRecord{Type: "delta", Snapshot: &Snapshot{At: s.At, Sites: delta(cw.last, cur)}}
+	}
+	recs := append(defs, rec)
 	if err := cw.write(fmt.Sprintf("snapshot %d", n), anys(recs)...); err != nil {
 		return err
 	}
 	cw.define(defs)
 	cw.snapshots = n
+	cw.last = cur
 	return nil
+}
+
+// delta lists, by ascending ID, the points of cur that differ from prev's,
+// and a point of zeros for each site of prev that cur does not list; both
+// are by ascending ID.
+func delta(prev, cur []SitePoint) []SitePoint {
+	// Two passes, the first to size the result: at 100k sites that all
+	// moved, appending grew it through ~8 MB of copies per snapshot.
+	var out []SitePoint
+	for pass := 0; pass < 2; pass++ {
+		n, i := 0, 0
+		emit := func(p SitePoint) {
+			if out != nil {
+				out = append(out, p)
+			}
+			n++
+		}
+		for _, p := range cur {
+			for i < len(prev) && prev[i].ID < p.ID {
+				emit(SitePoint{ID: prev[i].ID})
+				i++
+			}
+			if i < len(prev) && prev[i].ID == p.ID {
+				if prev[i] != p {
+					emit(p)
+				}
+				i++
+				continue
+			}
+			emit(p)
+		}
+		for ; i < len(prev); i++ {
+			emit(SitePoint{ID: prev[i].ID})
+		}
+		if out == nil {
+			out = make([]SitePoint, 0, n)
+		}
+	}
+	return out
+}
+
+// applyDelta returns the snapshot after prev (its points by ascending ID)
+// that delta d describes: d's points replace prev's of the same ID, a
+// point of zeros removes one. d's points must be by ascending ID.
+func applyDelta(prev []SitePoint, d []SitePoint) ([]SitePoint, error) {
+	out := make([]SitePoint, 0, len(prev)+len(d))
+	i := 0
+	for k, p := range d {
+		if k > 0 && d[k-1].ID >= p.ID {
+			return nil, fmt.Errorf("delta lists site %d after site %d: not by ascending ID, or twice", p.ID, d[k-1].ID)
+		}
+		for i < len(prev) && prev[i].ID < p.ID {
+			out = append(out, prev[i])
+			i++
+		}
+		if i < len(prev) && prev[i].ID == p.ID {
+			i++
+		}
+		if p != (SitePoint{ID: p.ID}) {
+			out = append(out, p)
+		}
+	}
+	return append(out, prev[i:]...), nil
 }
 
 // Close defines the sites of final not defined yet and writes the end
@@ -375,7 +476,8 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 		}
 		return nil, fmt.Errorf("line 1: not a leakscope capture: %w", err)
 	}
-	if err := checkSchema(h.Schema); err != nil {
+	version, err := checkSchema(h.Schema)
+	if err != nil {
 		return nil, fmt.Errorf("line 1: %w", err)
 	}
 	c := &Capture{
@@ -387,6 +489,7 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 	}
 	index := map[uint64]int{} // site ID to index in c.Sites
 	var end *captureEnd
+	var last []SitePoint // the last snapshot's points by ascending ID, for a delta
 	fast := newLineDecoder()
 	for n := 2; complete; n++ {
 		line, complete, err = readLine(br, &buf)
@@ -422,16 +525,47 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 			}
 			index[rec.Site.ID] = len(c.Sites)
 			c.Sites = append(c.Sites, Site{ID: rec.Site.ID, Kind: rec.Site.Kind, Stack: rec.Site.Stack})
-		case "snapshot":
+		case "snapshot", "delta":
 			if rec.Snapshot == nil {
-				return nil, fmt.Errorf("line %d: snapshot record without a snapshot", n)
+				return nil, fmt.Errorf("line %d: %s record without a snapshot", n, rec.Type)
 			}
 			for _, p := range rec.Snapshot.Sites {
 				if _, ok := index[p.ID]; !ok {
-					return nil, fmt.Errorf("line %d: snapshot refers to site %d before its definition", n, p.ID)
+					return nil, fmt.Errorf("line %d: %s refers to site %d before its definition", n, rec.Type, p.ID)
 				}
 			}
-			c.Snapshots = ThinSnapshots(append(c.Snapshots, *rec.Snapshot))
+			snap := *rec.Snapshot
+			byID := func(a, b SitePoint) int { return cmp.Compare(a.ID, b.ID) }
+			if rec.Type == "snapshot" {
+				// A point of all zeros says what leaving it out says;
+				// a site listed twice is a defect.
+				seen := make(map[uint64]bool, len(snap.Sites))
+				for _, p := range snap.Sites {
+					if seen[p.ID] {
+						return nil, fmt.Errorf("line %d: snapshot lists site %d twice", n, p.ID)
+					}
+					seen[p.ID] = true
+				}
+				snap.Sites = slices.DeleteFunc(snap.Sites, func(p SitePoint) bool { return p == SitePoint{ID: p.ID} })
+			}
+			switch {
+			case rec.Type == "delta":
+				if version < 2 {
+					return nil, fmt.Errorf("line %d: delta record in a %s capture", n, h.Schema)
+				}
+				if snap.Sites, err = applyDelta(last, snap.Sites); err != nil {
+					return nil, fmt.Errorf("line %d: %w", n, err)
+				}
+				last = snap.Sites
+			case slices.IsSortedFunc(snap.Sites, byID):
+				last = snap.Sites
+			default: // a whole snapshot lists its points in any order
+				last = slices.SortedFunc(slices.Values(snap.Sites), byID)
+			}
+			if len(snap.Sites) == 0 {
+				snap.Sites = nil // listed as null or [], or emptied: the same
+			}
+			c.Snapshots = ThinSnapshots(append(c.Snapshots, snap))
 		case "end":
 			if rec.End == nil {
 				return nil, fmt.Errorf("line %d: end record without an end", n)
@@ -469,17 +603,18 @@ func readLine(br *bufio.Reader, buf *[]byte) ([]byte, bool, error) {
 	}
 }
 
-// checkSchema accepts v1 and explains every other schema.
-func checkSchema(s string) error {
+// checkSchema accepts v1 and v2, returning the version, and explains
+// every other schema.
+func checkSchema(s string) (int, error) {
 	v, ok := strings.CutPrefix(s, captureSchemaPrefix)
 	n, err := strconv.Atoi(v)
 	switch {
 	case !ok || err != nil || n < 1 || strconv.Itoa(n) != v:
-		return fmt.Errorf("schema %q is not a leakscope capture", s)
+		return 0, fmt.Errorf("schema %q is not a leakscope capture", s)
 	case n > captureSchemaVersion:
-		return fmt.Errorf("capture schema %s is newer than this leakscope (v%d): upgrade leakscope", s, captureSchemaVersion)
+		return 0, fmt.Errorf("capture schema %s is newer than this leakscope (v%d): upgrade leakscope", s, captureSchemaVersion)
 	}
-	return nil
+	return n, nil
 }
 
 // applyEnd sets c's final state from the end record.

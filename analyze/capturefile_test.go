@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func TestCaptureFileRoundTrip(t *testing.T) {
 	want := smallCapture()
 	data := streamCapture(t, want)
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if !strings.HasPrefix(lines[0], `{"schema":"leakscope.capture/v1",`) {
+	if !strings.HasPrefix(lines[0], `{"schema":"leakscope.capture/v2",`) {
 		t.Errorf("header = %s", lines[0])
 	}
 	var types []string
@@ -115,7 +116,7 @@ func TestCaptureFileRoundTrip(t *testing.T) {
 		}
 		types = append(types, r.Type)
 	}
-	if w := []string{"site", "snapshot", "site", "snapshot", "snapshot", "end"}; !reflect.DeepEqual(types, w) {
+	if w := []string{"site", "snapshot", "site", "delta", "delta", "end"}; !reflect.DeepEqual(types, w) {
 		t.Errorf("records = %q, want %q", types, w)
 	}
 
@@ -204,7 +205,7 @@ func TestReadCaptureErrors(t *testing.T) {
 		{"no schema", "{}\n", `read capture: line 1: schema "" is not a leakscope capture`},
 		{"v0", `{"schema":"leakscope.capture/v0"}`, `read capture: line 1: schema "leakscope.capture/v0" is not a leakscope capture`},
 		{"v01", `{"schema":"leakscope.capture/v01"}`, `read capture: line 1: schema "leakscope.capture/v01" is not a leakscope capture`},
-		{"newer", `{"schema":"leakscope.capture/v9"}` + "\n", "read capture: line 1: capture schema leakscope.capture/v9 is newer than this leakscope (v1): upgrade leakscope"},
+		{"newer", `{"schema":"leakscope.capture/v9"}` + "\n", "read capture: line 1: capture schema leakscope.capture/v9 is newer than this leakscope (v2): upgrade leakscope"},
 		{"corrupt middle", header + site + "{oops\n" + site, "read capture: line 3: invalid character 'o'"},
 		{"no type", header + "{}\n", "read capture: line 2: record without a type"},
 		{"site without site", header + `{"type":"site"}` + "\n", "read capture: line 2: site record without a site"},
@@ -216,6 +217,10 @@ func TestReadCaptureErrors(t *testing.T) {
 		{"end without end", header + `{"type":"end"}` + "\n", "read capture: line 2: end record without an end"},
 		{"after end", string(good) + site, "read capture: line 8: site record after the end record"},
 		{"wrong type", header + `{"type":"snapshot","snapshot":{"at_ns":"x"}}` + "\n", "read capture: line 2: json: cannot unmarshal"},
+		{"snapshot twice", header + site + `{"type":"snapshot","snapshot":{"at_ns":1,"sites":[{"id":1,"allocs":1},{"id":1,"allocs":2}]}}` + "\n", "read capture: line 3: snapshot lists site 1 twice"},
+		{"delta in v1", `{"schema":"leakscope.capture/v1"}` + "\n" + site + `{"type":"delta","snapshot":{"at_ns":1,"sites":[{"id":1,"allocs":1}]}}` + "\n", "read capture: line 3: delta record in a leakscope.capture/v1 capture"},
+		{"delta order", header + site + strings.Replace(site, `"id":1`, `"id":2`, 1) + `{"type":"delta","snapshot":{"at_ns":1,"sites":[{"id":2,"allocs":1},{"id":1,"allocs":1}]}}` + "\n", "read capture: line 4: delta lists site 1 after site 2: not by ascending ID, or twice"},
+		{"delta undefined", header + `{"type":"delta","snapshot":{"at_ns":1,"sites":[{"id":5}]}}` + "\n", "read capture: line 2: delta refers to site 5 before its definition"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,6 +319,8 @@ func FuzzReadCapture(f *testing.F) {
 	}
 	f.Add([]byte(`{"schema":"leakscope.capture/v2"}`))
 	f.Add([]byte(`{"schema":"leakscope.capture/v1"}` + "\n" + `{"type":"snapshot","snapshot":{"at_ns":1,"sites":null}}`))
+	f.Add([]byte(`{"schema":"leakscope.capture/v2"}` + "\n" + `{"type":"site","site":{"id":1,"kind":"malloc","stack":{"frames":[]}}}` + "\n" +
+		`{"type":"snapshot","snapshot":{"at_ns":1,"sites":[{"id":1,"allocs":1}]}}` + "\n" + `{"type":"delta","snapshot":{"at_ns":2,"sites":[{"id":1}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ReadCapture(bytes.NewReader(data))
 		if (c == nil) == (err == nil) {
@@ -420,5 +427,65 @@ func scaleSampledForTest(c *Capture) {
 		for j := range c.Sites[i].Live {
 			c.Sites[i].Live[j].Weight = 1 + float64(j)/3
 		}
+	}
+}
+
+// After the first snapshot, a capture file holds what changed: a thousand
+// sites of which two move per snapshot take a few hundred bytes per
+// snapshot, not a thousand points; a site no longer listed (its image
+// exec'd away) goes; and the reader gives back every snapshot as written.
+func TestCaptureDeltas(t *testing.T) {
+	c := &Capture{Target: Target{Pid: 1, Runtime: RuntimeNative}, StartedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for id := uint64(1); id <= 1000; id++ {
+		c.Sites = append(c.Sites, Site{ID: id, Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Address: id}}}})
+	}
+	points := make([]SitePoint, 0, 1000)
+	for id := uint64(1); id <= 1000; id++ {
+		points = append(points, SitePoint{ID: id, LiveCount: 1, LiveBytes: 16, Allocs: 1})
+	}
+	for i := 0; i < 10; i++ {
+		snap := Snapshot{At: time.Duration(i+1) * time.Second, Sites: slices.Clone(points)}
+		c.Snapshots = append(c.Snapshots, snap)
+		points[0].LiveCount++ // two sites move
+		points[0].Allocs++
+		points[len(points)-1].Frees++
+		if i == 4 {
+			points = points[:len(points)-1] // site 1000 goes
+		}
+	}
+	c.Duration = 10 * time.Second
+	var b bytes.Buffer
+	if err := WriteCapture(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	var first, deltas int
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, `{"type":"snapshot"`):
+			first = len(l)
+		case strings.HasPrefix(l, `{"type":"delta"`):
+			deltas++
+			if len(l) > 200 {
+				t.Errorf("delta of 2 sites is %d bytes: %s", len(l), l)
+			}
+		}
+	}
+	if deltas != 9 || first < 1000*50 {
+		t.Errorf("%d deltas, first snapshot %d bytes; want 9 and a whole one", deltas, first)
+	}
+	got, err := ReadCapture(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Snapshots, c.Snapshots) {
+		for i := range c.Snapshots {
+			if !reflect.DeepEqual(got.Snapshots[i], c.Snapshots[i]) {
+				t.Fatalf("snapshot %d read back differs: %d points, want %d", i, len(got.Snapshots[i].Sites), len(c.Snapshots[i].Sites))
+			}
+		}
+	}
+	if n := len(got.Snapshots[9].Sites); n != 999 {
+		t.Errorf("last snapshot has %d sites, want 999", n)
 	}
 }

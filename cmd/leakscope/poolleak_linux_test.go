@@ -245,7 +245,7 @@ func lastSnapshot(t *testing.T, data []byte) (int, map[string][2]uint64) {
 	}
 	top := map[uint64]string{}
 	var n int
-	var points []point
+	points := map[uint64]point{} // the snapshot as the records so far make it
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
@@ -258,7 +258,16 @@ func lastSnapshot(t *testing.T, data []byte) (int, map[string][2]uint64) {
 			top[rec.Site.ID] = rec.Site.Stack.Frames[0].Function
 		case rec.Type == "snapshot" && rec.Snapshot != nil:
 			n++
-			points = rec.Snapshot.Sites
+			clear(points)
+			for _, p := range rec.Snapshot.Sites {
+				points[p.ID] = p
+			}
+		case rec.Type == "delta" && rec.Snapshot != nil:
+			// Only the sites that changed; all zeros: no longer listed.
+			n++
+			for _, p := range rec.Snapshot.Sites {
+				points[p.ID] = p
+			}
 		case rec.Type == "end":
 			t.Fatalf("the capture has an end record: leakscope was not killed in time")
 		}
