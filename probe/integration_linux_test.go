@@ -597,6 +597,36 @@ func TestZlibWindowReadFromStateAttached(t *testing.T) {
 	}
 }
 
+// A stream initialised again without inflateEnd is lost to the program,
+// state and window: it stays live, with its window, beside the new stream
+// (whose window comes with its own read). Both ways of counting agree: 10
+// streams, 10 windows.
+func TestZlibReinitKeepsOldStreamAndWindow(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := filepath.Join(t.TempDir(), "zwindow")
+	if b, err := exec.Command("gcc", "-O2", "-g", "-o", bin, filepath.Join("..", "examples", "c", "zwindow.c"), "-lz").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	const want = 10 * (7160 + 32768)
+	for _, mode := range []string{MallocOn, MallocOff} {
+		c, _ := launchWith(t, Options{Malloc: mode}, bin, "--reinit", "2")
+		checkNoLoss(t, c)
+		var n, b, live uint64
+		for _, s := range c.Sites {
+			if s.Kind == analyze.KindZlibInflate {
+				n += s.LiveCount
+				b += s.LiveBytes
+				for _, a := range s.Live {
+					live += a.Size
+				}
+			}
+		}
+		if n != 10 || b != want || live != want {
+			t.Errorf("--malloc %s: %d inflate streams, %d bytes (live allocations %d B); want 10, %d", mode, n, b, live, want)
+		}
+	}
+}
+
 // TestPlainProbes runs the leaky and zstreams ground truths with one perf
 // link per probe and no uprobe session, the path taken on kernels without
 // uprobe_multi links (before 6.6) or sessions (before 6.13).

@@ -11,7 +11,10 @@
  * never inflated (nor ended): they hold their state and no window.
  * --late-init opens every stream after --wait-file instead of before (a
  * tracer that does not trace malloc sees only streams opened under it).
- * The z_streams stay intact: the program keeps them.
+ * The z_streams stay intact: the program keeps them. --reinit R then
+ * initialises the first R streams again without inflateEnd (each old
+ * stream, state and window, is lost to the program: leaked) and reads a
+ * record from each new one: R more streams, each with a window.
  *
  *   gcc -O2 -g -o zwindow examples/c/zwindow.c -lz
  */
@@ -41,7 +44,7 @@ __attribute__((noinline, noipa)) static void read_first_record(z_stream *s)
 int main(int argc, char **argv)
 {
 	const char *wait_file = NULL;
-	long hold_ms = 0, idle = 0;
+	long hold_ms = 0, idle = 0, reinit = 0;
 	int late = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait-file") && i + 1 < argc)
@@ -52,6 +55,8 @@ int main(int argc, char **argv)
 			hold_ms = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--late-init"))
 			late = 1;
+		else if (!strcmp(argv[i], "--reinit") && i + 1 < argc)
+			reinit = atol(argv[++i]);
 	}
 	static unsigned char plain[65536];
 	for (size_t i = 0; i < sizeof(plain); i++)
@@ -77,7 +82,13 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < STREAMS; i++)
 		read_first_record(&streams[i]);
-	fprintf(stderr, "zwindow: %d windows of 32768 bytes allocated inside inflate() from read_first_record\n", STREAMS);
+	for (long i = 0; i < reinit && i < STREAMS; i++) {
+		if (inflateInit(&streams[i]) != Z_OK)
+			abort();
+		read_first_record(&streams[i]);
+	}
+	fprintf(stderr, "zwindow: %ld windows of 32768 bytes allocated inside inflate() from read_first_record\n",
+		STREAMS + (reinit < STREAMS ? reinit : STREAMS));
 	usleep(hold_ms * 1000);
 	return 0;
 }
