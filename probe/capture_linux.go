@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/jvm"
 )
 
 // sitePoint is one merged site's totals at one read.
@@ -62,10 +63,15 @@ func newSiteTable() *siteTable {
 }
 
 // slotFor returns the slot of merged site id, adding it if new; the site's
-// stack is the latest one resolved for it.
+// stack is the latest one resolved for it that names as many frames as
+// any before.
 func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *resolvedStack) int {
 	if i, ok := st.slotOf[id]; ok {
-		st.slots[i].stack = rs
+		// Never a stack that names less (one resolved again after a
+		// JVM exited, its names gone, joins the site it was).
+		if named(rs.stack) >= named(st.slots[i].stack.stack) {
+			st.slots[i].stack = rs
+		}
 		return i
 	}
 	i := len(st.slots)
@@ -75,6 +81,17 @@ func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *resolvedStack) in
 	st.mark = append(st.mark, 0)
 	st.sorted = false
 	return i
+}
+
+// named counts the frames of st that have a name.
+func named(st analyze.Stack) int {
+	n := 0
+	for _, f := range st.Frames {
+		if f.Function != "" && f.Function != jvm.Interpreted {
+			n++
+		}
+	}
+	return n
 }
 
 // refLocked returns the merged site of kernel site k, resolving its stack

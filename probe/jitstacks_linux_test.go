@@ -226,3 +226,25 @@ func TestRecompiledJavaFramesOneSite(t *testing.T) {
 		t.Errorf("unnamed frames at different addresses: keys %q and %q, pending %v", u1.key(), u2.key(), u1.pending)
 	}
 }
+
+// A site keeps the stack that names the most: resolved again once the
+// JVM's names are gone, a stack that names less does not replace it.
+func TestSiteKeepsBestNamedStack(t *testing.T) {
+	st := newSiteTable()
+	stack := func(names ...string) *resolvedStack {
+		rs := &resolvedStack{}
+		for i, n := range names {
+			rs.stack.Frames = append(rs.stack.Frames, &analyze.Frame{Address: uint64(0x10000 + i), Function: n, Module: jitModule})
+		}
+		return rs
+	}
+	good := stack("a.B.leak", "a.B.main")
+	i := st.slotFor(1, analyze.KindZlibInflate, good)
+	if j := st.slotFor(1, analyze.KindZlibInflate, stack("", jvm.Interpreted)); j != i || st.slots[i].stack != good {
+		t.Errorf("a less named stack replaced the site's: %v", functions(analyze.Site{Stack: st.slots[i].stack.stack}))
+	}
+	again := stack("a.B.leak", "a.B.main")
+	if st.slotFor(1, analyze.KindZlibInflate, again); st.slots[i].stack != again {
+		t.Error("a stack naming as much did not replace the site's")
+	}
+}
