@@ -32,8 +32,10 @@ var presets = map[string][]Pair{
 	// jvm is HotSpot's native direct memory: sun.misc.Unsafe.allocateMemory
 	// and ByteBuffer.allocateDirect end in Unsafe_AllocateMemory0 (local
 	// symbols of libjvm.so, in .symtab). Probe turns it on for JVM targets.
-	// Unsafe_ReallocateMemory0 returns 0 on failure and keeps the old block;
-	// reopen3 releases it anyway (Java then throws OutOfMemoryError).
+	// Unsafe_ReallocateMemory0 returns 0 on failure and keeps the old block:
+	// with its size argument known (malloc not traced) the kernel keeps it
+	// counted (realloc's rule, result_addr); with malloc traced reopen3
+	// releases it (Java then throws OutOfMemoryError).
 	// The sizes (argument 3, argument 4) are what os::malloc and
 	// os::realloc are asked for, used when malloc is not traced.
 	//
