@@ -377,6 +377,10 @@ func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
 			t.Errorf("%s: %+v", host, byName[host])
 		}
 	}
+	if w := byName["zlib windows"]; len(w) != 1 || !strings.Contains(w[0].Detail, "read from its state") ||
+		strings.Contains(w[0].Detail, "counted by the kernel as it exits") != exitHookSupported() {
+		t.Errorf("zlib windows: %+v, want how windows are counted on this kernel", w)
+	}
 	if d := byName["allocator"][0].Detail; !strings.Contains(d, "libc.so.6") {
 		t.Errorf("allocator = %q, want libc", d)
 	}

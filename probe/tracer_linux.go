@@ -216,14 +216,7 @@ func (t *Tracer) load(waitExec bool) error {
 	if forcePlainProbes {
 		t.noMulti, t.noSession = true, true
 	}
-	if !exitHookSupported() {
-		// Never attached: a stand-in keeps the object loadable where
-		// sched_process_exit has no group_dead.
-		stand := spec.Programs["target_exec"].Copy()
-		stand.Name = "target_exit"
-		spec.Programs["target_exit"] = stand
-		t.noExitHook = true
-	}
+	t.noExitHook = !useExitHook(spec)
 	err = spec.LoadAndAssign(&t.objs, nil)
 	if err != nil && strings.Contains(err.Error(), "_multi") {
 		// A kernel without uprobe_multi links (before 6.6): every probe

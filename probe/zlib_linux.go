@@ -8,6 +8,7 @@ import (
 	"maps"
 	"regexp"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
@@ -333,6 +334,19 @@ func exitHookSupported() bool {
 	}
 	fp, ok := ptr.Target.(*btf.FuncProto)
 	return ok && len(fp.Params) >= 3 // ctx, task, group_dead
+}
+
+// useExitHook reports whether target_exit can load on this kernel
+// (exitHookSupported); where it cannot, it puts a stand-in in spec, never
+// attached, that keeps the object loadable.
+func useExitHook(spec *ebpf.CollectionSpec) bool {
+	if exitHookSupported() {
+		return true
+	}
+	stand := spec.Programs["target_exec"].Copy()
+	stand.Name = "target_exit"
+	spec.Programs["target_exit"] = stand
+	return false
 }
 
 // warnWindowsLocked says, at the end of a capture with malloc not traced,
