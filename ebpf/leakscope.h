@@ -198,6 +198,7 @@ struct alloc_info {
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct zwindow {
 	__u64 state;      /* strm->state after the init; 0 if unread (then read from strm) */
+	__u64 stack_id;   /* the stream's stack: user space adds the window to its site */
 	__u32 bytes;      /* 1 << the init's windowBits (0: from the header, taken as 15) */
 	__u16 wbits_off;  /* offsetof(struct inflate_state, wbits) in this zlib */
 	__u16 window_off; /* offsetof(struct inflate_state, window) */

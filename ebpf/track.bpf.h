@@ -711,8 +711,9 @@ static __always_inline void zwindow_forget(__u64 strm, __u32 kind)
 	bpf_map_delete_elem(&zwindows, &hk);
 }
 
-/* track_alloc records a new live handle under its site. */
-static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
+/* track_alloc records a new live handle under its site; false if the
+ * tables were full. */
+static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
 					__u64 ts)
 {
 	if (kind == KIND_MALLOC) {
@@ -746,7 +747,7 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		s = bpf_map_lookup_elem(&sites, &key);
 		if (!s) {
 			stat_add(STAT_ALLOCS_DROPPED, 1);
-			return;
+			return false;
 		}
 	}
 	struct alloc_info info = {
@@ -758,13 +759,14 @@ static __always_inline void track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	if (bpf_map_update_elem(&allocs, &hk, &info, BPF_NOEXIST)) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
-		return;
+		return false;
 	}
 	__sync_fetch_and_add(&s->live_count, 1);
 	__sync_fetch_and_add(&s->live_bytes, size);
 	__sync_fetch_and_add(&s->live_ts_sum_ns, ts);
 	__sync_fetch_and_add(&s->allocs, 1);
 	stat_add(STAT_ALLOCS, 1);
+	return true;
 }
 
 /* result_addr applies an acquire call's op to its return value: the new
@@ -846,11 +848,11 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 		track_release(addr, KIND_MALLOC);
 	}
 	__u64 stack_id = walk_stack(PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
-	track_alloc(addr, p.size_bytes, p.kind, stack_id, now);
-	if (p.window.bytes) {
+	if (track_alloc(addr, p.size_bytes, p.kind, stack_id, now) && p.window.bytes) {
 		/* An inflate stream traced without malloc: its window is
 		 * counted once zlib made it (zwindows). */
 		struct handle_key hk = { .addr = addr, .kind = p.kind, .pad = image_pad() };
+		p.window.stack_id = stack_id;
 		if (bpf_probe_read_user(&p.window.state, sizeof(p.window.state), (void *)(addr + ZSTREAM_STATE_OFF)))
 			p.window.state = 0;
 		bpf_map_update_elem(&zwindows, &hk, &p.window, BPF_ANY);

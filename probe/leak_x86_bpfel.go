@@ -240,6 +240,7 @@ type leakUnwindRow struct {
 type leakZwindow struct {
 	_         structs.HostLayout
 	State     uint64
+	StackId   uint64
 	Bytes     uint32
 	WbitsOff  uint16
 	WindowOff uint16

@@ -123,6 +123,7 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 // inflate streams whose window the kernel has not counted (zwindows).
 type windowReads struct {
 	bytes   map[windowKey]uint64 // the window zlib allocated, by stream
+	stacks  map[windowKey]uint64 // those streams' stacks (zwindow.stack_id)
 	checked map[windowKey]bool   // streams read, with a window or without
 	unread  int                  // streams whose state could not be read
 }
@@ -210,9 +211,9 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 			bytes = 1 << wbits
 		}
 		if r.bytes == nil {
-			r.bytes = map[windowKey]uint64{}
+			r.bytes, r.stacks = map[windowKey]uint64{}, map[windowKey]uint64{}
 		}
-		r.bytes[k] = bytes
+		r.bytes[k], r.stacks[k] = bytes, w.StackId
 	}
 	return r, false, nil
 }
@@ -296,19 +297,17 @@ func (t *Tracer) addWindowsLocked() error {
 			return fmt.Errorf("read inflate windows: %w", err)
 		}
 		maps.DeleteFunc(t.windows.bytes, func(k windowKey, _ uint64) bool { return !left[k] })
+		maps.DeleteFunc(t.windows.stacks, func(k windowKey, _ uint64) bool { return !left[k] })
 		maps.DeleteFunc(t.windows.checked, func(k windowKey, _ bool) bool { return !left[k] })
 		t.windowsGone = true
 		w = t.windows
 	}
 	t.windows = w
+	// An entry stands for a live stream (its End removes it), whose
+	// stack the kernel kept with it: no table lookup per stream.
 	st := t.sites
 	for k, bytes := range w.bytes {
-		var info leakAllocInfo
-		key := leakHandleKey{Addr: k.strm, Kind: k.kind, Pad: t.execGen << 1}
-		if t.objs.Allocs.Lookup(&key, &info) != nil {
-			continue // ended since
-		}
-		slot := t.refLocked(kernelSite{info.StackId, info.Kind})
+		slot := t.refLocked(kernelSite{w.stacks[k], k.kind})
 		if st.mark[slot] == st.read {
 			st.acc[slot].LiveBytes += bytes
 		}
