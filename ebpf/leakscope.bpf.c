@@ -100,6 +100,9 @@ struct thread_state {
 	struct pending outer; /* the tracked call in progress */
 	struct pending inner; /* a malloc inside a resource's acquire call */
 	struct zcall zcall;   /* the last inflate() entered */
+	/* The mapping holding this thread's stack as last found (bpf_find_vma):
+	 * a stack walk reads the stack in chunks up to its end (stack_window). */
+	__u64 stack_lo, stack_hi;
 };
 
 struct {
@@ -122,6 +125,34 @@ struct {
 	__type(key, __u32);
 	__type(value, struct stack);
 } stack_scratch SEC(".maps");
+
+/* Stack ids this CPU found in stacks (direct-mapped by the id's top
+ * bits): a walk that repeats one skips the hash lookup. User space never
+ * deletes from stacks, so an id seen stays valid. BPF-only. */
+#define STACK_SEEN_BITS 12
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << STACK_SEEN_BITS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stack_seen SEC(".maps");
+
+/* Where a stack walk keeps the chunk of the target's stack it read last
+ * (stack_read). BPF-only. */
+#define STACK_CHUNK 4096
+#define STACK_CHUNK_SLACK 128
+struct stack_window {
+	__u64 lo;  /* target address of data[0] */
+	__u64 len; /* bytes held; 0: none */
+	__u8 data[STACK_CHUNK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_window);
+} stack_windows SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

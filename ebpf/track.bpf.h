@@ -104,10 +104,58 @@ struct walk_ctx {
 	__u64 sp; /* lowest address the next frame may lie at */
 	__u64 hash;
 	__u64 gen; /* the range table's generation: frame_cache entries of another are stale */
+	struct stack_window *win;
+	__u64 stack_lo, stack_hi; /* the thread's stack mapping; hi 0: unknown */
 	/* The depth lives in st->depth, a map value: a counter on the stack
 	 * would be a known number in every iteration, and the verifier would
 	 * check each of the 64 iterations' paths apart. */
 };
+
+/* stack_read reads size bytes of the target's stack at addr. Each user
+ * memory read costs ~100 ns here whatever its size (a 2 KiB one ~150 ns),
+ * and a walk reads two or three words a frame: so a word of the thread's
+ * stack comes from the chunk of up to STACK_CHUNK bytes last read, read
+ * again from addr (never past the stack mapping's end: a read that faults
+ * costs ~1.2 us) when addr lies outside it. Elsewhere (a goroutine's
+ * stack) it reads addr alone. */
+static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size, __u64 addr)
+{
+	struct stack_window *win = w->win;
+	if (addr < win->lo || addr - win->lo + size > win->len) {
+		if (addr < w->stack_lo || addr + size > w->stack_hi)
+			return bpf_probe_read_user(dst, size, (void *)addr);
+		/* A little below addr too: an interpreted frame's bytecode
+		 * pointer lies below the slots read first. */
+		__u64 lo = addr - STACK_CHUNK_SLACK;
+		if (lo < w->stack_lo)
+			lo = w->stack_lo;
+		__u64 n = w->stack_hi - lo;
+		if (n > STACK_CHUNK)
+			n = STACK_CHUNK;
+		win->len = 0;
+		if (bpf_probe_read_user(win->data, n, (void *)lo))
+			return bpf_probe_read_user(dst, size, (void *)addr);
+		win->lo = lo;
+		win->len = n;
+	}
+	__u64 off = (addr - win->lo) & (STACK_CHUNK - 1);
+	if (off > STACK_CHUNK - size)
+		return -1;
+	__builtin_memcpy(dst, win->data + off, size);
+	return 0;
+}
+
+/* vma_bounds_cb stores the bounds of the mapping bpf_find_vma found. */
+struct vma_bounds {
+	__u64 lo, hi;
+};
+
+static long vma_bounds_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_bounds *b)
+{
+	b->lo = vma->vm_start;
+	b->hi = vma->vm_end;
+	return 0;
+}
 
 /* State of one binary search of an object's unwind rows. */
 struct row_search {
@@ -205,13 +253,13 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
 		return 1;
 	}
 	__u64 ra;
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+	if (stack_read(w, &ra, sizeof(ra), cfa - 8)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
 	switch (fr->rule >> 4) {
 	case UNWIND_RBP_SAVED:
-		if (bpf_probe_read_user(&w->fp, sizeof(w->fp), (void *)(cfa + fr->rbp_off))) {
+		if (stack_read(w, &w->fp, sizeof(w->fp), cfa + fr->rbp_off)) {
 			st->flags |= STACK_READ_ERROR;
 			return 1;
 		}
@@ -286,7 +334,7 @@ static __always_inline long jvm_unwind(struct walk_ctx *w, __s32 size)
 	}
 	__u64 cfa = w->sp + (__u64)size * 8;
 	__u64 frame[2]; /* caller's %rbp, return address */
-	if (bpf_probe_read_user(frame, sizeof(frame), (void *)(cfa - 16))) {
+	if (stack_read(w, frame, sizeof(frame), cfa - 16)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
@@ -350,14 +398,14 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 
 /* jvm_bci returns the bytecode index + 1 of the interpreted frame at fp
  * running method, shifted into place for its stack entry; 0 if unknown. */
-static __always_inline __u64 jvm_bci(__u64 fp, __u64 method)
+static __always_inline __u64 jvm_bci(struct walk_ctx *w, __u64 fp, __u64 method)
 {
 	__u32 zero = 0;
 	struct jvm_layout *l = bpf_map_lookup_elem(&jvm_layouts, &zero);
 	if (!l || !l->const_method_size || !method)
 		return 0;
 	__u64 bcp = 0, cm = 0;
-	if (bpf_probe_read_user(&bcp, sizeof(bcp), (void *)(fp + JVM_INTERP_BCP_OFFSET)) ||
+	if (stack_read(w, &bcp, sizeof(bcp), fp + JVM_INTERP_BCP_OFFSET) ||
 	    bpf_probe_read_user(&cm, sizeof(cm), (void *)(method + l->const_method_offset)))
 		return 0;
 	__u64 code = cm + l->const_method_size;
@@ -398,7 +446,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		 * interpreter code, so its Method* tells them apart. */
 		__u64 slots[3] = {}; /* Method*, last sp, sender sp */
 		if (fp > MAX_FRAME_SPAN)
-			bpf_probe_read_user(slots, sizeof(slots), (void *)(fp + JVM_INTERP_METHOD_OFFSET));
+			stack_read(w, slots, sizeof(slots), fp + JVM_INTERP_METHOD_OFFSET);
 		__u64 method = slots[0];
 		/* The caller's stack pointer: a compiled caller's frame is
 		 * measured from it (fp + 16 is below it when the interpreter
@@ -410,7 +458,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 			st->flags |= STACK_MAX_DEPTH;
 			return 1;
 		}
-		method = STACK_JVM_METHOD | (method & STACK_JVM_METHOD_MASK) | jvm_bci(fp, slots[0]);
+		method = STACK_JVM_METHOD | (method & STACK_JVM_METHOD_MASK) | jvm_bci(w, fp, slots[0]);
 		st->ips[d] = method;
 		st->depth = d + 1;
 		w->hash = (w->hash ^ method) * 1099511628211ULL;
@@ -431,7 +479,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		st->flags |= STACK_SWITCHED;
 	}
 	__u64 frame[2];
-	if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
+	if (stack_read(w, frame, sizeof(frame), fp)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
@@ -456,12 +504,23 @@ static long walk_step(__u64 i, struct walk_ctx *w)
  * A walk continues through an object only if that object keeps frame
  * pointers; elsewhere %rbp holds arbitrary data (measured: heap bytes), so the
  * walk stops there and says why. Returns the stack id, 0 if lost. */
-static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
+static __always_inline __u64 walk_stack(struct thread_state *ts, __u64 ip, __u64 fp, __u64 sp)
 {
 	__u32 zero = 0;
 	struct stack *st = bpf_map_lookup_elem(&stack_scratch, &zero);
-	if (!st)
+	struct stack_window *win = bpf_map_lookup_elem(&stack_windows, &zero);
+	if (!st || !win)
 		return 0;
+	win->len = 0;
+	if (sp < ts->stack_lo || sp >= ts->stack_hi) {
+		/* First walk on this thread, or its stack grew: find the
+		 * mapping (once: a thread's stack does not move). */
+		struct vma_bounds b = {};
+		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_bounds_cb, &b, 0) || sp < b.lo || sp >= b.hi)
+			b.lo = b.hi = 0;
+		ts->stack_lo = b.lo;
+		ts->stack_hi = b.hi;
+	}
 	st->flags = 0;
 	st->depth = 1;
 	st->ips[0] = ip;
@@ -473,20 +532,30 @@ static __always_inline __u64 walk_stack(__u64 ip, __u64 fp, __u64 sp)
 		.sp = sp,
 		.hash = (14695981039346656037ULL ^ ip) * 1099511628211ULL,
 		.gen = (ctl ? ctl->generation : 0) | ((__u64)exec_gen << 48),
+		.win = win,
+		.stack_lo = ts->stack_lo,
+		.stack_hi = ts->stack_hi,
 	};
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
 	/* ips past depth keep stale frames; readers use depth only. */
 	__u64 h = (w.hash ^ st->flags) * 1099511628211ULL;
 	if (h == 0)
 		h = 1;
-	/* Most walks repeat a stack already stored: a lookup takes no lock. */
-	if (bpf_map_lookup_elem(&stacks, &h))
+	/* Most walks repeat a stack already stored: this CPU may have seen
+	 * it, and a lookup takes no lock. */
+	__u32 slot = (__u32)(h >> (64 - STACK_SEEN_BITS));
+	__u64 *seen = bpf_map_lookup_elem(&stack_seen, &slot);
+	if (seen && *seen == h)
 		return h;
-	long err = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */) {
-		stat_add(STAT_STACK_ERRORS, 1);
-		return 0;
+	if (!bpf_map_lookup_elem(&stacks, &h)) {
+		long err = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST */) {
+			stat_add(STAT_STACK_ERRORS, 1);
+			return 0;
+		}
 	}
+	if (seen)
+		*seen = h;
 	return h;
 }
 
@@ -630,6 +699,25 @@ static __always_inline bool track_release(__u64 addr, __u32 kind)
 	return true;
 }
 
+/* insert_alloc adds a new live handle to allocs. A heap address still
+ * recorded had its release missed (a path we do not probe): the old entry
+ * is retired first so nothing is counted twice. Inserting first saves a
+ * lookup on every other allocation. False if the table is full. */
+static __always_inline bool insert_alloc(struct handle_key *hk, struct alloc_info *info)
+{
+	long err = bpf_map_update_elem(&allocs, hk, info, BPF_NOEXIST);
+	if (err == -17 /* EEXIST */ && hk->kind == KIND_MALLOC) {
+		if (track_release(hk->addr, KIND_MALLOC))
+			stat_add(STAT_FREES_MISSED, 1);
+		err = bpf_map_update_elem(&allocs, hk, info, BPF_NOEXIST);
+	}
+	if (err) {
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+		return false;
+	}
+	return true;
+}
+
 /* orphan_resource keeps a live resource that is being re-initialised
  * without its release: its state is lost to the program, so it stays live
  * for good, under a key nothing will release. */
@@ -649,8 +737,6 @@ static __always_inline bool orphan_resource(__u64 addr, __u32 kind)
 static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u32 owner_kind,
 					__u64 ts)
 {
-	if (track_release(addr, KIND_MALLOC))
-		stat_add(STAT_FREES_MISSED, 1);
 	struct alloc_info info = {
 		.size_bytes = size,
 		.ts_ns = ts,
@@ -659,10 +745,8 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 		.owner_kind = owner_kind,
 	};
 	struct handle_key hk = { .addr = addr, .kind = KIND_MALLOC, .pad = image_pad() };
-	if (bpf_map_update_elem(&allocs, &hk, &info, BPF_NOEXIST)) {
-		stat_add(STAT_ALLOCS_DROPPED, 1);
+	if (!insert_alloc(&hk, &info))
 		return false;
-	}
 	stat_add(STAT_OWNED_ALLOCS, 1);
 	return true;
 }
@@ -716,13 +800,7 @@ static __always_inline void zwindow_forget(__u64 strm, __u32 kind)
 static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
 					__u64 ts)
 {
-	if (kind == KIND_MALLOC) {
-		/* The address is still recorded: its release was never seen
-		 * (a path we do not probe). Retire the old entry so nothing
-		 * is counted twice. */
-		if (track_release(addr, kind))
-			stat_add(STAT_FREES_MISSED, 1);
-	} else {
+	if (kind != KIND_MALLOC) {
 		/* An inflate stream re-initialised without its End: its
 		 * window, if any, goes with it into the orphan. */
 		struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
@@ -757,10 +835,8 @@ static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		.kind = kind,
 	};
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
-	if (bpf_map_update_elem(&allocs, &hk, &info, BPF_NOEXIST)) {
-		stat_add(STAT_ALLOCS_DROPPED, 1);
+	if (!insert_alloc(&hk, &info))
 		return false;
-	}
 	__sync_fetch_and_add(&s->live_count, 1);
 	__sync_fetch_and_add(&s->live_bytes, size);
 	__sync_fetch_and_add(&s->live_ts_sum_ns, ts);
@@ -847,7 +923,7 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 		 * block as an ordinary allocation instead. */
 		track_release(addr, KIND_MALLOC);
 	}
-	__u64 stack_id = walk_stack(PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
+	__u64 stack_id = walk_stack(ts, PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
 	if (track_alloc(addr, p.size_bytes, p.kind, stack_id, now) && p.window.bytes) {
 		/* An inflate stream traced without malloc: its window is
 		 * counted once zlib made it (zwindows). */

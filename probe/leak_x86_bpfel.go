@@ -157,6 +157,13 @@ const (
 	leakStackFlagSTACK_UNWIND_UNSUPPORTED leakStackFlag = 128
 )
 
+type leakStackWindow struct {
+	_    structs.HostLayout
+	Lo   uint64
+	Len  uint64
+	Data [4096]uint8
+}
+
 type leakStatIndex uint32
 
 const (
@@ -209,6 +216,8 @@ type leakThreadState struct {
 		Kind uint32
 		Pad  uint32
 	}
+	StackLo uint64
+	StackHi uint64
 }
 
 type leakUnwindCfa uint32
@@ -261,6 +270,8 @@ const (
 	leakMapSampleCountdown            = "sample_countdown"
 	leakMapSites                      = "sites"
 	leakMapStackScratch               = "stack_scratch"
+	leakMapStackSeen                  = "stack_seen"
+	leakMapStackWindows               = "stack_windows"
 	leakMapStacks                     = "stacks"
 	leakMapStats                      = "stats"
 	leakMapThreads                    = "threads"
@@ -414,6 +425,8 @@ type leakMapSpecs struct {
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
+	StackSeen       *ebpf.MapSpec `ebpf:"stack_seen"`
+	StackWindows    *ebpf.MapSpec `ebpf:"stack_windows"`
 	Stacks          *ebpf.MapSpec `ebpf:"stacks"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
@@ -479,6 +492,8 @@ type leakMaps struct {
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
 	Sites           *ebpf.Map `ebpf:"sites"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
+	StackSeen       *ebpf.Map `ebpf:"stack_seen"`
+	StackWindows    *ebpf.Map `ebpf:"stack_windows"`
 	Stacks          *ebpf.Map `ebpf:"stacks"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Threads         *ebpf.Map `ebpf:"threads"`
@@ -499,6 +514,8 @@ func (m *leakMaps) Close() error {
 		m.SampleCountdown,
 		m.Sites,
 		m.StackScratch,
+		m.StackSeen,
+		m.StackWindows,
 		m.Stacks,
 		m.Stats,
 		m.Threads,
