@@ -176,6 +176,41 @@ func TestLaunchLeakyWithoutFramePointers(t *testing.T) {
 	}
 }
 
+// TestDeepStackAcrossChunks: the kernel walk reads the stack in chunks of
+// up to 4 KiB; a stack of 24 frames of 1.5 KiB each needs many, and on a
+// second thread the last chunks end at the top of its stack mapping. Every
+// frame is there, with and without frame pointers, counts exact.
+func TestDeepStackAcrossChunks(t *testing.T) {
+	testutil.RequireBPF(t)
+	descend := strings.TrimSuffix(strings.Repeat("descend,", 24), ",")
+	for _, fp := range []bool{true, false} {
+		bin := buildExample(t, "deepstack", fp)
+		c, stderr := launch(t, bin)
+		checkNoLoss(t, c)
+		for _, want := range []struct {
+			fn           string
+			count, bytes uint64
+			chain        string
+		}{
+			{"leak_deep_main", 5, 480, "leak_deep_main," + descend + ",main,__libc_start_call_main"},
+			{"leak_deep_thread", 3, 480, "leak_deep_thread," + descend + ",thread_main,start_thread"},
+		} {
+			sites := siteOf(c, want.fn)
+			if len(sites) != 1 {
+				t.Errorf("fp=%v: %s appears as %d sites, want 1\n%s", fp, want.fn, len(sites), stderr)
+				continue
+			}
+			s := sites[0]
+			if s.LiveCount != want.count || s.LiveBytes != want.bytes {
+				t.Errorf("fp=%v: %s holds %d blocks %d bytes, want %d blocks %d bytes", fp, want.fn, s.LiveCount, s.LiveBytes, want.count, want.bytes)
+			}
+			if got := strings.Join(functions(s), ","); got != want.chain || s.Stack.Truncated != "" {
+				t.Errorf("fp=%v: %s stack = %s (truncated %q), want %s", fp, want.fn, got, s.Stack.Truncated, want.chain)
+			}
+		}
+	}
+}
+
 func TestLaunchCleanControl(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildExample(t, "clean", true)
