@@ -943,11 +943,15 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 {
 	if (!is_target() || !addr)
 		return false;
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
+	/* Sampling leaves most blocks untraced: their frees are no loss,
+	 * and cost this one lookup. */
+	if (!info && sample_bytes && kind == KIND_MALLOC)
+		return false;
 	struct thread_state *ts = thread_state(false);
 	struct pending *p = ts ? &ts->outer : NULL;
 	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
-		struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
-		struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
 		if (info && info->owner && info->owner == p->out_ptr) {
 			__s64 size = info->size_bytes;
 			if (!bpf_map_delete_elem(&allocs, &hk))
@@ -957,12 +961,17 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 		stat_add(STAT_NESTED_CALLS, 1);
 		return false;
 	}
-	if (track_release(addr, kind))
-		return true;
-	/* Sampling leaves most blocks untraced: their frees are no loss. */
-	if (!(sample_bytes && kind == KIND_MALLOC))
+	if (!info) {
 		stat_add(STAT_UNKNOWN_FREES, 1);
-	return false;
+		return false;
+	}
+	/* Only the deleter releases, so a racing double release counts once. */
+	struct alloc_info copy = *info;
+	if (bpf_map_delete_elem(&allocs, &hk))
+		return false;
+	site_release(&copy);
+	stat_add(STAT_FREES, 1);
+	return true;
 }
 
 #endif /* TRACK_BPF_H */
