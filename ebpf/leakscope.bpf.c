@@ -140,7 +140,6 @@ struct {
 /* Where a stack walk keeps the chunk of the target's stack it read last
  * (stack_read). BPF-only. */
 #define STACK_CHUNK 4096
-#define STACK_CHUNK_SLACK 128
 struct stack_window {
 	__u64 lo;  /* target address of data[0] */
 	__u64 len; /* bytes held; 0: none */

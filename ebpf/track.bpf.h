@@ -117,25 +117,25 @@ struct walk_ctx {
  * stack comes from the chunk of up to STACK_CHUNK bytes last read, read
  * again from addr (never past the stack mapping's end: a read that faults
  * costs ~1.2 us) when addr lies outside it. Elsewhere (a goroutine's
- * stack) it reads addr alone. */
+ * stack) it reads addr alone, as it does when a chunk faults anyway (a
+ * page above never touched: a big local array never written). */
 static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size, __u64 addr)
 {
 	struct stack_window *win = w->win;
 	if (addr < win->lo || addr - win->lo + size > win->len) {
 		if (addr < w->stack_lo || addr + size > w->stack_hi)
 			return bpf_probe_read_user(dst, size, (void *)addr);
-		/* A little below addr too: an interpreted frame's bytecode
-		 * pointer lies below the slots read first. */
-		__u64 lo = addr - STACK_CHUNK_SLACK;
-		if (lo < w->stack_lo)
-			lo = w->stack_lo;
-		__u64 n = w->stack_hi - lo;
+		/* From addr up: a walk reads each frame's words in
+		 * ascending order, and frames lie above their callees. (Not
+		 * below addr: a page below the deepest call so far may never
+		 * have been touched.) */
+		__u64 n = w->stack_hi - addr;
 		if (n > STACK_CHUNK)
 			n = STACK_CHUNK;
 		win->len = 0;
-		if (bpf_probe_read_user(win->data, n, (void *)lo))
+		if (bpf_probe_read_user(win->data, n, (void *)addr))
 			return bpf_probe_read_user(dst, size, (void *)addr);
-		win->lo = lo;
+		win->lo = addr;
 		win->len = n;
 	}
 	__u64 off = (addr - win->lo) & (STACK_CHUNK - 1);
@@ -252,22 +252,18 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
 		st->flags |= STACK_BAD_FRAME;
 		return 1;
 	}
-	__u64 ra;
-	if (stack_read(w, &ra, sizeof(ra), cfa - 8)) {
+	/* The saved %rbp first: it lies below the return address, and a
+	 * chunk of the stack is read upwards from the first word needed. */
+	__u64 ra, fp = w->fp;
+	__u32 how = fr->rule >> 4;
+	if ((how == UNWIND_RBP_SAVED && stack_read(w, &fp, sizeof(fp), cfa + fr->rbp_off)) ||
+	    stack_read(w, &ra, sizeof(ra), cfa - 8)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
-	switch (fr->rule >> 4) {
-	case UNWIND_RBP_SAVED:
-		if (stack_read(w, &w->fp, sizeof(w->fp), cfa + fr->rbp_off)) {
-			st->flags |= STACK_READ_ERROR;
-			return 1;
-		}
-		break;
-	case UNWIND_RBP_UNDEFINED:
-		w->fp = 0;
-		break;
-	}
+	if (how == UNWIND_RBP_UNDEFINED)
+		fp = 0;
+	w->fp = fp;
 	return push_frame(w, ra, cfa);
 }
 
@@ -396,17 +392,17 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 	return jvm_unwind(w, size);
 }
 
-/* jvm_bci returns the bytecode index + 1 of the interpreted frame at fp
- * running method, shifted into place for its stack entry; 0 if unknown. */
-static __always_inline __u64 jvm_bci(struct walk_ctx *w, __u64 fp, __u64 method)
+/* jvm_bci returns the bytecode index + 1 of an interpreted frame running
+ * method at bytecode pointer bcp, shifted into place for its stack entry;
+ * 0 if unknown. */
+static __always_inline __u64 jvm_bci(__u64 bcp, __u64 method)
 {
 	__u32 zero = 0;
 	struct jvm_layout *l = bpf_map_lookup_elem(&jvm_layouts, &zero);
-	if (!l || !l->const_method_size || !method)
+	if (!l || !l->const_method_size || !method || !bcp)
 		return 0;
-	__u64 bcp = 0, cm = 0;
-	if (stack_read(w, &bcp, sizeof(bcp), fp + JVM_INTERP_BCP_OFFSET) ||
-	    bpf_probe_read_user(&cm, sizeof(cm), (void *)(method + l->const_method_offset)))
+	__u64 cm = 0;
+	if (bpf_probe_read_user(&cm, sizeof(cm), (void *)(method + l->const_method_offset)))
 		return 0;
 	__u64 code = cm + l->const_method_size;
 	if (bcp < code || bcp - code >= 0xffff)
@@ -445,7 +441,9 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		/* An interpreted Java frame: every method runs the same
 		 * interpreter code, so its Method* tells them apart. */
 		__u64 slots[3] = {}; /* Method*, last sp, sender sp */
-		if (fp > MAX_FRAME_SPAN)
+		__u64 bcp = 0;
+		/* The bytecode pointer first: it lies below the slots. */
+		if (fp > MAX_FRAME_SPAN && !stack_read(w, &bcp, sizeof(bcp), fp + JVM_INTERP_BCP_OFFSET))
 			stack_read(w, slots, sizeof(slots), fp + JVM_INTERP_METHOD_OFFSET);
 		__u64 method = slots[0];
 		/* The caller's stack pointer: a compiled caller's frame is
@@ -458,7 +456,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 			st->flags |= STACK_MAX_DEPTH;
 			return 1;
 		}
-		method = STACK_JVM_METHOD | (method & STACK_JVM_METHOD_MASK) | jvm_bci(w, fp, slots[0]);
+		method = STACK_JVM_METHOD | (method & STACK_JVM_METHOD_MASK) | jvm_bci(bcp, slots[0]);
 		st->ips[d] = method;
 		st->depth = d + 1;
 		w->hash = (w->hash ^ method) * 1099511628211ULL;
