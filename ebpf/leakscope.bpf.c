@@ -101,7 +101,8 @@ struct thread_state {
 	struct pending inner; /* a malloc inside a resource's acquire call */
 	struct zcall zcall;   /* the last inflate() entered */
 	/* The mapping holding this thread's stack as last found (bpf_find_vma):
-	 * a stack walk reads the stack in chunks up to its end (stack_window). */
+	 * a stack walk reads the stack in chunks up to its end (stack_window),
+	 * or up to the page where a chunk once faulted (stack_read). */
 	__u64 stack_lo, stack_hi;
 };
 

@@ -50,7 +50,8 @@ enum stat_index {
 	STAT_FREES = 8,           /* releases matched to a tracked allocation */
 	STAT_OWNED_ALLOCS = 9,    /* blocks a library allocated for a tracked resource */
 	STAT_WINDOWS_UNREAD = 10, /* inflate windows the exit could not read (zwindows) */
-	STAT_MAX = 11,
+	STAT_STACK_CHUNK_FAULTS = 11, /* stack chunks a walk could not read (a page never touched) */
+	STAT_MAX = 12,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */

@@ -178,15 +178,38 @@ func TestLaunchLeakyWithoutFramePointers(t *testing.T) {
 
 // TestDeepStackAcrossChunks: the kernel walk reads the stack in chunks of
 // up to 4 KiB; a stack of 24 frames of 1.5 KiB each needs many, and on a
-// second thread the last chunks end at the top of its stack mapping. Every
-// frame is there, with and without frame pointers, counts exact.
+// second thread the last chunks end at the top of its stack mapping. A third
+// thread leaks below a frame whose 16 KiB array was never written above its
+// first byte, so a chunk read across it faults: the walk still names every
+// frame, and that thread's chunks stop at the faulting page from then on
+// (one fault there, not one per walk). Every frame is there, with and
+// without frame pointers, counts exact.
 func TestDeepStackAcrossChunks(t *testing.T) {
 	testutil.RequireBPF(t)
 	descend := strings.TrimSuffix(strings.Repeat("descend,", 24), ",")
 	for _, fp := range []bool{true, false} {
 		bin := buildExample(t, "deepstack", fp)
-		c, stderr := launch(t, bin)
+		tr, stderr := launchWait(t, Options{}, bin)
+		var perCPU []uint64
+		if err := tr.objs.Stats.Lookup(uint32(leakStatIndexSTAT_STACK_CHUNK_FAULTS), &perCPU); err != nil {
+			tr.Stop()
+			t.Fatalf("read stats: %v", err)
+		}
+		var faults uint64
+		for _, v := range perCPU {
+			faults += v
+		}
+		c, err := tr.Stop()
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
 		checkNoLoss(t, c)
+		// The gap thread's first walk faults; the main thread's last
+		// frames may too (the random gap below its arguments). Without
+		// the cap each of the gap thread's 20 walks faulted.
+		if faults < 1 || faults > 3 {
+			t.Errorf("fp=%v: %d stack chunks faulted, want 1 to 3 (one per thread at most)", fp, faults)
+		}
 		for _, want := range []struct {
 			fn           string
 			count, bytes uint64
@@ -194,6 +217,7 @@ func TestDeepStackAcrossChunks(t *testing.T) {
 		}{
 			{"leak_deep_main", 5, 480, "leak_deep_main," + descend + ",main,__libc_start_call_main"},
 			{"leak_deep_thread", 3, 480, "leak_deep_thread," + descend + ",thread_main,start_thread"},
+			{"leak_gap_block", 20, 1280, "leak_gap_block,leave_gap,gap_main,start_thread"},
 		} {
 			sites := siteOf(c, want.fn)
 			if len(sites) != 1 {

@@ -167,18 +167,19 @@ type leakStackWindow struct {
 type leakStatIndex uint32
 
 const (
-	leakStatIndexSTAT_ALLOCS_DROPPED  leakStatIndex = 0
-	leakStatIndexSTAT_UNKNOWN_FREES   leakStatIndex = 1
-	leakStatIndexSTAT_STACK_ERRORS    leakStatIndex = 2
-	leakStatIndexSTAT_FREES_MISSED    leakStatIndex = 3
-	leakStatIndexSTAT_PENDING_DROPPED leakStatIndex = 4
-	leakStatIndexSTAT_FAILED_ALLOCS   leakStatIndex = 5
-	leakStatIndexSTAT_NESTED_CALLS    leakStatIndex = 6
-	leakStatIndexSTAT_ALLOCS          leakStatIndex = 7
-	leakStatIndexSTAT_FREES           leakStatIndex = 8
-	leakStatIndexSTAT_OWNED_ALLOCS    leakStatIndex = 9
-	leakStatIndexSTAT_WINDOWS_UNREAD  leakStatIndex = 10
-	leakStatIndexSTAT_MAX             leakStatIndex = 11
+	leakStatIndexSTAT_ALLOCS_DROPPED     leakStatIndex = 0
+	leakStatIndexSTAT_UNKNOWN_FREES      leakStatIndex = 1
+	leakStatIndexSTAT_STACK_ERRORS       leakStatIndex = 2
+	leakStatIndexSTAT_FREES_MISSED       leakStatIndex = 3
+	leakStatIndexSTAT_PENDING_DROPPED    leakStatIndex = 4
+	leakStatIndexSTAT_FAILED_ALLOCS      leakStatIndex = 5
+	leakStatIndexSTAT_NESTED_CALLS       leakStatIndex = 6
+	leakStatIndexSTAT_ALLOCS             leakStatIndex = 7
+	leakStatIndexSTAT_FREES              leakStatIndex = 8
+	leakStatIndexSTAT_OWNED_ALLOCS       leakStatIndex = 9
+	leakStatIndexSTAT_WINDOWS_UNREAD     leakStatIndex = 10
+	leakStatIndexSTAT_STACK_CHUNK_FAULTS leakStatIndex = 11
+	leakStatIndexSTAT_MAX                leakStatIndex = 12
 )
 
 type leakThreadState struct {

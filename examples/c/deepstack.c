@@ -9,15 +9,24 @@
  * this stack needs many chunks, and on the second thread the last ones end
  * at the top of the thread's stack mapping.
  *
+ * A third thread, started first so its stack is freshly mapped, leaks from
+ * below leave_gap(), whose frame holds a 16 KiB array of which only the
+ * first byte is written: the pages above it were never touched, so a chunk
+ * read across them faults. The walk still names every frame (words above
+ * are read one at a time), and a chunk on that thread faults once, not
+ * once per walk.
+ *
  * Ground truth, exact:
  *
  *   site function      thread         blocks  bytes
  *   leak_deep_main     main                5    480   (malloc(96))
  *   leak_deep_thread   second thread       3    480   (malloc(160))
+ *   leak_gap_block     third thread       20   1280   (malloc(64))
  *
  * Call chains (callee first, as leakscope prints them):
  *   leak_deep_main <- descend x24 <- main <- __libc_start_call_main
  *   leak_deep_thread <- descend x24 <- thread_main <- start_thread
+ *   leak_gap_block <- leave_gap <- gap_main <- start_thread
  *
  * The program makes no other heap allocation of its own (pthread_create
  * makes libc's own, not attributed to these functions).
@@ -45,6 +54,31 @@ static EXAMPLE_NOINLINE void leak_deep_thread(void)
 {
 	for (int i = 0; i < 3; i++)
 		use_memory(malloc(160), 160, (unsigned)i);
+}
+
+static EXAMPLE_NOINLINE void leak_gap_block(void)
+{
+	use_memory(malloc(64), 64, 7);
+}
+
+/* leave_gap leaks 20 blocks below a frame whose 16 KiB array is touched at
+ * its first byte only. */
+static EXAMPLE_NOINLINE void leave_gap(void)
+{
+	unsigned char big[16384];
+
+	big[0] = 1;
+	g_sink_ptr = big;
+	for (int i = 0; i < 20; i++)
+		leak_gap_block();
+	g_sink_sum += big[0];
+}
+
+static void *gap_main(void *arg)
+{
+	(void)arg;
+	leave_gap();
+	return NULL;
 }
 
 /* descend recurses n more times, then leaks with leak. The buffer is used
@@ -75,12 +109,17 @@ int main(void)
 {
 	pthread_t t;
 
+	/* First, while no thread stack is cached for reuse: its stack is
+	 * freshly mapped, the pages above leave_gap's first byte untouched. */
+	if (pthread_create(&t, NULL, gap_main, NULL) != 0)
+		die(PROG, "pthread_create failed");
+	pthread_join(t, NULL);
 	descend(DEPTH, leak_deep_main);
 	if (pthread_create(&t, NULL, thread_main, NULL) != 0)
 		die(PROG, "pthread_create failed");
 	pthread_join(t, NULL);
 	clear_sink();
-	write_all(2, PROG ": leaked 5 blocks (480 bytes) in leak_deep_main, 3 blocks (480 bytes) in leak_deep_thread\n",
-		  sizeof(PROG ": leaked 5 blocks (480 bytes) in leak_deep_main, 3 blocks (480 bytes) in leak_deep_thread\n") - 1);
+#define SUMMARY PROG ": leaked 5 blocks (480 bytes) in leak_deep_main, 3 blocks (480 bytes) in leak_deep_thread, 20 blocks (1280 bytes) in leak_gap_block\n"
+	write_all(2, SUMMARY, sizeof(SUMMARY) - 1);
 	return 0;
 }
