@@ -262,11 +262,24 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live}
 	}
 	defs, _ := cw.newDefs(final.Sites)
-	line, err := endLine(end)
-	if err != nil {
-		return fmt.Errorf("write capture end: %w", err)
+	if err := cw.write("end", anys(defs)...); err != nil {
+		return err
 	}
-	if err := cw.write("end", append(anys(defs), line)...); err != nil {
+	// The end line goes out in pieces as it is encoded, not as one
+	// buffer: 1M live allocations are ~40 MB of line. A reader drops a
+	// last line cut short, so a capture killed meanwhile reads as one
+	// without its end.
+	err := encodeEnd(end, true, func(p []byte) error {
+		if _, err := cw.w.Write(p); err != nil {
+			cw.err = fmt.Errorf("write capture end: %w", err)
+			return cw.err
+		}
+		return nil
+	})
+	if err != nil {
+		if cw.err == nil {
+			return fmt.Errorf("write capture end: %w", err)
+		}
 		return err
 	}
 	cw.err = errWriterClosed
@@ -340,17 +353,29 @@ func (cw *CaptureWriter) write(what string, vs ...any) error {
 	return flush()
 }
 
-// endLine encodes the end record as json.Marshal does, appending its
-// live allocations (1M in a large capture) to one buffer sized for them:
-// json.Marshal's buffer doubled its way to ~40 MB and was copied twice,
-// ~180 MB for a line of 40.
+// endLine encodes the end record as json.Marshal does (encodeEnd), in one
+// buffer.
 func endLine(end *captureEnd) (json.RawMessage, error) {
+	var line []byte
+	err := encodeEnd(end, false, func(p []byte) error {
+		line = append(line, p...)
+		return nil
+	})
+	return line, err
+}
+
+// encodeEnd encodes the end record as json.Marshal does, newline included
+// when newline is set, and hands it to emit in pieces of about writeChunk
+// bytes, each in a buffer reused for the next (emit must not keep it).
+// json.Marshal's buffer doubled its way to ~40 MB for 1M live allocations
+// and was copied twice; one buffer sized for the line was still ~50 MB.
+func encodeEnd(end *captureEnd, newline bool, emit func([]byte) error) error {
 	head, err := json.Marshal(struct {
 		Target   Target        `json:"target"`
 		Duration time.Duration `json:"duration_ns"`
 	}{end.Target, end.Duration})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tail, err := json.Marshal(struct {
 		Lost     Lost     `json:"lost"`
@@ -358,13 +383,21 @@ func endLine(end *captureEnd) (json.RawMessage, error) {
 		Warnings []string `json:"warnings,omitempty"`
 	}{end.Lost, end.Objects, end.Warnings})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	size := len(head) + len(tail) + 64 // and the writer's newline
+	size := len(head) + len(tail) + 64 // and the newline
 	for _, t := range end.Sites {
 		size += 120 + 40*len(t.Live)
 	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, min(size, writeChunk+4096))
+	flush := func() error {
+		if len(b) < writeChunk {
+			return nil
+		}
+		err := emit(b)
+		b = b[:0]
+		return err
+	}
 	b = append(b, `{"type":"end","end":`...)
 	b = append(b, head[:len(head)-1]...) // without its closing brace
 	b = append(b, `,"sites":`...)
@@ -395,27 +428,36 @@ func endLine(end *captureEnd) (json.RawMessage, error) {
 					if a.Weight != 0 { // floats: as encoding/json writes them
 						w, err := json.Marshal(a)
 						if err != nil {
-							return nil, err
+							return err
 						}
 						b = append(b, w...)
-						continue
+					} else {
+						b = append(b, `{"size":`...)
+						b = strconv.AppendUint(b, a.Size, 10)
+						b = append(b, `,"age_ns":`...)
+						b = strconv.AppendInt(b, int64(a.Age), 10)
+						b = append(b, '}')
 					}
-					b = append(b, `{"size":`...)
-					b = strconv.AppendUint(b, a.Size, 10)
-					b = append(b, `,"age_ns":`...)
-					b = strconv.AppendInt(b, int64(a.Age), 10)
-					b = append(b, '}')
+					if err := flush(); err != nil {
+						return err
+					}
 				}
 				b = append(b, ']')
 			}
 			b = append(b, '}')
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 		b = append(b, ']')
 	}
 	b = append(b, ',')
 	b = append(b, tail[1:]...) // without its opening brace
 	b = append(b, '}')
-	return b, nil
+	if newline {
+		b = append(b, '\n')
+	}
+	return emit(b)
 }
 
 func anys(recs []captureRecord) []any {
