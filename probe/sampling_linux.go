@@ -44,7 +44,16 @@ func scaleSampled(c *analyze.Capture, mean uint64) {
 		s.Allocs = uint64(math.Round(float64(s.Allocs) * f))
 		s.Frees = uint64(math.Round(float64(s.Frees) * f))
 	}
+	// Consecutive snapshots may share one slice (appendSnapshotLocked):
+	// each is scaled once.
+	scaled := map[*analyze.SitePoint]bool{}
 	for i := range c.Snapshots {
+		if ps := c.Snapshots[i].Sites; len(ps) > 0 {
+			if scaled[&ps[0]] {
+				continue
+			}
+			scaled[&ps[0]] = true
+		}
 		for j := range c.Snapshots[i].Sites {
 			p := &c.Snapshots[i].Sites[j]
 			if f, ok := factor[p.ID]; ok {

@@ -772,18 +772,13 @@ func (t *Tracer) Snapshot() (Progress, error) {
 		return Progress{}, err
 	}
 	at := time.Since(t.started)
-	snap := analyze.Snapshot{At: at}
-	if len(points) > 0 {
-		snap.Sites = make([]analyze.SitePoint, 0, len(points))
-	}
 	p := Progress{Elapsed: at}
 	for _, sp := range points {
-		snap.Sites = append(snap.Sites, sp.SitePoint)
 		p.LiveCount += sp.LiveCount
 		p.LiveBytes += sp.LiveBytes
 	}
 	p.Sites = len(points)
-	t.snapshots = analyze.ThinSnapshots(append(t.snapshots, snap))
+	t.appendSnapshotLocked(points, at)
 	return p, nil
 }
 
