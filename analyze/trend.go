@@ -166,15 +166,25 @@ func TrendOf(points []Point) *Trend {
 // trendOf is TrendOf with a reusable buffer for the pairwise slopes
 // (nil: its own).
 func trendOf(points []Point, slopes *[]float64) *Trend {
+	t, ok := trendValue(points, slopes)
+	if !ok {
+		return nil
+	}
+	return &t
+}
+
+// trendValue is trendOf without the allocation; ok is false where trendOf
+// returns nil.
+func trendValue(points []Point, slopes *[]float64) (t Trend, ok bool) {
 	n := len(points)
 	if n < MinTrendPoints {
-		return nil
+		return Trend{}, false
 	}
 	span := points[n-1].At - points[0].At
 	if span <= 0 {
-		return nil
+		return Trend{}, false
 	}
-	t := &Trend{Points: n, Span: span}
+	t = Trend{Points: n, Span: span}
 
 	high, lastHigh := points[0].LiveBytes, -1
 	for i := 1; i < n; i++ {
@@ -209,7 +219,7 @@ func trendOf(points []Point, slopes *[]float64) *Trend {
 	t.Tau = kendallTau(sample)
 	flat := min(1, float64(t.FlatFor)/float64(span))
 	t.Weight = 0.1 + 0.9*max(0, t.Tau)*(1-flat)
-	return t
+	return t, true
 }
 
 func median3(a, b, c uint64) uint64 {
