@@ -11,6 +11,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
 // sitePoint is one merged site's totals at one read.
@@ -59,6 +60,11 @@ type siteTable struct {
 	// out is readSitesLocked's result, reused by the next read: 100k
 	// points of 48 B were 4.8 MB of garbage at every snapshot.
 	out []sitePoint
+	// given marks the slots LastSnapshot returned.
+	given []bool
+	// seen, when not nil, gets the slot of every kernel site a read
+	// meets (Stop's last read, for its read of the live allocations).
+	seen map[kernelSite]int
 }
 
 func newSiteTable() *siteTable {
@@ -82,6 +88,7 @@ func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *resolvedStack) in
 	st.slotOf[id] = i
 	st.acc = append(st.acc, analyze.SitePoint{})
 	st.mark = append(st.mark, 0)
+	st.given = append(st.given, false)
 	st.sorted = false
 	return i
 }
@@ -147,6 +154,9 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 			return
 		}
 		slot := t.refLocked(kernelSite{key.StackId, key.Kind})
+		if st.seen != nil {
+			st.seen[kernelSite{key.StackId, key.Kind}] = slot
+		}
 		p := &st.acc[slot]
 		if st.mark[slot] != st.read {
 			st.mark[slot] = st.read
@@ -212,6 +222,12 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	// every trend (a growing leak could read as a plateau).
 	end := time.Now()
 	nowMono := monotonicNow()
+	t.mu.Lock()
+	stopped := t.stopped
+	t.mu.Unlock()
+	if stopped {
+		return nil, errStopped
+	}
 	t.detach()
 	t.misses.Close()
 	t.wg.Wait()
@@ -230,6 +246,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	defer t.closeRuntimeLocked()
 	t.refreshLocked()
 	t.retryNamesLocked(true) // a JVM still alive names its newest code
+	t.sites.seen = map[kernelSite]int{}
 	points, err := t.readSitesLocked()
 	if err != nil {
 		return nil, err
@@ -264,7 +281,18 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		})
 		bySlot[p.slot] = i
 	}
-	if err := t.readLiveLocked(c, bySlot, nowMono); err != nil {
+	// Each kernel site's index in c.Sites, for the live allocations; the
+	// tables that resolved them go now, before 1M allocations are read
+	// (~25 MB at 100k stacks, and that read is when the most is live).
+	siteOf := make(map[kernelSite]int32, len(t.sites.seen))
+	for k, slot := range t.sites.seen {
+		if i := bySlot[slot]; i >= 0 {
+			siteOf[k] = int32(i)
+		}
+	}
+	bySlot = nil
+	t.releaseLocked()
+	if err := t.readLiveLocked(c, siteOf, nowMono); err != nil {
 		return nil, err
 	}
 	if t.opts.SampleBytes > 0 {
@@ -283,7 +311,6 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	t.untracedPairs()
 	c.Warnings = append(c.Warnings, t.warnings...)
-	t.releaseLocked()
 	return c, nil
 }
 
@@ -319,23 +346,33 @@ func samePoints(a []analyze.SitePoint, b []sitePoint) bool {
 	return true
 }
 
-// releaseLocked drops, once Stop built the capture, what only resolving
-// and reading more needed: the site table, the resolved stacks by kernel
-// id, the frame caches and the series (the capture holds what it needs).
-// At 100k stacks these are ~25 MB, live until the process exits, while
-// the capture is ranked and written. A second Stop fails before using
-// them (the maps are closed).
+// releaseLocked drops, once Stop read the sites, what only resolving and
+// reading more needed: the site table, the resolved stacks by kernel id,
+// the frame caches and the series (the capture holds what it needs). At
+// 100k stacks these are ~25 MB, live until the process exits otherwise,
+// while the capture is ranked and written. A second Stop fails before
+// using them (the maps are closed).
+//
+// The objects' symbol and line tables go too (the storm's DWARF lines are
+// 6 MB; a large C++ program's are hundreds): the cache is closed, and so
+// no Snapshot or Stop may follow (stopped).
 func (t *Tracer) releaseLocked() {
+	t.stopped = true
 	jit := t.sym.jit
 	t.sym = newStackResolver(t.view)
 	t.sym.jit = jit
 	t.sites = newSiteTable()
 	t.snapshots = nil
+	t.view.objs = map[string]*symbolize.Object{}
+	t.cache.Close()
 }
 
 // readLiveLocked lists every live allocation with its age, in batches.
-// bySlot maps a merged site's slot to its index in c.Sites (-1: none).
-func (t *Tracer) readLiveLocked(c *analyze.Capture, bySlot []int, nowMono uint64) error {
+// siteOf maps a kernel site to its index in c.Sites: the sites of Stop's
+// last read, which every live allocation's site is in (the kernel makes
+// the site first); one it lacks is skipped, as a site that read did not
+// list was.
+func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[kernelSite]int32, nowMono uint64) error {
 	// One backing array for every site's allocations, each site's part
 	// sized from its live count: no slice grows 1M times.
 	var total uint64
@@ -352,15 +389,15 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, bySlot []int, nowMono uint64
 		if key.Pad&1 == 0 && key.Pad>>1 != t.execGen {
 			return // made by an image the target exec'd away from
 		}
-		slot := t.refLocked(kernelSite{info.StackId, info.Kind})
-		if slot >= len(bySlot) || bySlot[slot] < 0 {
+		i, ok := siteOf[kernelSite{info.StackId, info.Kind}]
+		if !ok {
 			return
 		}
 		age := time.Duration(0)
 		if nowMono > info.TsNs {
 			age = time.Duration(nowMono - info.TsNs)
 		}
-		s := &c.Sites[bySlot[slot]]
+		s := &c.Sites[i]
 		size := info.SizeBytes
 		if len(t.windows.bytes) > 0 && key.Pad == t.execGen<<1 {
 			size += t.windows.bytes[windowKey{key.Addr, key.Kind}]
