@@ -164,11 +164,16 @@ func (cw *CaptureWriter) WriteSnapshot(sites []Site, s Snapshot) error {
 	if cw.snapshots > 0 {
 		rec = captureRecord{Type: "delta", Snapshot: &Snapshot{At: s.At, Sites: delta(cw.last, cur)}}
 	}
-	recs := append(defs, rec)
-	if err := cw.write(fmt.Sprintf("snapshot %d", n), anys(recs)...); err != nil {
+	err := cw.writeN(fmt.Sprintf("snapshot %d", n), len(defs)+1, func(i int) any {
+		if i < len(defs) {
+			return defRecord(&sites[defs[i]])
+		}
+		return rec
+	})
+	if err != nil {
 		return err
 	}
-	cw.define(defs)
+	cw.define(sites, defs)
 	cw.snapshots = n
 	cw.last = cur
 	return nil
@@ -262,14 +267,15 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live}
 	}
 	defs, _ := cw.newDefs(final.Sites)
-	if err := cw.write("end", anys(defs)...); err != nil {
+	err := cw.writeN("end", len(defs), func(i int) any { return defRecord(&final.Sites[defs[i]]) })
+	if err != nil {
 		return err
 	}
 	// The end line goes out in pieces as it is encoded, not as one
 	// buffer: 1M live allocations are ~40 MB of line. A reader drops a
 	// last line cut short, so a capture killed meanwhile reads as one
 	// without its end.
-	err := encodeEnd(end, true, func(p []byte) error {
+	err = encodeEnd(end, true, func(p []byte) error {
 		if _, err := cw.w.Write(p); err != nil {
 			cw.err = fmt.Errorf("write capture end: %w", err)
 			return cw.err
@@ -286,24 +292,31 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 	return nil
 }
 
-// newDefs returns site records for the sites not defined yet, each ID once,
-// and the set of their IDs.
-func (cw *CaptureWriter) newDefs(sites []Site) ([]captureRecord, map[uint64]bool) {
-	var defs []captureRecord
+// newDefs returns the indices in sites of the sites not defined yet, each
+// ID once, and the set of their IDs. Their records are made as they are
+// written (defRecord): 100k of them, made at once with their pointers,
+// were ~13 MB at the first snapshot.
+func (cw *CaptureWriter) newDefs(sites []Site) ([]int, map[uint64]bool) {
+	var defs []int
 	seen := map[uint64]bool{}
-	for _, s := range sites {
+	for i, s := range sites {
 		if cw.defined[s.ID] || seen[s.ID] {
 			continue
 		}
 		seen[s.ID] = true
-		defs = append(defs, captureRecord{Type: "site", Site: &siteDef{ID: s.ID, Kind: s.Kind, Stack: s.Stack}})
+		defs = append(defs, i)
 	}
 	return defs, seen
 }
 
-func (cw *CaptureWriter) define(defs []captureRecord) {
-	for _, d := range defs {
-		cw.defined[d.Site.ID] = true
+// defRecord is the definition record of s.
+func defRecord(s *Site) captureRecord {
+	return captureRecord{Type: "site", Site: &siteDef{ID: s.ID, Kind: s.Kind, Stack: s.Stack}}
+}
+
+func (cw *CaptureWriter) define(sites []Site, defs []int) {
+	for _, i := range defs {
+		cw.defined[sites[i].ID] = true
 	}
 }
 
@@ -315,6 +328,12 @@ const writeChunk = 4 << 20
 // longer: the first snapshot of 100k sites defines them all, 400 MB of
 // lines that were one buffer.
 func (cw *CaptureWriter) write(what string, vs ...any) error {
+	return cw.writeN(what, len(vs), func(i int) any { return vs[i] })
+}
+
+// writeN is write of value(0), ..., value(n-1), each made when its line
+// is encoded.
+func (cw *CaptureWriter) writeN(what string, n int, value func(i int) any) error {
 	var b bytes.Buffer
 	flush := func() error {
 		if b.Len() == 0 {
@@ -327,7 +346,8 @@ func (cw *CaptureWriter) write(what string, vs ...any) error {
 		b.Reset()
 		return nil
 	}
-	for _, v := range vs {
+	for i := range n {
+		v := value(i)
 		line, ok := v.(json.RawMessage)
 		if !ok {
 			var err error
@@ -458,14 +478,6 @@ func encodeEnd(end *captureEnd, newline bool, emit func([]byte) error) error {
 		b = append(b, '\n')
 	}
 	return emit(b)
-}
-
-func anys(recs []captureRecord) []any {
-	vs := make([]any, len(recs))
-	for i, r := range recs {
-		vs[i] = r
-	}
-	return vs
 }
 
 // WriteCapture writes all of c as a capture file: header, sites,
