@@ -66,12 +66,76 @@ type siteDef struct {
 }
 
 type siteTotals struct {
-	ID        uint64  `json:"id"`
-	LiveCount uint64  `json:"live_count"`
-	LiveBytes uint64  `json:"live_bytes"`
-	Allocs    uint64  `json:"allocs"`
-	Frees     uint64  `json:"frees"`
-	Live      []Alloc `json:"live,omitempty"`
+	ID        uint64
+	LiveCount uint64
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Live      []Alloc
+	Weights   []float64 // Site.LiveWeights
+}
+
+// liveAlloc is an allocation as a capture file lists it: with its weight.
+type liveAlloc struct {
+	Size   uint64        `json:"size"`
+	Age    time.Duration `json:"age_ns"`
+	Weight float64       `json:"weight,omitempty"`
+}
+
+// siteTotalsJSON is siteTotals as a capture file holds it.
+type siteTotalsJSON struct {
+	ID        uint64      `json:"id"`
+	LiveCount uint64      `json:"live_count"`
+	LiveBytes uint64      `json:"live_bytes"`
+	Allocs    uint64      `json:"allocs"`
+	Frees     uint64      `json:"frees"`
+	Live      []liveAlloc `json:"live,omitempty"`
+}
+
+func (t siteTotals) MarshalJSON() ([]byte, error) {
+	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees}
+	if t.Live != nil {
+		j.Live = make([]liveAlloc, len(t.Live))
+		for i, a := range t.Live {
+			j.Live[i] = liveAlloc{Size: a.Size, Age: a.Age}
+			if i < len(t.Weights) {
+				j.Live[i].Weight = t.Weights[i]
+			}
+		}
+	}
+	return json.Marshal(j)
+}
+
+func (t *siteTotals) UnmarshalJSON(b []byte) error {
+	// Into what t holds, as encoding/json decodes a struct: fields the
+	// object lacks keep their values.
+	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees}
+	if t.Live != nil {
+		j.Live = make([]liveAlloc, len(t.Live))
+		for i, a := range t.Live {
+			j.Live[i] = liveAlloc{Size: a.Size, Age: a.Age}
+			if i < len(t.Weights) {
+				j.Live[i].Weight = t.Weights[i]
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*t = siteTotals{ID: j.ID, LiveCount: j.LiveCount, LiveBytes: j.LiveBytes, Allocs: j.Allocs, Frees: j.Frees}
+	if j.Live != nil {
+		t.Live = make([]Alloc, len(j.Live))
+		for i, a := range j.Live {
+			t.Live[i] = Alloc{Size: a.Size, Age: a.Age}
+			if a.Weight != 0 && t.Weights == nil {
+				t.Weights = make([]float64, len(j.Live))
+			}
+			if t.Weights != nil {
+				t.Weights[i] = a.Weight
+			}
+		}
+	}
+	return nil
 }
 
 type captureEnd struct {
@@ -264,7 +328,7 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 			return fmt.Errorf("write capture end: site %d is listed twice", s.ID)
 		}
 		ids[s.ID] = true
-		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live}
+		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live, Weights: s.LiveWeights}
 	}
 	defs, _ := cw.newDefs(final.Sites)
 	err := cw.writeN("end", len(defs), func(i int) any { return defRecord(&final.Sites[defs[i]]) })
@@ -373,6 +437,14 @@ func (cw *CaptureWriter) writeN(what string, n int, value func(i int) any) error
 	return flush()
 }
 
+// weightOf is weights[i], 0 past its end.
+func weightOf(weights []float64, i int) float64 {
+	if i < len(weights) {
+		return weights[i]
+	}
+	return 0
+}
+
 // endLine encodes the end record as json.Marshal does (encodeEnd), in one
 // buffer.
 func endLine(end *captureEnd) (json.RawMessage, error) {
@@ -445,8 +517,8 @@ func encodeEnd(end *captureEnd, newline bool, emit func([]byte) error) error {
 					if j > 0 {
 						b = append(b, ',')
 					}
-					if a.Weight != 0 { // floats: as encoding/json writes them
-						w, err := json.Marshal(a)
+					if w := weightOf(t.Weights, j); w != 0 { // floats: as encoding/json writes them
+						w, err := json.Marshal(liveAlloc{Size: a.Size, Age: a.Age, Weight: w})
 						if err != nil {
 							return err
 						}
@@ -684,7 +756,7 @@ func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 		}
 		seen[t.ID] = true
 		s := &c.Sites[i]
-		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live
+		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live, s.LiveWeights = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live, t.Weights
 	}
 	c.Target = end.Target
 	c.Duration = end.Duration

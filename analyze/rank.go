@@ -306,11 +306,11 @@ func measure(s *Site, minAge time.Duration) Leak {
 	}
 	l.AgeKnown = true
 	var count, bytes float64 // sampled allocations stand for Weight each
-	for _, a := range s.Live {
+	for i, a := range s.Live {
 		if a.Age < minAge {
 			continue
 		}
-		w := a.Weight
+		w := s.Weight(i)
 		if w == 0 {
 			w = 1
 		}

@@ -32,9 +32,10 @@ func scaleSampled(c *analyze.Capture, mean uint64) {
 			continue
 		}
 		var count, bytes float64
+		s.LiveWeights = make([]float64, len(s.Live))
 		for j := range s.Live {
 			w := sampleWeight(s.Live[j].Size, mean)
-			s.Live[j].Weight = w
+			s.LiveWeights[j] = w
 			count += w
 			bytes += w * float64(s.Live[j].Size)
 		}
