@@ -364,6 +364,7 @@ func (t *Tracer) releaseLocked() {
 	t.sites = newSiteTable()
 	t.snapshots = nil
 	t.view.objs = map[string]*symbolize.Object{}
+	t.alloc.Obj = nil // attaching only
 	t.cache.Close()
 }
 
