@@ -257,7 +257,6 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		Target:    t.target(),
 		StartedAt: t.started,
 		Duration:  end.Sub(t.started),
-		Snapshots: t.snapshots,
 		Objects:   t.view.objects(t.allocDisplay()),
 		Probes:    t.probeSet(),
 	}
@@ -291,7 +290,10 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		}
 	}
 	bySlot = nil
+	ser := t.series
 	t.releaseLocked()
+	c.Snapshots = ser.snapshots() // whole, once the tables are gone
+	ser = series{}
 	if err := t.readLiveLocked(c, siteOf, nowMono); err != nil {
 		return nil, err
 	}
@@ -314,36 +316,9 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	return c, nil
 }
 
-// appendSnapshotLocked adds the points of a read to the series. A snapshot
-// whose points are those of the one before (no site allocated or freed in
-// between, as in a target that holds what it has) shares its slice: 100k
-// sites are 3.8 MB a snapshot, and a quiet target's series was that much
-// per interval for the same numbers. Snapshots are never changed in place
-// but by scaleSampled, which scales a shared slice once.
+// appendSnapshotLocked adds the points of a read to the series.
 func (t *Tracer) appendSnapshotLocked(points []sitePoint, at time.Duration) {
-	s := analyze.Snapshot{At: at}
-	if n := len(t.snapshots); n > 0 && samePoints(t.snapshots[n-1].Sites, points) {
-		s.Sites = t.snapshots[n-1].Sites
-	} else if len(points) > 0 {
-		s.Sites = make([]analyze.SitePoint, len(points))
-		for i, p := range points {
-			s.Sites[i] = p.SitePoint
-		}
-	}
-	t.snapshots = analyze.ThinSnapshots(append(t.snapshots, s))
-}
-
-// samePoints reports whether a snapshot's points are those of a read.
-func samePoints(a []analyze.SitePoint, b []sitePoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i].SitePoint {
-			return false
-		}
-	}
-	return true
+	t.series.add(points, at)
 }
 
 // releaseLocked drops, once Stop read the sites, what only resolving and
@@ -353,16 +328,16 @@ func samePoints(a []analyze.SitePoint, b []sitePoint) bool {
 // while the capture is ranked and written. A second Stop fails before
 // using them (the maps are closed).
 //
-// The objects' symbol and line tables go too (the storm's DWARF lines are
-// 6 MB; a large C++ program's are hundreds): the cache is closed, and so
-// no Snapshot or Stop may follow (stopped).
+// The objects' symbol and line tables go too (libc's from libc6-dbg are
+// 5.5 MB; a large C++ program's are hundreds): the cache is closed, and
+// so no Snapshot or Stop may follow (stopped).
 func (t *Tracer) releaseLocked() {
 	t.stopped = true
 	jit := t.sym.jit
 	t.sym = newStackResolver(t.view)
 	t.sym.jit = jit
 	t.sites = newSiteTable()
-	t.snapshots = nil
+	t.series = series{}
 	t.view.objs = map[string]*symbolize.Object{}
 	t.alloc.Obj = nil // attaching only
 	t.cache.Close()

@@ -45,7 +45,7 @@ type Tracer struct {
 	sym       *stackResolver
 	sites     *siteTable
 	rawStack  leakStack // resolveLocked's read buffer
-	snapshots []analyze.Snapshot
+	series    series    // the snapshots so far
 	warnings  []string
 	command   []string
 	probed    []string
@@ -797,12 +797,12 @@ func (t *Tracer) Snapshot() (Progress, error) {
 func (t *Tracer) LastSnapshot() ([]analyze.Site, analyze.Snapshot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.snapshots) == 0 {
+	if t.series.len() == 0 {
 		return nil, analyze.Snapshot{}
 	}
 	// Made when asked for, not kept at every snapshot, and only the new
 	// ones: every site of 100k was 12 MB at every snapshot.
-	last := t.snapshots[len(t.snapshots)-1]
+	last := t.series.lastSnapshot()
 	st := t.sites
 	var sites []analyze.Site
 	for _, p := range last.Sites {
