@@ -63,8 +63,9 @@ type siteTable struct {
 	// given marks the slots LastSnapshot returned.
 	given []bool
 	// seen, when not nil, gets the slot of every kernel site a read
-	// meets (Stop's last read, for its read of the live allocations).
-	seen map[kernelSite]int
+	// meets, by kind and stack id (Stop's last read, for its read of the
+	// live allocations).
+	seen map[uint32]map[uint64]int
 }
 
 func newSiteTable() *siteTable {
@@ -155,7 +156,12 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 		}
 		slot := t.refLocked(kernelSite{key.StackId, key.Kind})
 		if st.seen != nil {
-			st.seen[kernelSite{key.StackId, key.Kind}] = slot
+			m := st.seen[key.Kind]
+			if m == nil {
+				m = map[uint64]int{}
+				st.seen[key.Kind] = m
+			}
+			m[key.StackId] = slot
 		}
 		p := &st.acc[slot]
 		if st.mark[slot] != st.read {
@@ -246,7 +252,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	defer t.closeRuntimeLocked()
 	t.refreshLocked()
 	t.retryNamesLocked(true) // a JVM still alive names its newest code
-	t.sites.seen = map[kernelSite]int{}
+	t.sites.seen = map[uint32]map[uint64]int{}
 	points, err := t.readSitesLocked()
 	if err != nil {
 		return nil, err
@@ -283,11 +289,17 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	// Each kernel site's index in c.Sites, for the live allocations; the
 	// tables that resolved them go now, before 1M allocations are read
 	// (~25 MB at 100k stacks, and that read is when the most is live).
-	siteOf := make(map[kernelSite]int32, len(t.sites.seen))
-	for k, slot := range t.sites.seen {
-		if i := bySlot[slot]; i >= 0 {
-			siteOf[k] = int32(i)
+	// A map per kind keyed by stack id: 1M lookups by a 64-bit key are
+	// ~0.1 s faster than by a struct.
+	siteOf := map[uint32]map[uint64]int32{}
+	for kind, seen := range t.sites.seen {
+		m := make(map[uint64]int32, len(seen))
+		for stack, slot := range seen {
+			if i := bySlot[slot]; i >= 0 {
+				m[stack] = int32(i)
+			}
 		}
+		siteOf[kind] = m
 	}
 	bySlot = nil
 	ser := t.series
@@ -348,7 +360,7 @@ func (t *Tracer) releaseLocked() {
 // last read, which every live allocation's site is in (the kernel makes
 // the site first); one it lacks is skipped, as a site that read did not
 // list was.
-func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[kernelSite]int32, nowMono uint64) error {
+func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[uint32]map[uint64]int32, nowMono uint64) error {
 	// One backing array for every site's allocations, each site's part
 	// sized from its live count: no slice grows 1M times.
 	var total uint64
@@ -361,11 +373,15 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[kernelSite]int32,
 		c.Sites[i].Live = backing[len(backing) : len(backing) : len(backing)+n]
 		backing = backing[:len(backing)+n]
 	}
+	kind, byStack := ^uint32(0), map[uint64]int32(nil) // the last kind's map
 	add := func(key *leakHandleKey, info *leakAllocInfo) {
 		if key.Pad&1 == 0 && key.Pad>>1 != t.execGen {
 			return // made by an image the target exec'd away from
 		}
-		i, ok := siteOf[kernelSite{info.StackId, info.Kind}]
+		if info.Kind != kind {
+			kind, byStack = info.Kind, siteOf[info.Kind]
+		}
+		i, ok := byStack[info.StackId]
 		if !ok {
 			return
 		}
