@@ -14,11 +14,18 @@ import (
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
-// sitePoint is one merged site's totals at one read.
-type sitePoint struct {
-	analyze.SitePoint
-	slot int // the site's index in siteTable.slots: its kind and stack
+// readPoints are the merged sites' totals at one read, by ascending ID:
+// the slots the read set (their index in siteTable.slots: kind and stack)
+// and the table's totals, until the next read. A list of points copied
+// out was 4.8 MB live at 100k sites.
+type readPoints struct {
+	acc   []analyze.SitePoint // by slot
+	slots []int32
 }
+
+func (r readPoints) len() int                   { return len(r.slots) }
+func (r readPoints) at(i int) analyze.SitePoint { return r.acc[r.slots[i]] }
+func (r readPoints) slot(i int) int             { return int(r.slots[i]) }
 
 // kernelSite is the key of a kernel site: its stack id and kind.
 type kernelSite struct {
@@ -59,7 +66,7 @@ type siteTable struct {
 	read uint32
 	// out is readSitesLocked's result, reused by the next read: 100k
 	// points of 48 B were 4.8 MB of garbage at every snapshot.
-	out []sitePoint
+	out []int32
 	// given marks the slots LastSnapshot returned.
 	given []bool
 	// seen, when not nil, gets the slot of every kernel site a read
@@ -137,7 +144,7 @@ func (t *Tracer) refLocked(k kernelSite) int {
 // readSitesLocked reads the kernel's per-site totals, resolving new stacks,
 // and merges kernel sites that are the same site after validation. The
 // points come by ascending site id, in a buffer the next read reuses.
-func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
+func (t *Tracer) readSitesLocked() (readPoints, error) {
 	st := t.sites
 	st.read++
 	if st.read == 0 { // wrapped: forget every mark
@@ -175,11 +182,11 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 		p.Frees += val.Frees
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read site table: %w", err)
+		return readPoints{}, fmt.Errorf("read site table: %w", err)
 	}
 	if !t.mallocTraced() {
 		if err := t.addWindowsLocked(); err != nil {
-			return nil, err
+			return readPoints{}, err
 		}
 	}
 	if !st.sorted {
@@ -192,16 +199,16 @@ func (t *Tracer) readSitesLocked() ([]sitePoint, error) {
 	}
 	out := st.out[:0]
 	if cap(out) < n {
-		out = make([]sitePoint, 0, n)
+		out = make([]int32, 0, n)
 	}
 	for _, slot := range st.order {
 		if st.mark[slot] != st.read {
 			continue
 		}
-		out = append(out, sitePoint{SitePoint: st.acc[slot], slot: slot})
+		out = append(out, int32(slot))
 	}
 	st.out = out
-	return out, nil
+	return readPoints{acc: st.acc, slots: out}, nil
 }
 
 // resolveLocked returns the resolved stack of a kernel stack id; ok is
@@ -270,11 +277,12 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	for i := range bySlot {
 		bySlot[i] = -1
 	}
-	if len(points) > 0 {
-		c.Sites = make([]analyze.Site, 0, len(points))
+	if points.len() > 0 {
+		c.Sites = make([]analyze.Site, 0, points.len())
 	}
-	for i, p := range points {
-		m := &t.sites.slots[p.slot]
+	for i := range points.len() {
+		p, slot := points.at(i), points.slot(i)
+		m := &t.sites.slots[slot]
 		c.Sites = append(c.Sites, analyze.Site{
 			ID:        p.ID,
 			Kind:      m.kind,
@@ -284,7 +292,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 			Allocs:    p.Allocs,
 			Frees:     p.Frees,
 		})
-		bySlot[p.slot] = i
+		bySlot[slot] = i
 	}
 	// Each kernel site's index in c.Sites, for the live allocations; the
 	// tables that resolved them go now, before 1M allocations are read
@@ -329,7 +337,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 }
 
 // appendSnapshotLocked adds the points of a read to the series.
-func (t *Tracer) appendSnapshotLocked(points []sitePoint, at time.Duration) {
+func (t *Tracer) appendSnapshotLocked(points readPoints, at time.Duration) {
 	t.series.add(points, at)
 }
 

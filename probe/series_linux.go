@@ -43,30 +43,36 @@ func (s *series) lastSnapshot() analyze.Snapshot {
 
 // add appends the points of a read (by ascending ID, each once) and thins
 // the series as analyze.ThinSnapshots thins snapshots whole.
-func (s *series) add(points []sitePoint, at time.Duration) {
-	sn := seriesSnap{at: at, n: len(points)}
-	if len(s.snaps) == 0 {
-		if len(points) > 0 {
-			sn.set = make([]analyze.SitePoint, len(points))
-			for i, p := range points {
-				sn.set[i] = p.SitePoint
-			}
+func (s *series) add(points readPoints, at time.Duration) {
+	n := points.len()
+	whole := func() []analyze.SitePoint {
+		if n == 0 {
+			return nil
 		}
+		w := make([]analyze.SitePoint, n)
+		for i := range w {
+			w[i] = points.at(i)
+		}
+		return w
+	}
+	sn := seriesSnap{at: at, n: n}
+	if len(s.snaps) == 0 {
+		sn.set = whole()
 		s.last = sn.set
 	} else {
 		prev := s.last
 		i, j := 0, 0
-		for i < len(prev) || j < len(points) {
+		for i < len(prev) || j < n {
 			switch {
-			case j == len(points) || (i < len(prev) && prev[i].ID < points[j].ID):
+			case j == n || (i < len(prev) && prev[i].ID < points.at(j).ID):
 				sn.gone = append(sn.gone, prev[i].ID)
 				i++
-			case i == len(prev) || points[j].ID < prev[i].ID:
-				sn.set = append(sn.set, points[j].SitePoint)
+			case i == len(prev) || points.at(j).ID < prev[i].ID:
+				sn.set = append(sn.set, points.at(j))
 				j++
 			default:
-				if prev[i] != points[j].SitePoint {
-					sn.set = append(sn.set, points[j].SitePoint)
+				if p := points.at(j); prev[i] != p {
+					sn.set = append(sn.set, p)
 				}
 				i++
 				j++
@@ -74,13 +80,7 @@ func (s *series) add(points []sitePoint, at time.Duration) {
 		}
 		sn.set, sn.gone = trim(sn.set), trim(sn.gone)
 		if len(sn.set) > 0 || len(sn.gone) > 0 {
-			s.last = nil
-			if len(points) > 0 {
-				s.last = make([]analyze.SitePoint, len(points))
-				for i, p := range points {
-					s.last[i] = p.SitePoint
-				}
-			}
+			s.last = whole()
 		}
 	}
 	s.snaps = analyze.Thin(append(s.snaps, sn), func(sn *seriesSnap) int { return sn.n }, compose)

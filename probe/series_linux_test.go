@@ -34,20 +34,18 @@ func TestSeriesWhole(t *testing.T) {
 				cur[id] = analyze.SitePoint{ID: id, LiveCount: uint64(rng.IntN(3)), LiveBytes: uint64(rng.IntN(100)), Allocs: uint64(r)}
 			}
 		}
-		var points []sitePoint
+		var points readPoints
 		for id := uint64(1); id <= 40; id++ {
 			if p, ok := cur[id]; ok {
-				points = append(points, sitePoint{SitePoint: p})
+				points.slots = append(points.slots, int32(len(points.acc)))
+				points.acc = append(points.acc, p)
 			}
 		}
 		at := time.Duration(r) * time.Second
 		ser.add(points, at)
 		w := analyze.Snapshot{At: at}
-		if len(points) > 0 {
-			w.Sites = make([]analyze.SitePoint, len(points))
-			for i, p := range points {
-				w.Sites[i] = p.SitePoint
-			}
+		if points.len() > 0 {
+			w.Sites = append([]analyze.SitePoint(nil), points.acc...)
 		}
 		want = analyze.ThinSnapshots(append(want, w))
 		if got := ser.lastSnapshot(); !reflect.DeepEqual(got, w) {

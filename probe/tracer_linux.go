@@ -782,11 +782,12 @@ func (t *Tracer) Snapshot() (Progress, error) {
 	}
 	at := time.Since(t.started)
 	p := Progress{Elapsed: at}
-	for _, sp := range points {
+	for i := range points.len() {
+		sp := points.at(i)
 		p.LiveCount += sp.LiveCount
 		p.LiveBytes += sp.LiveBytes
 	}
-	p.Sites = len(points)
+	p.Sites = points.len()
 	t.appendSnapshotLocked(points, at)
 	return p, nil
 }
