@@ -144,8 +144,12 @@ func Rank(c *Capture, opts Options) *Result {
 		trends = make([]*Trend, len(sc))
 	}
 	trended := len(c.Snapshots) >= MinTrendPoints
+	var best *bestTrends // the trends of the leaks that rank first, when cut
 	if trended {
-		fitTrends(c, sc, opts.Top, trends)
+		if !keepAll {
+			best = &bestTrends{c: c, leaks: sc, top: opts.Top}
+		}
+		fitTrends(c, sc, opts.Top, trends, best)
 	}
 	leakOf := func(s *scored) Leak {
 		return Leak{Site: &c.Sites[s.site], Count: s.count, Bytes: s.bytes, OldestAge: s.oldest, AgeKnown: s.ageKnown, BaseScore: s.base, Score: s.score}
@@ -190,13 +194,29 @@ func Rank(c *Capture, opts Options) *Result {
 			)
 		})
 		r.Leaks = make([]Leak, opts.Top)
+		var missed []Leak // kept without a trend kept for them: none but for sites sharing an ID
 		for i := range r.Leaks {
 			r.Leaks[i] = leakOf(&sc[i])
+			if trended {
+				t, ok := best.trendOf(sc[i].site)
+				if !ok {
+					missed = append(missed, r.Leaks[i])
+					continue
+				}
+				r.Leaks[i].Trend = t
+			}
+		}
+		if len(missed) > 0 {
+			trendsOf(c, missed) // fitted again, as they were scored
+			for _, m := range missed {
+				for i := range r.Leaks {
+					if r.Leaks[i].Site == m.Site {
+						r.Leaks[i].Trend = m.Trend
+					}
+				}
+			}
 		}
 		sc = nil
-		if trended {
-			trendsOf(c, r.Leaks) // fitted again, as they were scored
-		}
 		explain(r.Leaks)
 	}
 	if r.Leaks == nil {
@@ -230,7 +250,7 @@ const trendChunk = 8192
 // leak whose base score reaches the top-th score they set; the others keep
 // no trend and score = base score and are cut off by Rank's top.
 // (100k sites and 60 snapshots: 2.6 s fitting every one.)
-func fitTrends(c *Capture, leaks []scored, top int, trends []*Trend) {
+func fitTrends(c *Capture, leaks []scored, top int, trends []*Trend, best *bestTrends) {
 	var slopes []float64
 	fit := func(batch []int) {
 		index := make(map[uint64]int, len(batch))
@@ -247,8 +267,12 @@ func fitTrends(c *Capture, leaks []scored, top int, trends []*Trend) {
 				trends[i] = t
 				return
 			}
-			if t, ok := trendValue(points, &slopes); ok {
+			t, ok := trendValue(points, &slopes)
+			if ok {
 				leaks[i].score *= t.Weight
+			}
+			if best != nil {
+				best.offer(i, t, ok)
 			}
 		})
 	}
@@ -281,6 +305,93 @@ func fitTrends(c *Capture, leaks []scored, top int, trends []*Trend) {
 	if n > 0 {
 		fit(rest[:n])
 	}
+}
+
+// bestTrends keeps, while fitTrends fits, the trends of the top leaks so
+// far in Rank's order: the leaks Rank keeps are among those fitted (one
+// not fitted scores below the top-th fitted), so their trends need no
+// second pass over the snapshots, and the others' are not kept (8 MB for
+// 100k sites that tie).
+type bestTrends struct {
+	c     *Capture
+	leaks []scored
+	top   int
+	h     []bestTrend // a heap, the last in Rank's order first
+	// bySite indexes h by site once fitting is done (trendOf).
+	bySite map[int]int
+}
+
+type bestTrend struct {
+	i     int // index in leaks while fitting (Rank sorts them after)
+	site  int // the leak's site index
+	trend Trend
+	ok    bool // trendValue's ok: a nil Trend otherwise
+}
+
+// before reports whether leaks[a] ranks before leaks[b] (Rank's order).
+func (b *bestTrends) before(x, y int) bool {
+	l, m := &b.leaks[x], &b.leaks[y]
+	return cmp.Or(
+		cmp.Compare(m.score, l.score),
+		cmp.Compare(m.bytes, l.bytes),
+		cmp.Compare(m.count, l.count),
+		cmp.Compare(b.c.Sites[l.site].ID, b.c.Sites[m.site].ID),
+	) < 0
+}
+
+// offer adds leaks[i], its score final, and its trend.
+func (b *bestTrends) offer(i int, t Trend, ok bool) {
+	e := bestTrend{i, b.leaks[i].site, t, ok}
+	if len(b.h) < b.top {
+		b.h = append(b.h, e)
+		for k := len(b.h) - 1; k > 0; { // up
+			p := (k - 1) / 2
+			if !b.before(b.h[p].i, b.h[k].i) {
+				break
+			}
+			b.h[p], b.h[k] = b.h[k], b.h[p]
+			k = p
+		}
+		return
+	}
+	if !b.before(i, b.h[0].i) {
+		return
+	}
+	b.h[0] = e
+	for k := 0; ; { // down: the root is the last in Rank's order
+		l, r, m := 2*k+1, 2*k+2, k
+		if l < len(b.h) && b.before(b.h[m].i, b.h[l].i) {
+			m = l
+		}
+		if r < len(b.h) && b.before(b.h[m].i, b.h[r].i) {
+			m = r
+		}
+		if m == k {
+			break
+		}
+		b.h[k], b.h[m] = b.h[m], b.h[k]
+		k = m
+	}
+}
+
+// trendOf returns the trend kept for the leak of site index site (leaks
+// may be sorted since).
+func (b *bestTrends) trendOf(site int) (*Trend, bool) {
+	if b.bySite == nil {
+		b.bySite = make(map[int]int, len(b.h))
+		for k, e := range b.h {
+			b.bySite[e.site] = k
+		}
+	}
+	k, found := b.bySite[site]
+	if !found {
+		return nil, false
+	}
+	if e := &b.h[k]; e.ok {
+		t := e.trend
+		return &t, true
+	}
+	return nil, true
 }
 
 // trendsOf sets the Trend of leaks, fitted as fitTrends fitted them (their
