@@ -66,12 +66,76 @@ type siteDef struct {
 }
 
 type siteTotals struct {
-	ID        uint64  `json:"id"`
-	LiveCount uint64  `json:"live_count"`
-	LiveBytes uint64  `json:"live_bytes"`
-	Allocs    uint64  `json:"allocs"`
-	Frees     uint64  `json:"frees"`
-	Live      []Alloc `json:"live,omitempty"`
+	ID        uint64
+	LiveCount uint64
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Live      []Alloc
+	Weights   []float64 // Site.LiveWeights
+}
+
+// liveAlloc is an allocation as a capture file lists it: with its weight.
+type liveAlloc struct {
+	Size   uint64        `json:"size"`
+	Age    time.Duration `json:"age_ns"`
+	Weight float64       `json:"weight,omitempty"`
+}
+
+// siteTotalsJSON is siteTotals as a capture file holds it.
+type siteTotalsJSON struct {
+	ID        uint64      `json:"id"`
+	LiveCount uint64      `json:"live_count"`
+	LiveBytes uint64      `json:"live_bytes"`
+	Allocs    uint64      `json:"allocs"`
+	Frees     uint64      `json:"frees"`
+	Live      []liveAlloc `json:"live,omitempty"`
+}
+
+func (t siteTotals) MarshalJSON() ([]byte, error) {
+	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees}
+	if t.Live != nil {
+		j.Live = make([]liveAlloc, len(t.Live))
+		for i, a := range t.Live {
+			j.Live[i] = liveAlloc{Size: a.Size, Age: a.Age}
+			if i < len(t.Weights) {
+				j.Live[i].Weight = t.Weights[i]
+			}
+		}
+	}
+	return json.Marshal(j)
+}
+
+func (t *siteTotals) UnmarshalJSON(b []byte) error {
+	// Into what t holds, as encoding/json decodes a struct: fields the
+	// object lacks keep their values.
+	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees}
+	if t.Live != nil {
+		j.Live = make([]liveAlloc, len(t.Live))
+		for i, a := range t.Live {
+			j.Live[i] = liveAlloc{Size: a.Size, Age: a.Age}
+			if i < len(t.Weights) {
+				j.Live[i].Weight = t.Weights[i]
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*t = siteTotals{ID: j.ID, LiveCount: j.LiveCount, LiveBytes: j.LiveBytes, Allocs: j.Allocs, Frees: j.Frees}
+	if j.Live != nil {
+		t.Live = make([]Alloc, len(j.Live))
+		for i, a := range j.Live {
+			t.Live[i] = Alloc{Size: a.Size, Age: a.Age}
+			if a.Weight != 0 && t.Weights == nil {
+				t.Weights = make([]float64, len(j.Live))
+			}
+			if t.Weights != nil {
+				t.Weights[i] = a.Weight
+			}
+		}
+	}
+	return nil
 }
 
 type captureEnd struct {
@@ -164,11 +228,16 @@ func (cw *CaptureWriter) WriteSnapshot(sites []Site, s Snapshot) error {
 	if cw.snapshots > 0 {
 		rec = captureRecord{Type: "delta", Snapshot: &Snapshot{At: s.At, Sites: delta(cw.last, cur)}}
 	}
-	recs := append(defs, rec)
-	if err := cw.write(fmt.Sprintf("snapshot %d", n), anys(recs)...); err != nil {
+	err := cw.writeN(fmt.Sprintf("snapshot %d", n), len(defs)+1, func(i int) any {
+		if i < len(defs) {
+			return defRecord(&sites[defs[i]])
+		}
+		return rec
+	})
+	if err != nil {
 		return err
 	}
-	cw.define(defs)
+	cw.define(sites, defs)
 	cw.snapshots = n
 	cw.last = cur
 	return nil
@@ -259,38 +328,59 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 			return fmt.Errorf("write capture end: site %d is listed twice", s.ID)
 		}
 		ids[s.ID] = true
-		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live}
+		end.Sites[i] = siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live, Weights: s.LiveWeights}
 	}
 	defs, _ := cw.newDefs(final.Sites)
-	line, err := endLine(end)
+	err := cw.writeN("end", len(defs), func(i int) any { return defRecord(&final.Sites[defs[i]]) })
 	if err != nil {
-		return fmt.Errorf("write capture end: %w", err)
+		return err
 	}
-	if err := cw.write("end", append(anys(defs), line)...); err != nil {
+	// The end line goes out in pieces as it is encoded, not as one
+	// buffer: 1M live allocations are ~40 MB of line. A reader drops a
+	// last line cut short, so a capture killed meanwhile reads as one
+	// without its end.
+	err = encodeEnd(end, true, func(p []byte) error {
+		if _, err := cw.w.Write(p); err != nil {
+			cw.err = fmt.Errorf("write capture end: %w", err)
+			return cw.err
+		}
+		return nil
+	})
+	if err != nil {
+		if cw.err == nil {
+			return fmt.Errorf("write capture end: %w", err)
+		}
 		return err
 	}
 	cw.err = errWriterClosed
 	return nil
 }
 
-// newDefs returns site records for the sites not defined yet, each ID once,
-// and the set of their IDs.
-func (cw *CaptureWriter) newDefs(sites []Site) ([]captureRecord, map[uint64]bool) {
-	var defs []captureRecord
+// newDefs returns the indices in sites of the sites not defined yet, each
+// ID once, and the set of their IDs. Their records are made as they are
+// written (defRecord): 100k of them, made at once with their pointers,
+// were ~13 MB at the first snapshot.
+func (cw *CaptureWriter) newDefs(sites []Site) ([]int, map[uint64]bool) {
+	var defs []int
 	seen := map[uint64]bool{}
-	for _, s := range sites {
+	for i, s := range sites {
 		if cw.defined[s.ID] || seen[s.ID] {
 			continue
 		}
 		seen[s.ID] = true
-		defs = append(defs, captureRecord{Type: "site", Site: &siteDef{ID: s.ID, Kind: s.Kind, Stack: s.Stack}})
+		defs = append(defs, i)
 	}
 	return defs, seen
 }
 
-func (cw *CaptureWriter) define(defs []captureRecord) {
-	for _, d := range defs {
-		cw.defined[d.Site.ID] = true
+// defRecord is the definition record of s.
+func defRecord(s *Site) captureRecord {
+	return captureRecord{Type: "site", Site: &siteDef{ID: s.ID, Kind: s.Kind, Stack: s.Stack}}
+}
+
+func (cw *CaptureWriter) define(sites []Site, defs []int) {
+	for _, i := range defs {
+		cw.defined[sites[i].ID] = true
 	}
 }
 
@@ -302,6 +392,12 @@ const writeChunk = 4 << 20
 // longer: the first snapshot of 100k sites defines them all, 400 MB of
 // lines that were one buffer.
 func (cw *CaptureWriter) write(what string, vs ...any) error {
+	return cw.writeN(what, len(vs), func(i int) any { return vs[i] })
+}
+
+// writeN is write of value(0), ..., value(n-1), each made when its line
+// is encoded.
+func (cw *CaptureWriter) writeN(what string, n int, value func(i int) any) error {
 	var b bytes.Buffer
 	flush := func() error {
 		if b.Len() == 0 {
@@ -314,43 +410,70 @@ func (cw *CaptureWriter) write(what string, vs ...any) error {
 		b.Reset()
 		return nil
 	}
-	for _, v := range vs {
-		line, ok := v.(json.RawMessage)
-		if !ok {
-			var err error
-			if line, err = json.Marshal(v); err != nil {
-				return fmt.Errorf("write capture %s: %w", what, err)
-			}
+	// Each line is encoded into one buffer, reused: json.Marshal made a
+	// new one per line, ~300 MB of garbage while 100k sites of ~20
+	// frames were defined. An Encoder writes json.Marshal's bytes and a
+	// newline.
+	var lb bytes.Buffer
+	enc := json.NewEncoder(&lb)
+	for i := range n {
+		v := value(i)
+		lb.Reset()
+		if raw, ok := v.(json.RawMessage); ok {
+			lb.Write(raw)
+			lb.WriteByte('\n')
+		} else if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("write capture %s: %w", what, err)
 		}
-		if b.Len() > 0 && b.Len()+len(line)+1 > writeChunk {
+		line := lb.Bytes() // with its newline
+		if b.Len() > 0 && b.Len()+len(line) > writeChunk {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
-		if len(line)+1 > writeChunk { // alone anyway: not copied into b
-			if _, err := cw.w.Write(append(line, '\n')); err != nil {
+		if len(line) > writeChunk { // alone anyway: not copied into b
+			if _, err := cw.w.Write(line); err != nil {
 				cw.err = fmt.Errorf("write capture %s: %w", what, err)
 				return cw.err
 			}
 			continue
 		}
 		b.Write(line)
-		b.WriteByte('\n')
 	}
 	return flush()
 }
 
-// endLine encodes the end record as json.Marshal does, appending its
-// live allocations (1M in a large capture) to one buffer sized for them:
-// json.Marshal's buffer doubled its way to ~40 MB and was copied twice,
-// ~180 MB for a line of 40.
+// weightOf is weights[i], 0 past its end.
+func weightOf(weights []float64, i int) float64 {
+	if i < len(weights) {
+		return weights[i]
+	}
+	return 0
+}
+
+// endLine encodes the end record as json.Marshal does (encodeEnd), in one
+// buffer.
 func endLine(end *captureEnd) (json.RawMessage, error) {
+	var line []byte
+	err := encodeEnd(end, false, func(p []byte) error {
+		line = append(line, p...)
+		return nil
+	})
+	return line, err
+}
+
+// encodeEnd encodes the end record as json.Marshal does, newline included
+// when newline is set, and hands it to emit in pieces of about writeChunk
+// bytes, each in a buffer reused for the next (emit must not keep it).
+// json.Marshal's buffer doubled its way to ~40 MB for 1M live allocations
+// and was copied twice; one buffer sized for the line was still ~50 MB.
+func encodeEnd(end *captureEnd, newline bool, emit func([]byte) error) error {
 	head, err := json.Marshal(struct {
 		Target   Target        `json:"target"`
 		Duration time.Duration `json:"duration_ns"`
 	}{end.Target, end.Duration})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tail, err := json.Marshal(struct {
 		Lost     Lost     `json:"lost"`
@@ -358,13 +481,21 @@ func endLine(end *captureEnd) (json.RawMessage, error) {
 		Warnings []string `json:"warnings,omitempty"`
 	}{end.Lost, end.Objects, end.Warnings})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	size := len(head) + len(tail) + 64 // and the writer's newline
+	size := len(head) + len(tail) + 64 // and the newline
 	for _, t := range end.Sites {
 		size += 120 + 40*len(t.Live)
 	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, min(size, writeChunk+4096))
+	flush := func() error {
+		if len(b) < writeChunk {
+			return nil
+		}
+		err := emit(b)
+		b = b[:0]
+		return err
+	}
 	b = append(b, `{"type":"end","end":`...)
 	b = append(b, head[:len(head)-1]...) // without its closing brace
 	b = append(b, `,"sites":`...)
@@ -392,38 +523,39 @@ func endLine(end *captureEnd) (json.RawMessage, error) {
 					if j > 0 {
 						b = append(b, ',')
 					}
-					if a.Weight != 0 { // floats: as encoding/json writes them
-						w, err := json.Marshal(a)
+					if w := weightOf(t.Weights, j); w != 0 { // floats: as encoding/json writes them
+						w, err := json.Marshal(liveAlloc{Size: a.Size, Age: a.Age, Weight: w})
 						if err != nil {
-							return nil, err
+							return err
 						}
 						b = append(b, w...)
-						continue
+					} else {
+						b = append(b, `{"size":`...)
+						b = strconv.AppendUint(b, a.Size, 10)
+						b = append(b, `,"age_ns":`...)
+						b = strconv.AppendInt(b, int64(a.Age), 10)
+						b = append(b, '}')
 					}
-					b = append(b, `{"size":`...)
-					b = strconv.AppendUint(b, a.Size, 10)
-					b = append(b, `,"age_ns":`...)
-					b = strconv.AppendInt(b, int64(a.Age), 10)
-					b = append(b, '}')
+					if err := flush(); err != nil {
+						return err
+					}
 				}
 				b = append(b, ']')
 			}
 			b = append(b, '}')
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 		b = append(b, ']')
 	}
 	b = append(b, ',')
 	b = append(b, tail[1:]...) // without its opening brace
 	b = append(b, '}')
-	return b, nil
-}
-
-func anys(recs []captureRecord) []any {
-	vs := make([]any, len(recs))
-	for i, r := range recs {
-		vs[i] = r
+	if newline {
+		b = append(b, '\n')
 	}
-	return vs
+	return emit(b)
 }
 
 // WriteCapture writes all of c as a capture file: header, sites,
@@ -630,7 +762,7 @@ func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 		}
 		seen[t.ID] = true
 		s := &c.Sites[i]
-		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live
+		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live, s.LiveWeights = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live, t.Weights
 	}
 	c.Target = end.Target
 	c.Duration = end.Duration

@@ -300,6 +300,7 @@ func (s *scanner) siteTotals() []siteTotals {
 			case "frees":
 				t.Frees = s.uint()
 			case "live":
+				t.Weights = nil
 				if s.null() {
 					t.Live = nil
 					return
@@ -307,6 +308,7 @@ func (s *scanner) siteTotals() []siteTotals {
 				t.Live = []Alloc{}
 				s.array(func() {
 					var a Alloc
+					var w float64
 					s.object(func(key []byte) {
 						switch string(key) {
 						case "size":
@@ -314,11 +316,17 @@ func (s *scanner) siteTotals() []siteTotals {
 						case "age_ns":
 							a.Age = time.Duration(s.int())
 						case "weight":
-							a.Weight = s.float()
+							w = s.float()
 						default:
 							s.ok = false
 						}
 					})
+					if w != 0 && t.Weights == nil {
+						t.Weights = make([]float64, len(t.Live), cap(t.Live)+1)
+					}
+					if t.Weights != nil {
+						t.Weights = append(t.Weights, w)
+					}
 					t.Live = append(t.Live, a)
 				})
 			default:

@@ -265,8 +265,18 @@ func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]
 			into[s.ID] = m.ID
 		}
 		if ages {
+			weights := false
 			for _, s := range ms {
 				m.Live = append(m.Live, s.Live...)
+				weights = weights || s.LiveWeights != nil
+			}
+			if weights { // each allocation keeps its weight, 0 where none
+				m.LiveWeights = make([]float64, 0, len(m.Live))
+				for _, s := range ms {
+					for i := range s.Live {
+						m.LiveWeights = append(m.LiveWeights, s.Weight(i))
+					}
+				}
 			}
 		}
 		out = append(out, m)

@@ -55,14 +55,12 @@ type Stack struct {
 	Truncated string `json:"truncated,omitempty"`
 }
 
-// Alloc is one allocation still live at the end of a capture.
+// Alloc is one allocation still live at the end of a capture. Its
+// sampling weight, when it has one, is in its site's LiveWeights: 1M
+// allocations are 16 MB, not 24.
 type Alloc struct {
 	Size uint64        `json:"size"`
 	Age  time.Duration `json:"age_ns"` // time between the allocation and the end of the capture
-	// Weight is how many allocations this one stands for when the capture
-	// was sampled (Capture.SampleBytes): the inverse of its chance to be
-	// traced. 0 means 1 (every allocation traced).
-	Weight float64 `json:"weight,omitempty"`
 }
 
 // Site is one allocating call stack and kind, with what it still holds.
@@ -75,6 +73,20 @@ type Site struct {
 	Allocs    uint64  `json:"allocs"` // acquisitions seen during the capture
 	Frees     uint64  `json:"frees"`  // of those, released during the capture
 	Live      []Alloc `json:"live,omitempty"`
+	// LiveWeights, when not nil, holds the weight of each of Live (same
+	// length): how many allocations it stands for when the capture was
+	// sampled (Capture.SampleBytes), the inverse of its chance to be
+	// traced. 0 means 1 (every allocation traced); nil means 0 for all.
+	// A capture file lists each weight with its allocation.
+	LiveWeights []float64 `json:"-"`
+}
+
+// Weight is the weight of s.Live[i] (LiveWeights).
+func (s *Site) Weight(i int) float64 {
+	if i < len(s.LiveWeights) {
+		return s.LiveWeights[i]
+	}
+	return 0
 }
 
 // SitePoint is one site's totals at one snapshot.
@@ -172,5 +184,5 @@ func (p *ProbeSet) String() string {
 
 // sampled reports whether s's live allocations carry sampling weights.
 func (s *Site) sampled() bool {
-	return len(s.Live) > 0 && s.Live[0].Weight != 0
+	return len(s.Live) > 0 && s.Weight(0) != 0
 }

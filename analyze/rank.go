@@ -123,9 +123,11 @@ type Result struct {
 // Site.ID (ascending), so the order is deterministic.
 func Rank(c *Capture, opts Options) *Result {
 	c, notes := filter(c, opts)
-	// Sized for every site: grown by append, 100k leaks of 128 B were
-	// 60 MB of copies.
-	r := &Result{Capture: c, Options: opts, Leaks: make([]Leak, 0, len(c.Sites))}
+	r := &Result{Capture: c, Options: opts}
+	// Scored in a compact form (56 B a site); a Leak (136 B) and its
+	// Trend are made only for the leaks kept: 100k sites were 14 MB of
+	// leaks and 8 MB of trends to keep ten.
+	sc := make([]scored, 0, len(c.Sites))
 	for i := range c.Sites {
 		l := measure(&c.Sites[i], opts.MinAge)
 		if l.Count == 0 {
@@ -133,12 +135,24 @@ func Rank(c *Capture, opts Options) *Result {
 		}
 		r.Totals.OutstandingCount += l.Count
 		r.Totals.OutstandingBytes += l.Bytes
-		l.BaseScore = float64(l.Bytes) * ageWeight(l, c.Duration) * freeWeight(l.Site)
-		l.Score = l.BaseScore
-		r.Leaks = append(r.Leaks, l)
+		base := float64(l.Bytes) * ageWeight(l, c.Duration) * freeWeight(l.Site)
+		sc = append(sc, scored{count: l.Count, bytes: l.Bytes, oldest: l.OldestAge, base: base, score: base, site: i, ageKnown: l.AgeKnown})
 	}
-	if len(c.Snapshots) >= MinTrendPoints {
-		fitTrends(c, r.Leaks, opts.Top)
+	keepAll := opts.Top <= 0 || len(sc) <= opts.Top
+	var trends []*Trend // by index in sc, when every leak is kept
+	if keepAll {
+		trends = make([]*Trend, len(sc))
+	}
+	trended := len(c.Snapshots) >= MinTrendPoints
+	var best *bestTrends // the trends of the leaks that rank first, when cut
+	if trended {
+		if !keepAll {
+			best = &bestTrends{c: c, leaks: sc, top: opts.Top}
+		}
+		fitTrends(c, sc, opts.Top, trends, best)
+	}
+	leakOf := func(s *scored) Leak {
+		return Leak{Site: &c.Sites[s.site], Count: s.count, Bytes: s.bytes, OldestAge: s.oldest, AgeKnown: s.ageKnown, BaseScore: s.base, Score: s.score}
 	}
 	// Confidence and reasons only for the leaks kept: in site order when
 	// all are kept (memory order: ranked order took 40% longer for 100k
@@ -154,23 +168,59 @@ func Rank(c *Capture, opts Options) *Result {
 			}
 		}
 	}
-	keepAll := opts.Top <= 0 || len(r.Leaks) <= opts.Top
 	if keepAll {
+		r.Leaks = make([]Leak, len(sc))
+		for i := range sc {
+			r.Leaks[i] = leakOf(&sc[i])
+			r.Leaks[i].Trend = trends[i]
+		}
+		sc, trends = nil, nil
+		explain(r.Leaks)
+		slices.SortFunc(r.Leaks, func(a, b Leak) int {
+			return cmp.Or(
+				cmp.Compare(b.Score, a.Score),
+				cmp.Compare(b.Bytes, a.Bytes),
+				cmp.Compare(b.Count, a.Count),
+				cmp.Compare(a.Site.ID, b.Site.ID),
+			)
+		})
+	} else {
+		slices.SortFunc(sc, func(a, b scored) int {
+			return cmp.Or(
+				cmp.Compare(b.score, a.score),
+				cmp.Compare(b.bytes, a.bytes),
+				cmp.Compare(b.count, a.count),
+				cmp.Compare(c.Sites[a.site].ID, c.Sites[b.site].ID),
+			)
+		})
+		r.Leaks = make([]Leak, opts.Top)
+		var missed []Leak // kept without a trend kept for them: none but for sites sharing an ID
+		for i := range r.Leaks {
+			r.Leaks[i] = leakOf(&sc[i])
+			if trended {
+				t, ok := best.trendOf(sc[i].site)
+				if !ok {
+					missed = append(missed, r.Leaks[i])
+					continue
+				}
+				r.Leaks[i].Trend = t
+			}
+		}
+		if len(missed) > 0 {
+			trendsOf(c, missed) // fitted again, as they were scored
+			for _, m := range missed {
+				for i := range r.Leaks {
+					if r.Leaks[i].Site == m.Site {
+						r.Leaks[i].Trend = m.Trend
+					}
+				}
+			}
+		}
+		sc = nil
 		explain(r.Leaks)
 	}
-	slices.SortFunc(r.Leaks, func(a, b Leak) int {
-		return cmp.Or(
-			cmp.Compare(b.Score, a.Score),
-			cmp.Compare(b.Bytes, a.Bytes),
-			cmp.Compare(b.Count, a.Count),
-			cmp.Compare(a.Site.ID, b.Site.ID),
-		)
-	})
-	if opts.Top > 0 && len(r.Leaks) > opts.Top {
-		r.Leaks = slices.Clone(r.Leaks[:opts.Top]) // not the whole array
-	}
-	if !keepAll {
-		explain(r.Leaks)
+	if r.Leaks == nil {
+		r.Leaks = []Leak{}
 	}
 	for i := range r.Leaks {
 		r.Leaks[i].Rank = i + 1
@@ -178,28 +228,53 @@ func Rank(c *Capture, opts Options) *Result {
 	return r
 }
 
-// fitTrends fits the trend of leaks and weighs their scores by it. With
+// scored is a leak while Rank scores it: its counts, age and scores, and
+// its site's index in the capture.
+type scored struct {
+	count, bytes uint64
+	oldest       time.Duration
+	base, score  float64
+	site         int
+	ageKnown     bool
+}
+
+// trendChunk is how many series fitting reads at a time (seriesEach).
+const trendChunk = 8192
+
+// fitTrends fits the trend of leaks and weighs their scores by it; trends,
+// when not nil, gets each leak's Trend (by index in leaks). With
 // top > 0 only the leaks that can still rank in the first top are fitted:
 // a trend's weight is at most 1, so a leak whose base score is below the
 // top-th best score of those fitted cannot get in. The best by base score
 // are fitted first, then, in one more pass over the snapshots, every other
 // leak whose base score reaches the top-th score they set; the others keep
-// Trend nil and Score = BaseScore and are cut off by Rank's top.
+// no trend and score = base score and are cut off by Rank's top.
 // (100k sites and 60 snapshots: 2.6 s fitting every one.)
-func fitTrends(c *Capture, leaks []Leak, top int) {
+func fitTrends(c *Capture, leaks []scored, top int, trends []*Trend, best *bestTrends) {
 	var slopes []float64
 	fit := func(batch []int) {
 		index := make(map[uint64]int, len(batch))
 		for k, i := range batch {
-			index[leaks[i].Site.ID] = k
+			index[c.Sites[leaks[i].site].ID] = k
 		}
-		all := series(c, index)
-		for k, i := range batch {
-			l := &leaks[i]
-			if l.Trend = trendOf(all[k], &slopes); l.Trend != nil {
-				l.Score *= l.Trend.Weight
+		seriesEach(c, index, trendChunk, func(k int, points []Point) {
+			i := batch[k]
+			if trends != nil {
+				t := trendOf(points, &slopes)
+				if t != nil {
+					leaks[i].score *= t.Weight
+				}
+				trends[i] = t
+				return
 			}
-		}
+			t, ok := trendValue(points, &slopes)
+			if ok {
+				leaks[i].score *= t.Weight
+			}
+			if best != nil {
+				best.offer(i, t, ok)
+			}
+		})
 	}
 	order := make([]int, len(leaks))
 	for i := range order {
@@ -209,12 +284,12 @@ func fitTrends(c *Capture, leaks []Leak, top int) {
 		fit(order)
 		return
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(leaks[b].BaseScore, leaks[a].BaseScore) })
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(leaks[b].base, leaks[a].base) })
 	first := order[:min(max(4*top, 256), len(order))]
 	fit(first)
 	scores := make([]float64, len(first))
 	for k, i := range first {
-		scores[k] = leaks[i].Score
+		scores[k] = leaks[i].score
 	}
 	slices.SortFunc(scores, func(a, b float64) int { return cmp.Compare(b, a) })
 	threshold := scores[top-1]
@@ -222,7 +297,7 @@ func fitTrends(c *Capture, leaks []Leak, top int) {
 	// (ties included) come next.
 	rest := order[len(first):]
 	n, _ := slices.BinarySearchFunc(rest, threshold, func(i int, t float64) int {
-		if leaks[i].BaseScore >= t {
+		if leaks[i].base >= t {
 			return -1
 		}
 		return 1
@@ -230,6 +305,106 @@ func fitTrends(c *Capture, leaks []Leak, top int) {
 	if n > 0 {
 		fit(rest[:n])
 	}
+}
+
+// bestTrends keeps, while fitTrends fits, the trends of the top leaks so
+// far in Rank's order: the leaks Rank keeps are among those fitted (one
+// not fitted scores below the top-th fitted), so their trends need no
+// second pass over the snapshots, and the others' are not kept (8 MB for
+// 100k sites that tie).
+type bestTrends struct {
+	c     *Capture
+	leaks []scored
+	top   int
+	h     []bestTrend // a heap, the last in Rank's order first
+	// bySite indexes h by site once fitting is done (trendOf).
+	bySite map[int]int
+}
+
+type bestTrend struct {
+	i     int // index in leaks while fitting (Rank sorts them after)
+	site  int // the leak's site index
+	trend Trend
+	ok    bool // trendValue's ok: a nil Trend otherwise
+}
+
+// before reports whether leaks[a] ranks before leaks[b] (Rank's order).
+func (b *bestTrends) before(x, y int) bool {
+	l, m := &b.leaks[x], &b.leaks[y]
+	return cmp.Or(
+		cmp.Compare(m.score, l.score),
+		cmp.Compare(m.bytes, l.bytes),
+		cmp.Compare(m.count, l.count),
+		cmp.Compare(b.c.Sites[l.site].ID, b.c.Sites[m.site].ID),
+	) < 0
+}
+
+// offer adds leaks[i], its score final, and its trend.
+func (b *bestTrends) offer(i int, t Trend, ok bool) {
+	e := bestTrend{i, b.leaks[i].site, t, ok}
+	if len(b.h) < b.top {
+		b.h = append(b.h, e)
+		for k := len(b.h) - 1; k > 0; { // up
+			p := (k - 1) / 2
+			if !b.before(b.h[p].i, b.h[k].i) {
+				break
+			}
+			b.h[p], b.h[k] = b.h[k], b.h[p]
+			k = p
+		}
+		return
+	}
+	if !b.before(i, b.h[0].i) {
+		return
+	}
+	b.h[0] = e
+	for k := 0; ; { // down: the root is the last in Rank's order
+		l, r, m := 2*k+1, 2*k+2, k
+		if l < len(b.h) && b.before(b.h[m].i, b.h[l].i) {
+			m = l
+		}
+		if r < len(b.h) && b.before(b.h[m].i, b.h[r].i) {
+			m = r
+		}
+		if m == k {
+			break
+		}
+		b.h[k], b.h[m] = b.h[m], b.h[k]
+		k = m
+	}
+}
+
+// trendOf returns the trend kept for the leak of site index site (leaks
+// may be sorted since).
+func (b *bestTrends) trendOf(site int) (*Trend, bool) {
+	if b.bySite == nil {
+		b.bySite = make(map[int]int, len(b.h))
+		for k, e := range b.h {
+			b.bySite[e.site] = k
+		}
+	}
+	k, found := b.bySite[site]
+	if !found {
+		return nil, false
+	}
+	if e := &b.h[k]; e.ok {
+		t := e.trend
+		return &t, true
+	}
+	return nil, true
+}
+
+// trendsOf sets the Trend of leaks, fitted as fitTrends fitted them (their
+// scores already weigh it).
+func trendsOf(c *Capture, leaks []Leak) {
+	var slopes []float64
+	index := make(map[uint64]int, len(leaks))
+	for k := range leaks {
+		index[leaks[k].Site.ID] = k
+	}
+	seriesEach(c, index, trendChunk, func(k int, points []Point) {
+		leaks[k].Trend = trendOf(points, &slopes)
+	})
 }
 
 // measure counts what s holds at least minAge old. Without per-allocation
@@ -242,11 +417,11 @@ func measure(s *Site, minAge time.Duration) Leak {
 	}
 	l.AgeKnown = true
 	var count, bytes float64 // sampled allocations stand for Weight each
-	for _, a := range s.Live {
+	for i, a := range s.Live {
 		if a.Age < minAge {
 			continue
 		}
-		w := a.Weight
+		w := s.Weight(i)
 		if w == 0 {
 			w = 1
 		}

@@ -75,6 +75,18 @@ func (c *Capture) Series(id uint64) []Point {
 // its position in the result, reading the snapshots once. The series share
 // one backing array.
 func series(c *Capture, index map[uint64]int) [][]Point {
+	out := make([][]Point, len(index))
+	seriesEach(c, index, len(index), func(i int, points []Point) { out[i] = points })
+	return out
+}
+
+// seriesEach calls fn with the series of every site in index (as series
+// gives them) by ascending position, at most chunk series at a time: fn
+// must not keep points past the next chunk unless chunk covers them all.
+// 100k series of 60 points are 140 MB at once; a chunk of 8192 is 12 MB.
+// The snapshots are looked up in index once; a chunk then reads each
+// point's position, not the map.
+func seriesEach(c *Capture, index map[uint64]int, chunk int, fn func(i int, points []Point)) {
 	n := len(c.Snapshots)
 	// Snapshots in time order, once for every series (a capture file
 	// lists them in order; a hand-built capture need not).
@@ -87,26 +99,61 @@ func series(c *Capture, index map[uint64]int) [][]Point {
 	for k, j := range order {
 		col[j] = k
 	}
-	backing := make([]Point, len(index)*n)
-	out := make([][]Point, len(index))
-	for i := range out {
-		out[i] = backing[i*n : (i+1)*n : (i+1)*n]
-	}
-	for j, s := range c.Snapshots {
-		k := col[j]
-		for i := range out {
-			out[i][k].At = s.At
-		}
-		for _, p := range s.Sites {
-			i, ok := index[p.ID]
-			if !ok {
+	// Each snapshot's points by position in index (-1: not in it), once
+	// per slice: snapshots may share one (a tracer's unchanged ones).
+	pos := make([][]int32, n)
+	if len(index) > chunk {
+		for j, s := range c.Snapshots {
+			if j > 0 && len(s.Sites) > 0 && len(c.Snapshots[j-1].Sites) == len(s.Sites) && &c.Snapshots[j-1].Sites[0] == &s.Sites[0] {
+				pos[j] = pos[j-1]
 				continue
 			}
-			out[i][k].LiveCount += p.LiveCount
-			out[i][k].LiveBytes += p.LiveBytes
+			ps := make([]int32, len(s.Sites))
+			for q, p := range s.Sites {
+				i, ok := index[p.ID]
+				if !ok {
+					i = -1
+				}
+				ps[q] = int32(i)
+			}
+			pos[j] = ps
 		}
 	}
-	return out
+	chunk = max(1, min(chunk, len(index)))
+	backing := make([]Point, chunk*n)
+	out := make([][]Point, chunk)
+	for lo := 0; lo < len(index); lo += chunk {
+		hi := min(lo+chunk, len(index))
+		clear(backing)
+		for i := range out[:hi-lo] {
+			out[i] = backing[i*n : (i+1)*n : (i+1)*n]
+		}
+		for j, s := range c.Snapshots {
+			k := col[j]
+			for i := range out[:hi-lo] {
+				out[i][k].At = s.At
+			}
+			for q, p := range s.Sites {
+				var i int
+				if pos[j] != nil {
+					i = int(pos[j][q])
+				} else {
+					var ok bool
+					if i, ok = index[p.ID]; !ok {
+						continue
+					}
+				}
+				if i < lo || i >= hi {
+					continue
+				}
+				out[i-lo][k].LiveCount += p.LiveCount
+				out[i-lo][k].LiveBytes += p.LiveBytes
+			}
+		}
+		for i := lo; i < hi; i++ {
+			fn(i, out[i-lo])
+		}
+	}
 }
 
 // TrendOf fits a trend to points, which must be in time order. It returns
@@ -119,15 +166,25 @@ func TrendOf(points []Point) *Trend {
 // trendOf is TrendOf with a reusable buffer for the pairwise slopes
 // (nil: its own).
 func trendOf(points []Point, slopes *[]float64) *Trend {
+	t, ok := trendValue(points, slopes)
+	if !ok {
+		return nil
+	}
+	return &t
+}
+
+// trendValue is trendOf without the allocation; ok is false where trendOf
+// returns nil.
+func trendValue(points []Point, slopes *[]float64) (t Trend, ok bool) {
 	n := len(points)
 	if n < MinTrendPoints {
-		return nil
+		return Trend{}, false
 	}
 	span := points[n-1].At - points[0].At
 	if span <= 0 {
-		return nil
+		return Trend{}, false
 	}
-	t := &Trend{Points: n, Span: span}
+	t = Trend{Points: n, Span: span}
 
 	high, lastHigh := points[0].LiveBytes, -1
 	for i := 1; i < n; i++ {
@@ -162,7 +219,7 @@ func trendOf(points []Point, slopes *[]float64) *Trend {
 	t.Tau = kendallTau(sample)
 	flat := min(1, float64(t.FlatFor)/float64(span))
 	t.Weight = 0.1 + 0.9*max(0, t.Tau)*(1-flat)
-	return t
+	return t, true
 }
 
 func median3(a, b, c uint64) uint64 {

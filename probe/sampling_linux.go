@@ -32,9 +32,10 @@ func scaleSampled(c *analyze.Capture, mean uint64) {
 			continue
 		}
 		var count, bytes float64
+		s.LiveWeights = make([]float64, len(s.Live))
 		for j := range s.Live {
 			w := sampleWeight(s.Live[j].Size, mean)
-			s.Live[j].Weight = w
+			s.LiveWeights[j] = w
 			count += w
 			bytes += w * float64(s.Live[j].Size)
 		}
@@ -44,7 +45,16 @@ func scaleSampled(c *analyze.Capture, mean uint64) {
 		s.Allocs = uint64(math.Round(float64(s.Allocs) * f))
 		s.Frees = uint64(math.Round(float64(s.Frees) * f))
 	}
+	// Consecutive snapshots may share one slice (appendSnapshotLocked):
+	// each is scaled once.
+	scaled := map[*analyze.SitePoint]bool{}
 	for i := range c.Snapshots {
+		if ps := c.Snapshots[i].Sites; len(ps) > 0 {
+			if scaled[&ps[0]] {
+				continue
+			}
+			scaled[&ps[0]] = true
+		}
 		for j := range c.Snapshots[i].Sites {
 			p := &c.Snapshots[i].Sites[j]
 			if f, ok := factor[p.ID]; ok {

@@ -45,7 +45,7 @@ type Tracer struct {
 	sym       *stackResolver
 	sites     *siteTable
 	rawStack  leakStack // resolveLocked's read buffer
-	snapshots []analyze.Snapshot
+	series    series    // the snapshots so far
 	warnings  []string
 	command   []string
 	probed    []string
@@ -70,7 +70,13 @@ type Tracer struct {
 	// target's memory is gone (before Linux 6.13): windows of a target
 	// that exits are not counted.
 	noExitHook bool
+	// stopped: Stop read the capture and released the tables and the
+	// symbol cache (releaseLocked); Snapshot and Stop fail from then on.
+	stopped bool
 }
+
+// errStopped is what Snapshot and Stop return after Stop.
+var errStopped = errors.New("tracer already stopped")
 
 // Attach starts tracing the running process pid.
 func Attach(pid int, opts Options) (*Tracer, error) {
@@ -765,6 +771,9 @@ func (t *Tracer) warnOnce(msg string) {
 func (t *Tracer) Snapshot() (Progress, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.stopped {
+		return Progress{}, errStopped
+	}
 	t.refreshLocked()
 	t.retryNamesLocked(false)
 	points, err := t.readSitesLocked()
@@ -772,38 +781,38 @@ func (t *Tracer) Snapshot() (Progress, error) {
 		return Progress{}, err
 	}
 	at := time.Since(t.started)
-	snap := analyze.Snapshot{At: at}
-	if len(points) > 0 {
-		snap.Sites = make([]analyze.SitePoint, 0, len(points))
-	}
 	p := Progress{Elapsed: at}
-	for _, sp := range points {
-		snap.Sites = append(snap.Sites, sp.SitePoint)
+	for i := range points.len() {
+		sp := points.at(i)
 		p.LiveCount += sp.LiveCount
 		p.LiveBytes += sp.LiveBytes
 	}
-	p.Sites = len(points)
-	t.snapshots = analyze.ThinSnapshots(append(t.snapshots, snap))
+	p.Sites = points.len()
+	t.appendSnapshotLocked(points, at)
 	return p, nil
 }
 
 // LastSnapshot returns the latest snapshot and the sites it refers to
-// (kind and symbolized stack), for writing a capture file as it happens.
+// (kind and symbolized stack) that no earlier call returned, for writing a
+// capture file as it happens: a capture writer defines each site once.
 func (t *Tracer) LastSnapshot() ([]analyze.Site, analyze.Snapshot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.snapshots) == 0 {
+	if t.series.len() == 0 {
 		return nil, analyze.Snapshot{}
 	}
-	// Made when asked for, not kept at every snapshot: 100k sites are
-	// 12 MB, with or without --save.
-	last := t.snapshots[len(t.snapshots)-1]
+	// Made when asked for, not kept at every snapshot, and only the new
+	// ones: every site of 100k was 12 MB at every snapshot.
+	last := t.series.lastSnapshot()
+	st := t.sites
 	var sites []analyze.Site
-	if len(last.Sites) > 0 {
-		sites = make([]analyze.Site, 0, len(last.Sites))
-	}
 	for _, p := range last.Sites {
-		m := &t.sites.slots[t.sites.slotOf[p.ID]]
+		slot := st.slotOf[p.ID]
+		if st.given[slot] {
+			continue
+		}
+		st.given[slot] = true
+		m := &st.slots[slot]
 		sites = append(sites, analyze.Site{ID: p.ID, Kind: m.kind, Stack: m.stack.stack})
 	}
 	return sites, last
