@@ -21,7 +21,8 @@
 #   BPF_STATS=1        one extra run with kernel.bpf_stats_enabled=1 for the
 #                      per-program breakdown (restored afterwards)
 #   INSTALL=1          apt-get the missing tools (time heaptrack bpftrace ...)
-#   OUT=bench/results-<UTC date>.md   where the summary goes
+#   OUT=bench/results-<UTC date>.md   where the summary goes (-2, -3, ...
+#                      added when that file exists: an earlier run is kept)
 #   PHASES="timed fixed memory stats kafka go"   the parts to run; "kafka"
 #                      is the JVM throughput comparison (KAFKA_MS, KAFKA_RECORDS)
 #   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
@@ -41,7 +42,16 @@ PHASES=${PHASES:-"timed fixed memory stats kafka go"}
 [ "$GOBENCH" = 1 ] || PHASES=${PHASES/go/}
 [ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
 RAW=${RAW:-bin/bench/run-$(date -u +%Y%m%dT%H%M%SZ)}
-OUT=${OUT:-bench/results-$(date -u +%Y-%m-%d).md}
+if [ -z "${OUT:-}" ]; then
+	# Never over an earlier run's results: a second run on the same day
+	# gets -2, -3, ...
+	OUT=bench/results-$(date -u +%Y-%m-%d).md
+	n=2
+	while [ -e "$OUT" ]; do
+		OUT=bench/results-$(date -u +%Y-%m-%d)-$n.md
+		n=$((n + 1))
+	done
+fi
 mkdir -p "$RAW"
 echo "== raw results in $RAW"
 
