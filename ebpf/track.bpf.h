@@ -32,7 +32,7 @@ static __always_inline struct thread_state *thread_state(bool create)
 
 static __always_inline bool is_target(void)
 {
-	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+	if ((__u32)bpf_get_current_task_btf()->tgid != target_tgid)
 		return false;
 	return !wait_exec || exec_seen;
 }
