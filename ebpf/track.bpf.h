@@ -708,17 +708,46 @@ static __always_inline bool track_release(__u64 addr, __u32 kind)
 	return true;
 }
 
-/* insert_alloc adds a new live handle to allocs. A heap address still
- * recorded had its release missed (a path we do not probe): the old entry
- * is retired first so nothing is counted twice. Inserting first saves a
- * lookup on every other allocation. False if the table is full. */
-static __always_inline bool insert_alloc(struct handle_key *hk, struct alloc_info *info)
+static __always_inline bool orphan_resource(__u64 addr, __u32 kind);
+static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindow *w);
+
+/* retire_live makes room for a handle acquired again while still
+ * recorded. A heap block's release was missed (a path we do not probe):
+ * its entry is released, so nothing is counted twice. A resource
+ * re-initialised without its release (an inflate stream without its End)
+ * is lost to the program with its state: it stays live as an orphan, its
+ * window, if any, with it. */
+static __always_inline void retire_live(__u64 addr, __u32 kind)
 {
-	long err = bpf_map_update_elem(&allocs, hk, info, BPF_NOEXIST);
-	if (err == -17 /* EEXIST */ && hk->kind == KIND_MALLOC) {
-		if (track_release(hk->addr, KIND_MALLOC))
+	if (kind == KIND_MALLOC) {
+		if (track_release(addr, kind))
 			stat_add(STAT_FREES_MISSED, 1);
-		err = bpf_map_update_elem(&allocs, hk, info, BPF_NOEXIST);
+		return;
+	}
+	struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
+	if (w) {
+		struct zwindow copy = *w;
+		/* Its state's address must be known: strm->state is the new
+		 * stream's already (read at the init's return). */
+		if (copy.state)
+			zwindow_settle(addr, kind, &copy);
+		else
+			stat_add(STAT_WINDOWS_UNREAD, 1);
+	}
+	orphan_resource(addr, kind);
+}
+
+/* insert_alloc adds a new live handle to allocs, retiring the entry a
+ * handle still recorded has (retire_live). Inserting first saves the
+ * lookups on every other acquisition. False if the table is full. */
+static __always_inline bool insert_alloc(__u64 addr, __u32 kind, struct alloc_info *info)
+{
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	long err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+	if (err == -17 /* EEXIST */) {
+		retire_live(addr, kind);
+		err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
 	}
 	if (err) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
@@ -753,8 +782,7 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 		.owner = owner,
 		.owner_kind = owner_kind,
 	};
-	struct handle_key hk = { .addr = addr, .kind = KIND_MALLOC, .pad = image_pad() };
-	if (!insert_alloc(&hk, &info))
+	if (!insert_alloc(addr, KIND_MALLOC, &info))
 		return false;
 	stat_add(STAT_OWNED_ALLOCS, 1);
 	return true;
@@ -809,23 +837,6 @@ static __always_inline void zwindow_forget(__u64 strm, __u32 kind)
 static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
 					__u64 ts)
 {
-	if (kind != KIND_MALLOC) {
-		/* An inflate stream re-initialised without its End: its
-		 * window, if any, goes with it into the orphan. */
-		struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
-		struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
-		if (w) {
-			struct zwindow copy = *w;
-			/* Its state's address must be known: strm->state is
-			 * the new stream's already (read at the init's return). */
-			if (copy.state)
-				zwindow_settle(addr, kind, &copy);
-			else
-				stat_add(STAT_WINDOWS_UNREAD, 1);
-		}
-		orphan_resource(addr, kind);
-	}
-
 	struct site_key key = { .stack_id = stack_id, .kind = kind, .pad = exec_gen };
 	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
 	if (!s) {
@@ -843,8 +854,7 @@ static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		.stack_id = stack_id,
 		.kind = kind,
 	};
-	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
-	if (!insert_alloc(&hk, &info))
+	if (!insert_alloc(addr, kind, &info))
 		return false;
 	__sync_fetch_and_add(&s->live_count, 1);
 	__sync_fetch_and_add(&s->live_bytes, size);
