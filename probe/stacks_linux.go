@@ -286,7 +286,7 @@ func flagReason(bits uint32, frames []analyze.Frame) string {
 	case flags&leakStackFlagSTACK_NO_FP != 0:
 		return noFPReason(last)
 	case flags&leakStackFlagSTACK_UNWIND_UNSUPPORTED != 0:
-		return fmt.Sprintf("the unwind table of %s has no usable rule in %s (signal frame, CFA expression or register)", baseName(last.Module), frameName(last))
+		return fmt.Sprintf("the unwind table of %s has no usable rule in %s (signal frame, CFA expression or register, or a frame over 32 KiB)", baseName(last.Module), frameName(last))
 	case flags&leakStackFlagSTACK_UNWIND_END != 0:
 		return fmt.Sprintf("the unwind table of %s ends at %s", baseName(last.Module), frameName(last))
 	case flags&leakStackFlagSTACK_BAD_FRAME != 0:
