@@ -92,7 +92,9 @@ type siteTotalsJSON struct {
 	Live      []liveAlloc `json:"live,omitempty"`
 }
 
-func (t siteTotals) MarshalJSON() ([]byte, error) {
+// toJSON is t in a capture file's form: each live allocation with its
+// weight, if sampled.
+func (t siteTotals) toJSON() siteTotalsJSON {
 	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees}
 	if t.Live != nil {
 		j.Live = make([]liveAlloc, len(t.Live))
@@ -103,22 +105,17 @@ func (t siteTotals) MarshalJSON() ([]byte, error) {
 			}
 		}
 	}
-	return json.Marshal(j)
+	return j
+}
+
+func (t siteTotals) MarshalJSON() ([]byte, error) {
+	return json.Marshal(t.toJSON())
 }
 
 func (t *siteTotals) UnmarshalJSON(b []byte) error {
 	// Into what t holds, as encoding/json decodes a struct: fields the
 	// object lacks keep their values.
-	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees}
-	if t.Live != nil {
-		j.Live = make([]liveAlloc, len(t.Live))
-		for i, a := range t.Live {
-			j.Live[i] = liveAlloc{Size: a.Size, Age: a.Age}
-			if i < len(t.Weights) {
-				j.Live[i].Weight = t.Weights[i]
-			}
-		}
-	}
+	j := t.toJSON()
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
