@@ -641,16 +641,7 @@ func TestZlibWindowReadFromStateAttached(t *testing.T) {
 				t.Errorf("target gone after detach: %v", err)
 			}
 		}
-		var n, b, live uint64
-		for _, s := range c.Sites {
-			if s.Kind == analyze.KindZlibInflate {
-				n += s.LiveCount
-				b += s.LiveBytes
-				for _, a := range s.Live {
-					live += a.Size
-				}
-			}
-		}
+		n, b, live := inflateTotals(c)
 		if n != 10 || b != want || live != want {
 			t.Errorf("target exits %v: %d streams, %d bytes (live allocations %d B); want 10, %d", exits, n, b, live, want)
 		}
@@ -658,6 +649,22 @@ func TestZlibWindowReadFromStateAttached(t *testing.T) {
 			t.Errorf("target exits %v: warnings %q", exits, c.Warnings)
 		}
 	}
+}
+
+// inflateTotals sums the live inflate streams of c: their count, their
+// bytes by the sites' totals, and their bytes by the live allocations.
+func inflateTotals(c *analyze.Capture) (n, bytes, live uint64) {
+	for _, s := range c.Sites {
+		if s.Kind != analyze.KindZlibInflate {
+			continue
+		}
+		n += s.LiveCount
+		bytes += s.LiveBytes
+		for _, a := range s.Live {
+			live += a.Size
+		}
+	}
+	return n, bytes, live
 }
 
 // A stream initialised again without inflateEnd is lost to the program,
@@ -674,16 +681,7 @@ func TestZlibReinitKeepsOldStreamAndWindow(t *testing.T) {
 	for _, mode := range []string{MallocOn, MallocOff} {
 		c, _ := launchWith(t, Options{Malloc: mode}, bin, "--reinit", "2")
 		checkNoLoss(t, c)
-		var n, b, live uint64
-		for _, s := range c.Sites {
-			if s.Kind == analyze.KindZlibInflate {
-				n += s.LiveCount
-				b += s.LiveBytes
-				for _, a := range s.Live {
-					live += a.Size
-				}
-			}
-		}
+		n, b, live := inflateTotals(c)
 		if n != 10 || b != want || live != want {
 			t.Errorf("--malloc %s: %d inflate streams, %d bytes (live allocations %d B); want 10, %d", mode, n, b, live, want)
 		}
