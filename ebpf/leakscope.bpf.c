@@ -251,22 +251,18 @@ const enum stack_flag *unused_stack_flag __attribute__((unused));
  * has them (6.6+): attaching, and above all detaching, take one step
  * instead of one per function (each ~85 ms here); the plain programs are
  * the fallback. */
+#define TWIN(sec, prog, args_of, name, args...)				\
+SEC(sec) int prog(struct pt_regs *ctx)					\
+{									\
+	_Pragma("GCC diagnostic push")					\
+	_Pragma("GCC diagnostic ignored \"-Wint-conversion\"")		\
+	return ____##name(args_of(args));				\
+	_Pragma("GCC diagnostic pop")					\
+}
 #define TWINS(plain, multi, args_of, name, args...)				\
 static __always_inline int ____##name(struct pt_regs *ctx, ##args);	\
-SEC(plain) int name(struct pt_regs *ctx)					\
-{									\
-	_Pragma("GCC diagnostic push")					\
-	_Pragma("GCC diagnostic ignored \"-Wint-conversion\"")		\
-	return ____##name(args_of(args));				\
-	_Pragma("GCC diagnostic pop")					\
-}									\
-SEC(multi) int name##_multi(struct pt_regs *ctx)			\
-{									\
-	_Pragma("GCC diagnostic push")					\
-	_Pragma("GCC diagnostic ignored \"-Wint-conversion\"")		\
-	return ____##name(args_of(args));				\
-	_Pragma("GCC diagnostic pop")					\
-}									\
+TWIN(plain, name, args_of, name, ##args)				\
+TWIN(multi, name##_multi, args_of, name, ##args)			\
 static __always_inline int ____##name(struct pt_regs *ctx, ##args)
 
 #define UPROBE_TWINS(name, args...) TWINS("uprobe", "uprobe.multi", ___bpf_kprobe_args, name, ##args)
