@@ -586,6 +586,44 @@ static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, _
 	return z->strm;
 }
 
+/* zwindow_owner returns the inflate stream a malloc of size bytes, now
+ * returning, is the window of: inflate() allocates a stream's window
+ * lazily (updatewindow, also reached from inflateSetDictionary), and with
+ * the malloc family traced in exact mode inflate() is not probed (a trap
+ * per call). A window is 1 << wbits bytes (8 to 15), allocated by zlib
+ * itself, and its state is still live in a callee-saved register of the
+ * caller (Debian's zlib 1.2.13: %rbp) across the call: a malloc block
+ * zlib allocated for a live inflate stream, whose state->strm points back
+ * at that stream, whose state->window is still NULL (it is stored after
+ * the return) and whose state->wbits matches the size. Applications never
+ * hold a state: only zlib's own code does. 0 if none matched: the block
+ * is then an ordinary allocation. */
+static __always_inline __u64 zwindow_owner(struct pt_regs *ctx, __u64 size)
+{
+	if (size < 256 || size > 32768 || (size & (size - 1)))
+		return 0;
+	struct exec_range *r = find_range(PT_REGS_IP(ctx));
+	if (!r || !(r->flags & RANGE_ZLIB))
+		return 0;
+	__u64 regs[6] = { PT_REGS_FP(ctx), ctx->bx, ctx->r12, ctx->r13, ctx->r14, ctx->r15 };
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		struct handle_key hk = { .addr = regs[i], .kind = KIND_MALLOC, .pad = image_pad() };
+		struct alloc_info *b = bpf_map_lookup_elem(&allocs, &hk);
+		if (!b || b->owner_kind != KIND_ZLIB_INFLATE)
+			continue;
+		__u64 owner = b->owner;
+		__u64 state[INFLATE_STATE_WINDOW_OFF / 8 + 1];
+		if (!owner || bpf_probe_read_user(state, sizeof(state), (void *)regs[i]))
+			continue;
+		__u32 wbits = (__u32)state[INFLATE_STATE_WBITS_OFF / 8];
+		if (state[0] == owner && state[INFLATE_STATE_WINDOW_OFF / 8] == 0 && wbits <= 15 &&
+		    (1ULL << wbits) == size)
+			return owner;
+	}
+	return 0;
+}
+
 /* stop_until_ranges stops a launched command at its first tracked call
  * (libc and the executable are mapped by then, the program's own code has
  * not run) until user space has written the range and unwind tables, so
@@ -935,6 +973,8 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	if (!addr)
 		return;
 	__u64 now = bpf_ktime_get_ns();
+	if (!p.owner && p.kind == KIND_MALLOC && (p.owner = zwindow_owner(ctx, p.size_bytes)))
+		p.owner_kind = KIND_ZLIB_INFLATE;
 	if (p.owner && track_owned(addr, p.size_bytes, p.owner, p.owner_kind, now)) {
 		if (owner_add(p.owner, p.owner_kind, p.size_bytes))
 			return;

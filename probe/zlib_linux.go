@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -117,6 +118,20 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 		out = append(out, p)
 	}
 	return out
+}
+
+// zlibTracedFamily is zlibFamily for the malloc family traced: a stream's
+// bytes are the mallocs zlib makes for it. Its window is allocated inside
+// inflate(); in exact mode every malloc returns through the probes, and the
+// kernel tells the window's apart by its state (zwindow_owner), so
+// inflate() is not probed (a trap per call). When sampling, a malloc is
+// traced only if sampled or made inside a call known to build a resource:
+// inflate() is probed then, so that the window is always traced.
+func zlibTracedFamily(sampled bool) []probeSpec {
+	if sampled {
+		return zlibFamily
+	}
+	return slices.DeleteFunc(slices.Clone(zlibFamily), func(p probeSpec) bool { return p.symbol == "inflate" })
 }
 
 // windowReads is what the last read of the target's memory found of the
