@@ -142,8 +142,9 @@ struct {
  * (stack_read). BPF-only. */
 #define STACK_CHUNK 4096
 struct stack_window {
-	__u64 lo;  /* target address of data[0] */
-	__u64 len; /* bytes held; 0: none */
+	__u64 lo;   /* target address of data[0] */
+	__u64 len;  /* bytes held; 0: none */
+	__u64 busy; /* a walk on this CPU holds the per-CPU scratch (walk_stack) */
 	__u8 data[STACK_CHUNK];
 };
 

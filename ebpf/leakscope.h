@@ -51,7 +51,8 @@ enum stat_index {
 	STAT_OWNED_ALLOCS = 9,    /* blocks a library allocated for a tracked resource */
 	STAT_WINDOWS_UNREAD = 10, /* inflate windows the exit could not read (zwindows) */
 	STAT_STACK_CHUNK_FAULTS = 11, /* stack chunks a walk could not read (a page never touched) */
-	STAT_MAX = 12,
+	STAT_WALKS_PREEMPTED = 12, /* stacks lost: this CPU's walk scratch was held by a preempted walk */
+	STAT_MAX = 13,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */

@@ -507,18 +507,16 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	return 0;
 }
 
-/* walk_stack follows the frame-pointer chain from a return probe, where ip is
+/* walk_stack_held follows the frame-pointer chain from a return probe, with
+ * this CPU's scratch held (walk_stack): ip is
  * the return address into the caller and fp/sp are the caller's registers.
  * A walk continues through an object only if that object keeps frame
  * pointers; elsewhere %rbp holds arbitrary data (measured: heap bytes), so the
  * walk stops there and says why. Returns the stack id, 0 if lost. */
-static __always_inline __u64 walk_stack(struct thread_state *ts, __u64 ip, __u64 fp, __u64 sp)
+static __always_inline __u64 walk_stack_held(struct thread_state *ts, struct stack *st,
+					     struct stack_window *win, __u64 ip, __u64 fp, __u64 sp)
 {
 	__u32 zero = 0;
-	struct stack *st = bpf_map_lookup_elem(&stack_scratch, &zero);
-	struct stack_window *win = bpf_map_lookup_elem(&stack_windows, &zero);
-	if (!st || !win)
-		return 0;
 	win->len = 0;
 	if (sp < ts->stack_lo || sp >= ts->stack_hi) {
 		/* First walk on this thread, or its stack grew: find the
@@ -566,6 +564,28 @@ static __always_inline __u64 walk_stack(struct thread_state *ts, __u64 ip, __u64
 	if (seen)
 		*seen = h;
 	return h;
+}
+
+/* walk_stack walks with this CPU's scratch (stack_scratch, stack_windows,
+ * frame_cache, stack_seen). A program runs with migration disabled, but a
+ * fully preemptible kernel can preempt it, and another thread's walk on
+ * the same CPU would then write into the scratch under it: the first walk
+ * holds it, and a walk that finds it held loses its stack (counted; the
+ * allocation is tracked under an unknown stack). */
+static __always_inline __u64 walk_stack(struct thread_state *ts, __u64 ip, __u64 fp, __u64 sp)
+{
+	__u32 zero = 0;
+	struct stack *st = bpf_map_lookup_elem(&stack_scratch, &zero);
+	struct stack_window *win = bpf_map_lookup_elem(&stack_windows, &zero);
+	if (!st || !win)
+		return 0;
+	if (__sync_val_compare_and_swap(&win->busy, 0, 1) != 0) {
+		stat_add(STAT_WALKS_PREEMPTED, 1);
+		return 0;
+	}
+	__u64 id = walk_stack_held(ts, st, win, ip, fp, sp);
+	win->busy = 0;
+	return id;
 }
 
 /* zcall_owner returns the stream a malloc at this entry belongs to: a zlib

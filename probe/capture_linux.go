@@ -431,7 +431,8 @@ func (t *Tracer) readLostLocked(l *analyze.Lost) error {
 	}
 	l.AllocationsDropped = s[leakStatIndexSTAT_ALLOCS_DROPPED]
 	l.UnknownFrees = s[leakStatIndexSTAT_UNKNOWN_FREES]
-	l.StackErrors = s[leakStatIndexSTAT_STACK_ERRORS]
+	l.StackErrors = s[leakStatIndexSTAT_STACK_ERRORS] + s[leakStatIndexSTAT_WALKS_PREEMPTED]
+	t.walksPreempted = s[leakStatIndexSTAT_WALKS_PREEMPTED]
 	l.FreesMissed = s[leakStatIndexSTAT_FREES_MISSED]
 	l.PendingDropped = s[leakStatIndexSTAT_PENDING_DROPPED]
 	return nil
@@ -452,9 +453,12 @@ func (t *Tracer) warnLossesLocked(l analyze.Lost) {
 				l.AllocationsDropped, t.opts.MaxAllocations))
 		}
 	}
-	if l.StackErrors > 0 {
+	if full := l.StackErrors - t.walksPreempted; full > 0 {
 		t.warnOnce(fmt.Sprintf("%d allocations have no stack: the stack table (%d entries) was full; raise --max-stacks",
-			l.StackErrors, t.opts.MaxStacks))
+			full, t.opts.MaxStacks))
+	}
+	if t.walksPreempted > 0 {
+		t.warnOnce(fmt.Sprintf("%d allocations have no stack: the kernel preempted a stack walk, and another walk on the same CPU found its scratch in use (a fully preemptible kernel, preempt=full)", t.walksPreempted))
 	}
 	if l.PendingDropped > 0 {
 		t.warnOnce(fmt.Sprintf("%d calls were not tracked: the kernel could not store their per-thread state", l.PendingDropped))

@@ -2,14 +2,18 @@ package probe
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
@@ -704,4 +708,75 @@ func TestPlainProbes(t *testing.T) {
 	}
 	c, _ = launch(t, buildZstreams(t, false))
 	checkZstreams(t, c)
+}
+
+// A walk that finds this CPU's walk scratch held (by a walk the kernel
+// preempted, on a fully preemptible kernel) keeps its allocation, under an
+// unknown stack, and says so. Held here from user space on every CPU, as
+// a preempted walk would hold it: every allocation is still counted
+// exactly, none has a stack, each is a stack error, and the warning names
+// the cause.
+func TestWalkScratchHeldLosesOnlyStacks(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "leaky", true)
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := startExample(t, bin, "--wait-file", gate)
+	var mu sync.Mutex
+	var warnings []string
+	warnf := func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		warnings = append(warnings, fmt.Sprintf(f, a...))
+	}
+	tr, err := Attach(cmd.Process.Pid, Options{Warnf: warnf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make([]leakStackWindow, cpus)
+	for i := range held {
+		held[i].Busy = 1
+	}
+	if err := tr.objs.StackWindows.Update(uint32(0), held, ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("target: %v", err)
+	}
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, b uint64
+	for _, s := range c.Sites {
+		if len(s.Stack.Frames) > 0 && s.LiveCount > 0 {
+			t.Errorf("a site with a stack: %v", s.Stack.Frames)
+		}
+		n += s.LiveCount
+		b += s.LiveBytes
+	}
+	if n != 125 || b != 409600+1200 {
+		t.Errorf("%d blocks, %d bytes live; want 125, %d", n, b, 409600+1200)
+	}
+	// Every allocation that returned was walked: leaky's own mallocs
+	// (200,000 messages, 100 requests' scratch and buffers, 25 tags),
+	// libc's, each once.
+	if c.Lost.StackErrors < 200000+200+25 {
+		t.Errorf("stack errors %d, want every allocation (>= %d)", c.Lost.StackErrors, 200000+200+25)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	found := false
+	for _, w := range warnings {
+		found = found || strings.Contains(w, "preempted a stack walk")
+	}
+	if !found {
+		t.Errorf("no warning names the preempted walk: %q", warnings)
+	}
 }

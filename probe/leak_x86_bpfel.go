@@ -161,6 +161,7 @@ type leakStackWindow struct {
 	_    structs.HostLayout
 	Lo   uint64
 	Len  uint64
+	Busy uint64
 	Data [4096]uint8
 }
 
@@ -179,7 +180,8 @@ const (
 	leakStatIndexSTAT_OWNED_ALLOCS       leakStatIndex = 9
 	leakStatIndexSTAT_WINDOWS_UNREAD     leakStatIndex = 10
 	leakStatIndexSTAT_STACK_CHUNK_FAULTS leakStatIndex = 11
-	leakStatIndexSTAT_MAX                leakStatIndex = 12
+	leakStatIndexSTAT_WALKS_PREEMPTED    leakStatIndex = 12
+	leakStatIndexSTAT_MAX                leakStatIndex = 13
 )
 
 type leakThreadState struct {

@@ -66,6 +66,9 @@ type Tracer struct {
 	// windowsGone: the target's memory was gone at a read; windows
 	// keeps the last read that saw it.
 	windowsGone bool
+	// walksPreempted: the allocations of stack_errors whose walk found
+	// this CPU's scratch held by a preempted walk (STAT_WALKS_PREEMPTED).
+	walksPreempted uint64
 	// noExitHook: the kernel's sched_process_exit comes after the
 	// target's memory is gone (before Linux 6.13): windows of a target
 	// that exits are not counted.
