@@ -18,9 +18,12 @@ import subprocess
 import sys
 
 RAW = sys.argv[1]
-TOOLS = ["bare", "leakscope", "sampled", "nomalloc", "heaptrack", "bpftrace"]
+TOOLS = ["bare", "leakscope", "sampled", "nomalloc", "floor", "floorsampled", "heaptrack", "bpftrace"]
 LABEL = {"leakscope": "leakscope (exact)", "sampled": "leakscope, sampled (`--sample-bytes %s`)",
-         "nomalloc": "leakscope, `--malloc off`"}
+         "nomalloc": "leakscope, `--malloc off`",
+         "floor": "floor: leakscope's exact probes, empty programs (`--probes-only`)",
+         "floorsampled": "floor: sampled probes, empty programs (`--probes-only --sample-bytes %s`)"}
+FLOOR = {"leakscope": "floor", "sampled": "floorsampled"}
 
 # Ground truth, from the storms' summary lines (checked against them below).
 STORMS = {
@@ -209,7 +212,8 @@ def kafka_section():
         modes = by[rec]
         bare = {r: v for r, (v, _) in modes.get("bare", {}).items() if v}
         out[rec] = {}
-        for mode, label in (("bare", "bare"), ("default", "leakscope run (default JVM set: `--malloc auto` = off)"), ("mallocon", "leakscope run `--malloc on`")):
+        for mode, label in (("bare", "bare"), ("default", "leakscope run (default JVM set: `--malloc auto` = off)"), ("mallocon", "leakscope run `--malloc on`"),
+                            ("floor", "floor: the default set's probes, empty programs (`--probes-only`)")):
             vals = {r: v for r, (v, _) in modes.get(mode, {}).items() if v}
             loads = [float(l) for _, (v, l) in modes.get(mode, {}).items() if l]
             if not vals:
@@ -359,6 +363,8 @@ def main():
                 rss += " (own %.1f)" % mem["hwm_mib"]
             if tool == "bare":
                 exact = "- (ground truth)"
+            elif tool in ("floor", "floorsampled"):
+                exact = "- (probes only: nothing counted)"
             elif tool == "sampled":
                 exact = "estimates, not exact; last run: %s" % ok[-1]["exact"][1]
             else:
@@ -375,7 +381,7 @@ def main():
                 "%.2f" % us_storm if tool != "bare" else "-", "%.2f" % us_cpu if tool != "bare" else "-",
                 med([r["target_cpu"] for r in ok]), "%.2f" % tool_cpu if tool != "bare" else "-", rss, bpf, exact))
             targets[(storm, tool)] = {"wall": med(wall_ratio) if wall_ratio else None, "storm": med(storm_ratio) if storm_ratio else None,
-                                      "cpu": cpu_ratio,
+                                      "cpu": cpu_ratio, "us_cpu": us_cpu if tool != "bare" else None,
                                       "rss": mem["hwm_mib"] if mem else None}
         if not runs(storm, "sampled"):
             print("| leakscope, sampled | not run | | | | | | | | | | | |")
@@ -424,15 +430,31 @@ def main():
             return
         print("| %s | %s%s | %s |" % (name, fmt % value, unit, "met" if value <= limit else "**not met**"))
 
+    def floor_row(storm, tool):
+        """The floor under a target: the same probes with empty programs,
+        measured in the same run; what leakscope's programs add on top."""
+        f, t = targets.get((storm, FLOOR[tool]), {}), targets.get((storm, tool), {})
+        if f.get("cpu") is None:
+            return
+        extra = ""
+        if t.get("us_cpu") is not None and f.get("us_cpu") is not None:
+            extra = "; leakscope's programs add %.2f µs/call on top (%.2f against %.2f)" % (
+                t["us_cpu"] - f["us_cpu"], t["us_cpu"], f["us_cpu"])
+        print("|   floor: the same probes, empty programs (CPU) | %.1f× (%.2f µs/call)%s | no program goes below it |" % (
+            f["cpu"], f["us_cpu"], extra))
+
     a = targets.get(("alloc", "leakscope"), {})
     row("alloc storm, exact mode ≤ 15× (CPU)", a.get("cpu"), 15)
+    floor_row("alloc", "leakscope")
     row("alloc storm, exact mode ≤ 15× (storm time)", a.get("storm"), 15)
     row("alloc storm, exact mode ≤ 15× (wall, with start-up and tear-down)", a.get("wall"), 15)
     sa = targets.get(("alloc", "sampled"), {})
     row("alloc storm, sampled ≤ 10× (CPU, --sample-bytes %s)" % ctx.get("sample_bytes", "?"), sa.get("cpu"), 10)
+    floor_row("alloc", "sampled")
     row("alloc storm, sampled ≤ 10× (storm time)", sa.get("storm"), 10)
     z = targets.get(("zlib", "leakscope"), {})
     row("zlib storm ≤ 1.5× (CPU)", z.get("cpu"), 1.5)
+    floor_row("zlib", "leakscope")
     row("zlib storm ≤ 1.5× (storm time)", z.get("storm"), 1.5)
     row("zlib storm ≤ 1.5× (wall)", z.get("wall"), 1.5)
     zn = targets.get(("zlib", "nomalloc"), {})
@@ -442,6 +464,8 @@ def main():
         if k.get("default") is not None:
             print("| JVM Kafka repro (%s records a batch), default JVM probe set: throughput ≥ 90%% of bare | %.0f%% | %s |" % (
                 rec, 100 * k["default"], "met" if k["default"] >= 0.9 else "**not met**"))
+        if k.get("floor") is not None:
+            print("|   floor: the same probes, empty programs | %.0f%% | no program goes above it |" % (100 * k["floor"]))
     g = targets.get("gobench", {})
     snap = g.get("BenchmarkSnapshot")
     if snap:

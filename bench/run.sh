@@ -13,8 +13,11 @@
 #
 # Environment:
 #   REPS=5             repetitions of every (storm, tool) pair
-#   TOOLS="bare leakscope sampled nomalloc heaptrack bpftrace"   (nomalloc:
-#                      leakscope --malloc off)
+#   TOOLS="bare leakscope sampled nomalloc floor floorsampled heaptrack bpftrace"
+#                      (nomalloc: leakscope --malloc off; floor and
+#                      floorsampled: leakscope --probes-only, exact and
+#                      sampled: the same probes with programs that return at
+#                      once, what the probes alone cost)
 #   SAMPLE_BYTES=512KiB  --sample-bytes of the "sampled" tool (leakscope)
 #   STORMS="alloc zlib"
 #   GOBENCH=1          run the Go benchmarks (0 skips them)
@@ -31,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REPS=${REPS:-5}
-TOOLS=${TOOLS:-"bare leakscope sampled nomalloc heaptrack bpftrace"}
+TOOLS=${TOOLS:-"bare leakscope sampled nomalloc floor floorsampled heaptrack bpftrace"}
 SAMPLE_BYTES=${SAMPLE_BYTES:-512KiB}
 STORMS=${STORMS:-"alloc zlib"}
 GOBENCH=${GOBENCH:-1}
@@ -89,7 +92,7 @@ active=()
 for tool in $TOOLS; do
 	case $tool in
 	bare) ;;
-	leakscope | nomalloc)
+	leakscope | nomalloc | floor | floorsampled)
 		[ "$(id -u)" = 0 ] || { skip "$tool" "needs root (CAP_BPF, CAP_PERFMON)"; continue; } ;;
 	sampled)
 		[ "$(id -u)" = 0 ] || { skip sampled "needs root (CAP_BPF, CAP_PERFMON)"; continue; }
@@ -148,6 +151,8 @@ run_one() {
 	leakscope) cmd=(bin/leakscope run --progress never --format json -o "$base.json" -- "$bin") ;;
 	sampled) cmd=(bin/leakscope run --progress never --format json --sample-bytes "$SAMPLE_BYTES" -o "$base.json" -- "$bin") ;;
 	nomalloc) cmd=(bin/leakscope run --progress never --format json --malloc off -o "$base.json" -- "$bin") ;;
+	floor) cmd=(bin/leakscope run --progress never --format json --probes-only -o "$base.json" -- "$bin") ;;
+	floorsampled) cmd=(bin/leakscope run --progress never --format json --probes-only --sample-bytes "$SAMPLE_BYTES" -o "$base.json" -- "$bin") ;;
 	heaptrack) cmd=(heaptrack -o "$base.heaptrack" "$bin") ;;
 	bpftrace) cmd=(env BPFTRACE_MAP_KEYS_MAX=16384 bpftrace -o "$base.bt" bench/memleak.bt -c "$bin") ;;
 	esac
@@ -269,7 +274,8 @@ phase timed && echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/conte
 # (one gzip fetch, stream opened, read whole and closed, plus one plain
 # recovery read per operation) for KAFKA_MS, rate measured inside the JVM
 # (start-up excluded), bare vs leakscope run with the default JVM probe set
-# (--malloc auto: off for a JVM) vs --malloc on, alternating, REPS times;
+# (--malloc auto: off for a JVM) vs --malloc on vs the default set with
+# --probes-only (the probes' own cost), alternating, REPS times;
 # KAFKA_RECORDS sets the records per gzip batch (the example's 32, and a
 # larger batch).
 KAFKA_MS=${KAFKA_MS:-5000}
@@ -281,17 +287,18 @@ if phase kafka; then
 		echo "== JVM throughput: KafkaRecovery --throughput-ms $KAFKA_MS, records $KAFKA_RECORDS"
 		mkdir -p "$RAW/kafka-classes"
 		javac -d "$RAW/kafka-classes" examples/java/KafkaRecovery.java
-		kmodes=(bare default mallocon)
+		kmodes=(bare default mallocon floor)
 		for rep in $(seq 1 "$REPS"); do
 			for rec in $KAFKA_RECORDS; do
-				for i in 0 1 2; do
-					mode=${kmodes[$(((i + rep - 1) % 3))]}
+				for i in 0 1 2 3; do
+					mode=${kmodes[$(((i + rep - 1) % 4))]}
 					base=$RAW/kafka.$rec.$mode.$rep
 					jcmd=(java -XX:+PreserveFramePointer -cp "$RAW/kafka-classes" KafkaRecovery --throughput-ms "$KAFKA_MS" --batch-ms 0 --batch-records "$rec")
 					case $mode in
 					bare) cmd=("${jcmd[@]}") ;;
 					default) cmd=(bin/leakscope run --progress never --format json -o "$base.json" -- "${jcmd[@]}") ;;
 					mallocon) cmd=(bin/leakscope run --progress never --format json --malloc on -o "$base.json" -- "${jcmd[@]}") ;;
+					floor) cmd=(bin/leakscope run --progress never --format json --probes-only -o "$base.json" -- "${jcmd[@]}") ;;
 					esac
 					cut -d' ' -f1 /proc/loadavg >"$base.load"
 					"${cmd[@]}" >"$base.out" 2>"$base.err" || note "kafka $rec/$mode rep $rep failed (see $base.err)"

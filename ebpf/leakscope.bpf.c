@@ -25,6 +25,13 @@ const volatile __u32 wait_exec = 0;
  * inverse. Decided at entry: an untraced call skips its return probe. */
 const volatile __u64 sample_bytes = 0;
 
+/* Set by --probes-only (make bench's "floor" runs): every probe program
+ * returns at once, so that a run measures what the probes alone cost the
+ * target, on the same functions, sites and links. Nothing is counted. In
+ * sampled mode the malloc family's session returns 1 at entry, as it does
+ * for an untraced call. */
+const volatile __u32 probes_only = 0;
+
 /* Set by "leakscope run": stop the command whenever the dynamic linker
  * changes its loaded objects (dl_debug_state) until user space has read
  * its mappings and probed what was loaded. */
@@ -257,6 +264,8 @@ SEC(sec) int prog(struct pt_regs *ctx)					\
 {									\
 	_Pragma("GCC diagnostic push")					\
 	_Pragma("GCC diagnostic ignored \"-Wint-conversion\"")		\
+	if (probes_only)						\
+		return 0;						\
 	return ____##name(args_of(args));				\
 	_Pragma("GCC diagnostic pop")					\
 }
@@ -388,6 +397,8 @@ static __always_inline bool in_resource_call(struct pt_regs *ctx)
 SEC("uprobe.session")
 int alloc_session(struct pt_regs *ctx)
 {
+	if (probes_only)
+		return sample_bytes ? 1 : 0;
 	if (bpf_session_is_return()) {
 		pending_exit(ctx);
 		return 0;

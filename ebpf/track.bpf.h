@@ -671,7 +671,7 @@ static __always_inline void stop_until_ranges(void)
 static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32 op,
 					  __u64 size, __u64 old_ptr, __u64 out_ptr)
 {
-	if (!is_target())
+	if (probes_only || !is_target())
 		return;
 	if (wait_exec && !stop_sent)
 		stop_until_ranges();

@@ -780,3 +780,23 @@ func TestWalkScratchHeldLosesOnlyStacks(t *testing.T) {
 		t.Errorf("no warning names the preempted walk: %q", warnings)
 	}
 }
+
+// --probes-only attaches the same probes (the malloc family, exact and
+// sampled) with programs that return at once: the target runs, and
+// nothing is counted or lost.
+func TestProbesOnlyCountsNothing(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "leaky", true)
+	for _, sample := range []uint64{0, 512 << 10} {
+		c, _ := launchWith(t, Options{ProbesOnly: true, SampleBytes: sample}, bin)
+		if len(c.Sites) != 0 {
+			t.Errorf("sample %d: %d sites, want none", sample, len(c.Sites))
+		}
+		if c.Lost != (analyze.Lost{}) {
+			t.Errorf("sample %d: lost %+v, want nothing", sample, c.Lost)
+		}
+		if c.Probes == nil || !c.Probes.Malloc {
+			t.Errorf("sample %d: probes %v, want the malloc family", sample, c.Probes)
+		}
+	}
+}

@@ -318,6 +318,7 @@ const (
 	leakVarExitSettled                = "exit_settled"
 	leakVarExitStop                   = "exit_stop"
 	leakVarPageSize                   = "page_size"
+	leakVarProbesOnly                 = "probes_only"
 	leakVarSampleBytes                = "sample_bytes"
 	leakVarStopOnLoad                 = "stop_on_load"
 	leakVarStopSent                   = "stop_sent"
@@ -446,6 +447,7 @@ type leakVariableSpecs struct {
 	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
 	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
+	ProbesOnly      *ebpf.VariableSpec `ebpf:"probes_only"`
 	SampleBytes     *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	StopOnLoad      *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent        *ebpf.VariableSpec `ebpf:"stop_sent"`
@@ -536,6 +538,7 @@ type leakVariables struct {
 	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
 	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
+	ProbesOnly      *ebpf.Variable `ebpf:"probes_only"`
 	SampleBytes     *ebpf.Variable `ebpf:"sample_bytes"`
 	StopOnLoad      *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent        *ebpf.Variable `ebpf:"stop_sent"`

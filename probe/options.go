@@ -34,6 +34,12 @@ type Options struct {
 	// scaled by the inverse of its chance to be traced. Needs uprobe
 	// sessions (Linux 6.13+). 0 traces every allocation exactly.
 	SampleBytes uint64
+	// ProbesOnly attaches every probe as configured but makes each of its
+	// programs return at once: the capture holds nothing, and the target
+	// pays only for the probes themselves (the uprobe traps and the
+	// programs' dispatch). For measuring that floor side by side with a
+	// real run (make bench, docs/performance.md).
+	ProbesOnly bool
 	// Unwind chooses, per object, how stacks are walked through it:
 	// "auto" (default: frame pointers where the object keeps them, its
 	// .eh_frame table elsewhere), "fp" (frame pointers only) or "dwarf"

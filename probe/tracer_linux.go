@@ -207,6 +207,14 @@ func (t *Tracer) load(waitExec bool) error {
 	if err := spec.Variables["sample_bytes"].Set(t.opts.SampleBytes); err != nil {
 		return fmt.Errorf("set sample_bytes: %w", err)
 	}
+	probesOnly := uint32(0)
+	if t.opts.ProbesOnly {
+		probesOnly = 1
+		t.warnOnce("--probes-only: every probe runs a program that returns at once; nothing is counted, and the report is empty")
+	}
+	if err := spec.Variables["probes_only"].Set(probesOnly); err != nil {
+		return fmt.Errorf("set probes_only: %w", err)
+	}
 	if err := spec.Variables["page_size"].Set(uint64(os.Getpagesize())); err != nil {
 		return fmt.Errorf("set page_size: %w", err)
 	}

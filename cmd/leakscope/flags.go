@@ -31,6 +31,7 @@ type captureOptions struct {
 	MaxUnwindRows  uint32
 	SampleBytes    string
 	sampleBytes    uint64
+	ProbesOnly     bool // --probes-only (hidden): measure the probes' own cost
 	Progress       string // auto, always, never
 	Save           string
 	Track          []string
@@ -67,6 +68,8 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.Track, "track", nil, "also trace an acquire/release pair: preset:NAME[,preset:NAME] (bzip2, stdio, dirent, openssl; zlib is always on) or KIND=LIBRARY:ACQUIRE[/HANDLE]:RELEASE[/HANDLE] (repeatable; see docs/tracking.md)")
 	fs.StringVar(&o.TrackFile, "track-file", "", "read pairs and presets to trace from this YAML or JSON file")
 	fs.StringVar(&o.Save, "save", "", "also write the capture to this file as it happens (re-render it with leakscope report)")
+	fs.BoolVar(&o.ProbesOnly, "probes-only", false, "attach every probe, but with programs that return at once: nothing is counted; measures what the probes alone cost the target (make bench)")
+	_ = fs.MarkHidden("probes-only")
 	o.addReportFlags(fs)
 }
 
@@ -224,6 +227,7 @@ func (o *captureOptions) probeOptions(warnf func(string, ...any)) probe.Options 
 		Unwind:         o.Unwind,
 		Malloc:         o.Malloc,
 		SampleBytes:    o.sampleBytes,
+		ProbesOnly:     o.ProbesOnly,
 		MaxUnwindRows:  o.MaxUnwindRows,
 		MaxAllocations: o.MaxAllocations,
 		MaxSites:       o.MaxSites,
