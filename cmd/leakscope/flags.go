@@ -31,7 +31,7 @@ type captureOptions struct {
 	MaxUnwindRows  uint32
 	SampleBytes    string
 	sampleBytes    uint64
-	ProbesOnly     bool // --probes-only (hidden): measure the probes' own cost
+	ProbesOnly     bool   // --probes-only (hidden): measure the probes' own cost
 	Progress       string // auto, always, never
 	Save           string
 	Track          []string
