@@ -25,6 +25,11 @@ const volatile __u32 wait_exec = 0;
  * inverse. Decided at entry: an untraced call skips its return probe. */
 const volatile __u64 sample_bytes = 0;
 
+/* Slots in site_slots (--max-sites). */
+const volatile __u32 max_sites = 1 << 16;
+/* Slots handed out so far; may pass max_sites by a few when it is full. */
+__u64 site_count = 0; /* 64 bits: BPF v1 has 64-bit compare-and-swap only */
+
 /* Set by --probes-only (make bench's "floor" runs): every probe program
  * returns at once, so that a run measures what the probes alone cost the
  * target, on the same functions, sites and links. Nothing is counted. In
@@ -85,12 +90,37 @@ struct {
 	__type(value, struct alloc_info);
 } allocs SEC(".maps");
 
+/* Sites: one per (stack, kind, image), its totals in a slot of site_slots,
+ * an array (found without a hash lookup: an allocation keeps its slot, so
+ * its release goes straight there) that user space reads in batches.
+ * sites finds the slot of a key when a stack is seen again; site_count
+ * hands out slots, never taken back. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1 << 16);
 	__type(key, struct site_key);
-	__type(value, struct site_stats);
+	__type(value, __u32); /* slot */
 } sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 16);
+	__type(key, __u32);
+	__type(value, struct site_slot);
+} site_slots SEC(".maps");
+
+#define STACK_SEEN_BITS 12
+
+/* The slot of the malloc site of each stack this CPU saw last (direct-
+ * mapped like stack_seen, slot + 1; 0: none): a stack seen again finds its
+ * site without the sites lookup. The slot's own key says whether it is
+ * the stack's, so a stale entry is never trusted. BPF-only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << STACK_SEEN_BITS);
+	__type(key, __u32);
+	__type(value, __u32);
+} site_seen SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -137,7 +167,6 @@ struct {
 /* Stack ids this CPU found in stacks (direct-mapped by the id's top
  * bits): a walk that repeats one skips the hash lookup. User space never
  * deletes from stacks, so an id seen stays valid. BPF-only. */
-#define STACK_SEEN_BITS 12
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1 << STACK_SEEN_BITS);
@@ -249,6 +278,7 @@ const enum unwind_cfa *unused_unwind_cfa __attribute__((unused));
 const enum unwind_rbp *unused_unwind_rbp __attribute__((unused));
 const enum alloc_fn *unused_alloc_fn __attribute__((unused));
 const enum alloc_kind *unused_alloc_kind __attribute__((unused));
+const enum slot_state *unused_slot_state __attribute__((unused));
 const enum stat_index *unused_stat_index __attribute__((unused));
 const enum stack_flag *unused_stack_flag __attribute__((unused));
 

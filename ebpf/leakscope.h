@@ -186,8 +186,9 @@ struct alloc_info {
 	__u64 size_bytes;
 	__u64 ts_ns;    /* bpf_ktime_get_ns() when the allocation returned */
 	__u64 stack_id; /* key into stacks; 0 when the stack was lost */
-	__u32 kind;     /* enum alloc_kind */
-	__u32 owner_kind; /* kind of the owner, when owner != 0 */
+	__u16 kind;     /* enum alloc_kind */
+	__u16 owner_kind; /* kind of the owner, when owner != 0 */
+	__u32 site;     /* its site's slot in site_slots; NO_SITE for a block of a resource */
 	__u64 owner;    /* resource this block belongs to (a z_stream), or 0 */
 };
 
@@ -232,6 +233,26 @@ struct site_stats {
 	__u64 allocs;          /* allocations ever made from this site */
 	__u64 frees;           /* of those, released */
 	__u64 live_ts_sum_ns;  /* sum of ts_ns over live allocations (mean age) */
+};
+
+/* alloc_info.site of a block that counts in a resource's bytes, not in a
+ * site (no slot has this index). */
+#define NO_SITE 0xffffffffU
+
+/* States of a site slot. */
+enum slot_state {
+	SLOT_FREE = 0,    /* not handed out yet */
+	SLOT_USED = 1,    /* holds the site of key */
+	SLOT_UNUSED = 2,  /* handed out, but another CPU made the same site first */
+};
+
+/* One site in site_slots: its key and totals, a cache line each (atomic
+ * updates from two CPUs to two sites never share one).
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct site_slot {
+	struct site_key key;
+	__u64 state; /* enum slot_state; set after the key */
+	struct site_stats stats;
 };
 
 /* A user stack, leaf (the allocator's caller) first.

@@ -718,10 +718,10 @@ static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes
 	if (!o)
 		return false;
 	__sync_fetch_and_add(&o->size_bytes, bytes);
-	struct site_key key = { .stack_id = o->stack_id, .kind = o->kind, .pad = exec_gen };
-	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
+	__u32 slot = o->site;
+	struct site_slot *s = bpf_map_lookup_elem(&site_slots, &slot);
 	if (s)
-		__sync_fetch_and_add(&s->live_bytes, bytes);
+		__sync_fetch_and_add(&s->stats.live_bytes, bytes);
 	return true;
 }
 
@@ -733,14 +733,14 @@ static __always_inline void site_release(struct alloc_info *info)
 		owner_add(info->owner, info->owner_kind, -(__s64)info->size_bytes);
 		return;
 	}
-	struct site_key key = { .stack_id = info->stack_id, .kind = info->kind, .pad = exec_gen };
-	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
+	__u32 slot = info->site;
+	struct site_slot *s = bpf_map_lookup_elem(&site_slots, &slot);
 	if (!s)
 		return;
-	__sync_fetch_and_add(&s->live_count, -1);
-	__sync_fetch_and_add(&s->live_bytes, -info->size_bytes);
-	__sync_fetch_and_add(&s->live_ts_sum_ns, -info->ts_ns);
-	__sync_fetch_and_add(&s->frees, 1);
+	__sync_fetch_and_add(&s->stats.live_count, -1);
+	__sync_fetch_and_add(&s->stats.live_bytes, -info->size_bytes);
+	__sync_fetch_and_add(&s->stats.live_ts_sum_ns, -info->ts_ns);
+	__sync_fetch_and_add(&s->stats.frees, 1);
 }
 
 /* take_entry removes a live handle of this image from allocs into *out.
@@ -837,6 +837,7 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 		.size_bytes = size,
 		.ts_ns = ts,
 		.kind = KIND_MALLOC,
+		.site = NO_SITE,
 		.owner = owner,
 		.owner_kind = owner_kind,
 	};
@@ -890,34 +891,103 @@ static __always_inline void zwindow_forget(__u64 strm, __u32 kind)
 	bpf_map_delete_elem(&zwindows, &hk);
 }
 
+/* site_is reports whether slot s holds the site (stack_id, kind) of the
+ * current image. */
+static __always_inline bool site_is(struct site_slot *s, __u64 stack_id, __u32 kind)
+{
+	return s->state == SLOT_USED && s->key.stack_id == stack_id && s->key.kind == kind &&
+	       s->key.pad == exec_gen;
+}
+
+/* site_for returns the slot of site (stack_id, kind) of the current image
+ * in site_slots, and its index in *slot, making the site if it is new;
+ * NULL when site_slots is full. A malloc site this CPU found before comes
+ * from site_seen without a hash lookup. */
+static __always_inline struct site_slot *site_for(__u64 stack_id, __u32 kind, __u32 *slot)
+{
+	__u32 seen_idx = (__u32)(stack_id >> (64 - STACK_SEEN_BITS));
+	__u32 *seen = kind == KIND_MALLOC ? bpf_map_lookup_elem(&site_seen, &seen_idx) : NULL;
+	struct site_slot *s;
+	if (seen && *seen) {
+		__u32 idx = *seen - 1;
+		s = bpf_map_lookup_elem(&site_slots, &idx);
+		if (s && site_is(s, stack_id, kind)) {
+			*slot = idx;
+			return s;
+		}
+	}
+	struct site_key key = { .stack_id = stack_id, .kind = kind, .pad = exec_gen };
+	__u32 *found = bpf_map_lookup_elem(&sites, &key);
+	__u32 idx;
+	if (found) {
+		idx = *found;
+	} else {
+		/* A new site: take the next slot, write its key, then publish
+		 * it in sites. Another CPU making the same site at once wins
+		 * the insert; this slot is then left unused. */
+		/* (A fetch-and-add's result needs BPF v3 atomics: a compare-
+		 * and-swap loses only to another CPU's new site, and is tried
+		 * again.) */
+		__u64 n = max_sites;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			__u64 cur = site_count;
+			if (cur >= max_sites)
+				return NULL;
+			if (__sync_val_compare_and_swap(&site_count, cur, cur + 1) == cur) {
+				n = cur;
+				break;
+			}
+		}
+		if (n >= max_sites)
+			return NULL;
+		idx = (__u32)n;
+		s = bpf_map_lookup_elem(&site_slots, &idx);
+		if (!s)
+			return NULL;
+		s->key = key;
+		s->state = SLOT_USED;
+		if (bpf_map_update_elem(&sites, &key, &idx, BPF_NOEXIST)) {
+			s->state = SLOT_UNUSED;
+			found = bpf_map_lookup_elem(&sites, &key);
+			if (!found)
+				return NULL;
+			idx = *found;
+		}
+	}
+	s = bpf_map_lookup_elem(&site_slots, &idx);
+	if (!s)
+		return NULL;
+	if (seen)
+		*seen = idx + 1;
+	*slot = idx;
+	return s;
+}
+
 /* track_alloc records a new live handle under its site; false if the
  * tables were full. */
 static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
 					__u64 ts)
 {
-	struct site_key key = { .stack_id = stack_id, .kind = kind, .pad = exec_gen };
-	struct site_stats *s = bpf_map_lookup_elem(&sites, &key);
+	__u32 slot;
+	struct site_slot *s = site_for(stack_id, kind, &slot);
 	if (!s) {
-		struct site_stats zero = {};
-		bpf_map_update_elem(&sites, &key, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&sites, &key);
-		if (!s) {
-			stat_add(STAT_ALLOCS_DROPPED, 1);
-			return false;
-		}
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+		return false;
 	}
 	struct alloc_info info = {
 		.size_bytes = size,
 		.ts_ns = ts,
 		.stack_id = stack_id,
 		.kind = kind,
+		.site = slot,
 	};
 	if (!insert_alloc(addr, kind, &info))
 		return false;
-	__sync_fetch_and_add(&s->live_count, 1);
-	__sync_fetch_and_add(&s->live_bytes, size);
-	__sync_fetch_and_add(&s->live_ts_sum_ns, ts);
-	__sync_fetch_and_add(&s->allocs, 1);
+	__sync_fetch_and_add(&s->stats.live_count, 1);
+	__sync_fetch_and_add(&s->stats.live_bytes, size);
+	__sync_fetch_and_add(&s->stats.live_ts_sum_ns, ts);
+	__sync_fetch_and_add(&s->stats.allocs, 1);
 	stat_add(STAT_ALLOCS, 1);
 	return true;
 }

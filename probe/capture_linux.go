@@ -2,6 +2,7 @@ package probe
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -141,6 +142,40 @@ func (t *Tracer) refLocked(k kernelSite) int {
 	return slot
 }
 
+// forEachSite calls fn with every site of site_slots: the slots handed out
+// (site_count), read in batches of 4096 (an array: no hash walk). A slot
+// left unused (another CPU made the same site first) or not written yet
+// is skipped.
+func (t *Tracer) forEachSite(fn func(*leakSiteKey, *leakSiteStats)) error {
+	var count uint64
+	if err := t.objs.SiteCount.Get(&count); err != nil {
+		return err
+	}
+	n := uint32(min(count, uint64(t.opts.MaxSites)))
+	const batch = 4096
+	if t.siteBuf == nil {
+		t.siteBuf = make([]leakSiteSlot, batch)
+	}
+	keys := make([]uint32, batch)
+	var cursor ebpf.MapBatchCursor
+	for done := uint32(0); done < n; {
+		got, err := t.objs.SiteSlots.BatchLookup(&cursor, keys, t.siteBuf, nil)
+		for i := 0; i < got && keys[i] < n; i++ {
+			if t.siteBuf[i].State == uint64(leakSlotStateSLOT_USED) {
+				fn(&t.siteBuf[i].Key, &t.siteBuf[i].Stats)
+			}
+		}
+		done += uint32(got)
+		if errors.Is(err, ebpf.ErrKeyNotExist) || got == 0 {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // readSitesLocked reads the kernel's per-site totals, resolving new stacks,
 // and merges kernel sites that are the same site after validation. The
 // points come by ascending site id, in a buffer the next read reuses.
@@ -153,7 +188,7 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 	}
 	t.preExec = preExec{}
 	n := 0
-	err := forEach(t.objs.Sites, func(key *leakSiteKey, val *leakSiteStats) {
+	err := t.forEachSite(func(key *leakSiteKey, val *leakSiteStats) {
 		if key.Pad != t.execGen {
 			// A site of an image the target exec'd away from: its heap
 			// is gone, so is what it held. Counted for the warning.
@@ -386,8 +421,8 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[uint32]map[uint64
 		if key.Pad&1 == 0 && key.Pad>>1 != t.execGen {
 			return // made by an image the target exec'd away from
 		}
-		if info.Kind != kind {
-			kind, byStack = info.Kind, siteOf[info.Kind]
+		if k := uint32(info.Kind); k != kind {
+			kind, byStack = k, siteOf[k]
 		}
 		i, ok := byStack[info.StackId]
 		if !ok {
@@ -445,7 +480,8 @@ func (t *Tracer) readLostLocked(l *analyze.Lost) error {
 // cause only if it is full now.
 func (t *Tracer) warnLossesLocked(l analyze.Lost) {
 	if l.AllocationsDropped > 0 {
-		if n, err := countEntries(t.objs.Sites); err == nil && n >= int(t.opts.MaxSites) {
+		var n uint64
+		if err := t.objs.SiteCount.Get(&n); err == nil && n >= uint64(t.opts.MaxSites) {
 			t.warnOnce(fmt.Sprintf("%d allocations were not tracked: the per-site table (%d entries) or the live-allocation table (%d) was full; raise --max-sites or --max-allocations",
 				l.AllocationsDropped, t.opts.MaxSites, t.opts.MaxAllocations))
 		} else {

@@ -31,8 +31,9 @@ type leakAllocInfo struct {
 	SizeBytes uint64
 	TsNs      uint64
 	StackId   uint64
-	Kind      uint32
-	OwnerKind uint32
+	Kind      uint16
+	OwnerKind uint16
+	Site      uint32
 	Owner     uint64
 }
 
@@ -128,6 +129,13 @@ type leakSiteKey struct {
 	Pad     uint32
 }
 
+type leakSiteSlot struct {
+	_     structs.HostLayout
+	Key   leakSiteKey
+	State uint64
+	Stats leakSiteStats
+}
+
 type leakSiteStats struct {
 	_           structs.HostLayout
 	LiveCount   uint64
@@ -136,6 +144,14 @@ type leakSiteStats struct {
 	Frees       uint64
 	LiveTsSumNs uint64
 }
+
+type leakSlotState uint32
+
+const (
+	leakSlotStateSLOT_FREE   leakSlotState = 0
+	leakSlotStateSLOT_USED   leakSlotState = 1
+	leakSlotStateSLOT_UNUSED leakSlotState = 2
+)
 
 type leakStack struct {
 	_     structs.HostLayout
@@ -271,6 +287,8 @@ const (
 	leakMapRangeCtls                  = "range_ctls"
 	leakMapRangeMisses                = "range_misses"
 	leakMapSampleCountdown            = "sample_countdown"
+	leakMapSiteSeen                   = "site_seen"
+	leakMapSiteSlots                  = "site_slots"
 	leakMapSites                      = "sites"
 	leakMapStackScratch               = "stack_scratch"
 	leakMapStackSeen                  = "stack_seen"
@@ -317,9 +335,11 @@ const (
 	leakVarExecSeen                   = "exec_seen"
 	leakVarExitSettled                = "exit_settled"
 	leakVarExitStop                   = "exit_stop"
+	leakVarMaxSites                   = "max_sites"
 	leakVarPageSize                   = "page_size"
 	leakVarProbesOnly                 = "probes_only"
 	leakVarSampleBytes                = "sample_bytes"
+	leakVarSiteCount                  = "site_count"
 	leakVarStopOnLoad                 = "stop_on_load"
 	leakVarStopSent                   = "stop_sent"
 	leakVarTargetTgid                 = "target_tgid"
@@ -329,6 +349,7 @@ const (
 	leakVarUnusedJvmLayout            = "unused_jvm_layout"
 	leakVarUnusedRangeFlag            = "unused_range_flag"
 	leakVarUnusedRangeMiss            = "unused_range_miss"
+	leakVarUnusedSlotState            = "unused_slot_state"
 	leakVarUnusedStackFlag            = "unused_stack_flag"
 	leakVarUnusedStatIndex            = "unused_stat_index"
 	leakVarUnusedUnwindCfa            = "unused_unwind_cfa"
@@ -427,6 +448,8 @@ type leakMapSpecs struct {
 	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
+	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
+	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackSeen       *ebpf.MapSpec `ebpf:"stack_seen"`
@@ -446,9 +469,11 @@ type leakVariableSpecs struct {
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
 	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
 	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
+	MaxSites        *ebpf.VariableSpec `ebpf:"max_sites"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
 	ProbesOnly      *ebpf.VariableSpec `ebpf:"probes_only"`
 	SampleBytes     *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SiteCount       *ebpf.VariableSpec `ebpf:"site_count"`
 	StopOnLoad      *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent        *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.VariableSpec `ebpf:"target_tgid"`
@@ -458,6 +483,7 @@ type leakVariableSpecs struct {
 	UnusedJvmLayout *ebpf.VariableSpec `ebpf:"unused_jvm_layout"`
 	UnusedRangeFlag *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.VariableSpec `ebpf:"unused_range_miss"`
+	UnusedSlotState *ebpf.VariableSpec `ebpf:"unused_slot_state"`
 	UnusedStackFlag *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
 	UnusedStatIndex *ebpf.VariableSpec `ebpf:"unused_stat_index"`
 	UnusedUnwindCfa *ebpf.VariableSpec `ebpf:"unused_unwind_cfa"`
@@ -495,6 +521,8 @@ type leakMaps struct {
 	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
+	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
+	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	StackSeen       *ebpf.Map `ebpf:"stack_seen"`
@@ -517,6 +545,8 @@ func (m *leakMaps) Close() error {
 		m.RangeCtls,
 		m.RangeMisses,
 		m.SampleCountdown,
+		m.SiteSeen,
+		m.SiteSlots,
 		m.Sites,
 		m.StackScratch,
 		m.StackSeen,
@@ -537,9 +567,11 @@ type leakVariables struct {
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
 	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
 	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`
+	MaxSites        *ebpf.Variable `ebpf:"max_sites"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
 	ProbesOnly      *ebpf.Variable `ebpf:"probes_only"`
 	SampleBytes     *ebpf.Variable `ebpf:"sample_bytes"`
+	SiteCount       *ebpf.Variable `ebpf:"site_count"`
 	StopOnLoad      *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent        *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid      *ebpf.Variable `ebpf:"target_tgid"`
@@ -549,6 +581,7 @@ type leakVariables struct {
 	UnusedJvmLayout *ebpf.Variable `ebpf:"unused_jvm_layout"`
 	UnusedRangeFlag *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss *ebpf.Variable `ebpf:"unused_range_miss"`
+	UnusedSlotState *ebpf.Variable `ebpf:"unused_slot_state"`
 	UnusedStackFlag *ebpf.Variable `ebpf:"unused_stack_flag"`
 	UnusedStatIndex *ebpf.Variable `ebpf:"unused_stat_index"`
 	UnusedUnwindCfa *ebpf.Variable `ebpf:"unused_unwind_cfa"`

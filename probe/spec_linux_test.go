@@ -19,7 +19,8 @@ func TestSpecLayout(t *testing.T) {
 		key, value uintptr
 	}{
 		{"allocs", unsafe.Sizeof(leakHandleKey{}), unsafe.Sizeof(leakAllocInfo{})},
-		{"sites", unsafe.Sizeof(leakSiteKey{}), unsafe.Sizeof(leakSiteStats{})},
+		{"sites", unsafe.Sizeof(leakSiteKey{}), unsafe.Sizeof(uint32(0))},
+		{"site_slots", unsafe.Sizeof(uint32(0)), unsafe.Sizeof(leakSiteSlot{})},
 		{"stacks", 8, unsafe.Sizeof(leakStack{})},
 		{"exec_ranges", 4, unsafe.Sizeof(leakExecRange{})},
 		{"range_ctls", 4, unsafe.Sizeof(leakRangeCtl{})},

@@ -66,6 +66,8 @@ type Tracer struct {
 	// windowsGone: the target's memory was gone at a read; windows
 	// keeps the last read that saw it.
 	windowsGone bool
+	// siteBuf is the buffer forEachSite reads site_slots into, reused.
+	siteBuf []leakSiteSlot
 	// walksPreempted: the allocations of stack_errors whose walk found
 	// this CPU's scratch held by a preempted walk (STAT_WALKS_PREEMPTED).
 	walksPreempted uint64
@@ -220,6 +222,10 @@ func (t *Tracer) load(waitExec bool) error {
 	}
 	spec.Maps["allocs"].MaxEntries = t.opts.MaxAllocations
 	spec.Maps["sites"].MaxEntries = t.opts.MaxSites
+	spec.Maps["site_slots"].MaxEntries = t.opts.MaxSites
+	if err := spec.Variables["max_sites"].Set(t.opts.MaxSites); err != nil {
+		return fmt.Errorf("set max_sites: %w", err)
+	}
 	spec.Maps["stacks"].MaxEntries = t.opts.MaxStacks
 	spec.Maps["unwind_rows"].MaxEntries = t.opts.MaxUnwindRows
 	spec.Maps["zwindows"].MaxEntries = t.opts.MaxAllocations
