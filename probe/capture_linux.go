@@ -501,18 +501,6 @@ func (t *Tracer) warnLossesLocked(l analyze.Lost) {
 	}
 }
 
-// countEntries counts the keys of a hash map.
-func countEntries(m *ebpf.Map) (int, error) {
-	key := make([]byte, m.KeySize())
-	val := make([]byte, m.ValueSize())
-	n := 0
-	it := m.Iterate()
-	for it.Next(key, val) {
-		n++
-	}
-	return n, it.Err()
-}
-
 // monotonicNow is CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
 func monotonicNow() uint64 {
 	var ts unix.Timespec
