@@ -138,7 +138,9 @@ struct frame_rule {
 	__u32 pad3;
 	/* RANGE_JVM_CODE: the code blob found for ip, its frame size in
 	 * words and the compile id read there (blob 0: none yet). A freed
-	 * nmethod's memory reused by another has another compile id. */
+	 * nmethod's memory reused by another has another compile id. Frame
+	 * size 0: a blob without one (the interpreter, a stub), walked by
+	 * its frame pointer. */
 	__u64 blob;
 	__s32 frame_size;
 	__u32 compile_id;

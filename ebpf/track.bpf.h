@@ -362,11 +362,19 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 	 * segment map walk. fc is this ip's frame_cache entry. */
 	if (fc && fc->ip == w->ip && fc->generation == w->gen && fc->blob) {
 		__u32 zero = 0, id = 0;
+		__s32 size = 0;
 		struct jvm_heap *h0 = bpf_map_lookup_elem(&jvm_heaps, &zero);
-		if (h0 && h0->compile_id_offset &&
+		if (h0 && fc->frame_size > 0 && h0->compile_id_offset &&
 		    !bpf_probe_read_user(&id, sizeof(id), (void *)(fc->blob + h0->compile_id_offset)) &&
 		    id == fc->compile_id)
 			return jvm_unwind(w, fc->frame_size);
+		/* A blob without a frame size (the interpreter, a stub: a
+		 * frame in nearly every Java stack) is still one if it still
+		 * says so: one read instead of the segment map walk. */
+		if (h0 && fc->frame_size == 0 &&
+		    !bpf_probe_read_user(&size, sizeof(size), (void *)(fc->blob + h0->frame_size_offset)) &&
+		    size <= 0)
+			return -1;
 	}
 	struct jvm_heap *h = NULL;
 	for (__u32 k = 0; k < MAX_JVM_HEAPS; k++) {
@@ -390,8 +398,13 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
-	if (size <= 0)
+	if (size <= 0) {
+		if (fc && fc->ip == w->ip && fc->generation == w->gen) {
+			fc->blob = blob;
+			fc->frame_size = 0;
+		}
 		return -1;
+	}
 	__u32 id = 0;
 	if (fc && fc->ip == w->ip && fc->generation == w->gen && h->compile_id_offset &&
 	    !bpf_probe_read_user(&id, sizeof(id), (void *)(blob + h->compile_id_offset))) {
