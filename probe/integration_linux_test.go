@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -588,6 +589,34 @@ func TestZlibWindowCountedAtFirstInflate(t *testing.T) {
 		if want := uint64(8*(7160+32768) + 2*7160); n != 10 || b != want {
 			t.Errorf("--malloc %s: %d inflate streams, %d bytes; want 10, %d", mode, n, b, want)
 		}
+	}
+}
+
+// A stream copied with inflateCopy (not probed: no init made the copy) has
+// its state and window allocated by zlib while the source's state is live
+// in zlib's code. Neither is the source stream's window: the source's
+// window is allocated already, and a state is only 7160 bytes. With malloc
+// traced, they are malloc rows of copy_stream, and the source streams keep
+// exactly their own bytes.
+func TestZlibCopyIsNotTheSourceWindow(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := filepath.Join(t.TempDir(), "zwindow")
+	if b, err := exec.Command("gcc", "-O2", "-g", "-o", bin, filepath.Join("..", "examples", "c", "zwindow.c"), "-lz").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	c, _ := launchWith(t, Options{Malloc: MallocOn}, bin, "--copy", "3")
+	checkNoLoss(t, c)
+	if n, b, _ := inflateTotals(c); n != 8 || b != 8*(7160+32768) {
+		t.Errorf("%d inflate streams, %d bytes; want 8, %d", n, b, 8*(7160+32768))
+	}
+	var copied uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindMalloc && slices.Contains(functions(s), "copy_stream") {
+			copied += s.LiveBytes
+		}
+	}
+	if want := uint64(3 * (112 + 7160 + 32768)); copied != want {
+		t.Errorf("malloc rows of copy_stream hold %d bytes, want %d", copied, want)
 	}
 }
 

@@ -14,7 +14,11 @@
  * The z_streams stay intact: the program keeps them. --reinit R then
  * initialises the first R streams again without inflateEnd (each old
  * stream, state and window, is lost to the program: leaked) and reads a
- * record from each new one: R more streams, each with a window.
+ * record from each new one: R more streams, each with a window. --copy C
+ * then copies the first C streams with inflateCopy into z_streams
+ * copy_stream callocs (112 bytes each), never ended: each copy's state
+ * and window (7160 + 32768 bytes) are zlib's mallocs for a stream no
+ * init made, allocated while the source's state is live in zlib's code.
  *
  *   gcc -O2 -g -o zwindow examples/c/zwindow.c -lz
  */
@@ -41,10 +45,18 @@ __attribute__((noinline, noipa)) static void read_first_record(z_stream *s)
 		abort();
 }
 
+/* copy_stream copies s into a new z_stream, kept (never ended). */
+__attribute__((noinline, noipa)) static void copy_stream(z_stream *s)
+{
+	z_stream *c = calloc(1, sizeof(*c));
+	if (!c || inflateCopy(c, s) != Z_OK)
+		abort();
+}
+
 int main(int argc, char **argv)
 {
 	const char *wait_file = NULL;
-	long hold_ms = 0, idle = 0, reinit = 0;
+	long hold_ms = 0, idle = 0, reinit = 0, copies = 0;
 	int late = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait-file") && i + 1 < argc)
@@ -57,6 +69,8 @@ int main(int argc, char **argv)
 			late = 1;
 		else if (!strcmp(argv[i], "--reinit") && i + 1 < argc)
 			reinit = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--copy") && i + 1 < argc)
+			copies = atol(argv[++i]);
 	}
 	static unsigned char plain[65536];
 	for (size_t i = 0; i < sizeof(plain); i++)
@@ -87,6 +101,8 @@ int main(int argc, char **argv)
 			abort();
 		read_first_record(&streams[i]);
 	}
+	for (long i = 0; i < copies && i < STREAMS; i++)
+		copy_stream(&streams[i]);
 	fprintf(stderr, "zwindow: %ld windows of 32768 bytes allocated inside inflate() from read_first_record\n",
 		STREAMS + (reinit < STREAMS ? reinit : STREAMS));
 	usleep(hold_ms * 1000);
