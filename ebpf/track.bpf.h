@@ -937,10 +937,10 @@ static __always_inline struct site_slot *site_for(__u64 stack_id, __u32 kind, __
 	} else {
 		/* A new site: take the next slot, write its key, then publish
 		 * it in sites. Another CPU making the same site at once wins
-		 * the insert; this slot is then left unused. */
-		/* (A fetch-and-add's result needs BPF v3 atomics: a compare-
-		 * and-swap loses only to another CPU's new site, and is tried
-		 * again.) */
+		 * the insert; this slot is then left unused. The slot is taken
+		 * with a compare-and-swap (a fetch-and-add's result needs BPF
+		 * v3 atomics), which loses only to another CPU's new site and
+		 * is tried again. */
 		__u64 n = max_sites;
 #pragma unroll
 		for (int i = 0; i < 8; i++) {
