@@ -111,10 +111,10 @@ struct {
 
 #define STACK_SEEN_BITS 12
 
-/* The slot of the malloc site of each stack this CPU saw last (direct-
- * mapped like stack_seen, slot + 1; 0: none): a stack seen again finds its
- * site without the sites lookup. The slot's own key says whether it is
- * the stack's, so a stale entry is never trusted. BPF-only. */
+/* The slot of the site of each stack and kind this CPU saw last (direct-
+ * mapped by the stack id and kind, slot + 1; 0: none): a stack seen again
+ * finds its site without the sites lookup. The slot's own key says whether
+ * it is the site, so a stale entry is never trusted. BPF-only. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1 << STACK_SEEN_BITS);

@@ -914,12 +914,12 @@ static __always_inline bool site_is(struct site_slot *s, __u64 stack_id, __u32 k
 
 /* site_for returns the slot of site (stack_id, kind) of the current image
  * in site_slots, and its index in *slot, making the site if it is new;
- * NULL when site_slots is full. A malloc site this CPU found before comes
- * from site_seen without a hash lookup. */
+ * NULL when site_slots is full. A site this CPU found before comes from
+ * site_seen without a hash lookup. */
 static __always_inline struct site_slot *site_for(__u64 stack_id, __u32 kind, __u32 *slot)
 {
-	__u32 seen_idx = (__u32)(stack_id >> (64 - STACK_SEEN_BITS));
-	__u32 *seen = kind == KIND_MALLOC ? bpf_map_lookup_elem(&site_seen, &seen_idx) : NULL;
+	__u32 seen_idx = (__u32)((stack_id ^ ((__u64)kind * 0x9E3779B97F4A7C15ULL)) >> (64 - STACK_SEEN_BITS));
+	__u32 *seen = bpf_map_lookup_elem(&site_seen, &seen_idx);
 	struct site_slot *s;
 	if (seen && *seen) {
 		__u32 idx = *seen - 1;
