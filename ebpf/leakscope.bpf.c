@@ -164,6 +164,19 @@ struct {
 	__type(value, struct stack);
 } stack_scratch SEC(".maps");
 
+/* When sampling, most blocks are not traced, and their frees would each
+ * cost a lookup in allocs that finds nothing. A count of the traced heap
+ * blocks (allocs entries of KIND_MALLOC) per hash of their address: a
+ * free whose count is 0 is of an untraced block, without the lookup.
+ * Updated only when sampling. BPF-only. */
+#define SAMPLED_FILTER_BITS 17
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << SAMPLED_FILTER_BITS);
+	__type(key, __u32);
+	__type(value, __u32);
+} sampled_filter SEC(".maps");
+
 /* Stack ids this CPU found in stacks (direct-mapped by the id's top
  * bits): a walk that repeats one skips the hash lookup. User space never
  * deletes from stacks, so an id seen stays valid. BPF-only. */

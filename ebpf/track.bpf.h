@@ -756,6 +756,24 @@ static __always_inline void site_release(struct alloc_info *info)
 	__sync_fetch_and_add(&s->stats.frees, 1);
 }
 
+/* filter_count returns the sampled_filter counter of heap block addr. */
+static __always_inline __u32 *filter_count(__u64 addr)
+{
+	__u32 idx = (__u32)(((addr >> 4) * 0x9E3779B97F4A7C15ULL) >> (64 - SAMPLED_FILTER_BITS));
+	return bpf_map_lookup_elem(&sampled_filter, &idx);
+}
+
+/* filter_note counts a heap block in (delta 1) or out of (-1)
+ * sampled_filter, when sampling. */
+static __always_inline void filter_note(__u64 addr, __u32 kind, __s32 delta)
+{
+	if (!sample_bytes || kind != KIND_MALLOC)
+		return;
+	__u32 *n = filter_count(addr);
+	if (n)
+		__sync_fetch_and_add(n, delta);
+}
+
 /* take_entry removes a live handle of this image from allocs into *out.
  * Only the deleter gets it, so a racing double release counts once. */
 static __always_inline bool take_entry(__u64 addr, __u32 kind, struct alloc_info *out)
@@ -765,7 +783,10 @@ static __always_inline bool take_entry(__u64 addr, __u32 kind, struct alloc_info
 	if (!info)
 		return false;
 	*out = *info;
-	return bpf_map_delete_elem(&allocs, &hk) == 0;
+	if (bpf_map_delete_elem(&allocs, &hk))
+		return false;
+	filter_note(addr, kind, -1);
+	return true;
 }
 
 /* track_release forgets a live handle. Returns false if it was not known. */
@@ -824,6 +845,7 @@ static __always_inline bool insert_alloc(__u64 addr, __u32 kind, struct alloc_in
 		stat_add(STAT_ALLOCS_DROPPED, 1);
 		return false;
 	}
+	filter_note(addr, kind, 1);
 	return true;
 }
 
@@ -1105,10 +1127,15 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 {
 	if (!is_target() || !addr)
 		return false;
+	/* Sampling leaves most blocks untraced: their frees are no loss,
+	 * and cost a load from sampled_filter, or this one lookup. */
+	if (sample_bytes && kind == KIND_MALLOC) {
+		__u32 *n = filter_count(addr);
+		if (n && *n == 0)
+			return false;
+	}
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
-	/* Sampling leaves most blocks untraced: their frees are no loss,
-	 * and cost this one lookup. */
 	if (!info && sample_bytes && kind == KIND_MALLOC)
 		return false;
 	struct thread_state *ts = thread_state(false);
@@ -1116,8 +1143,10 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
 		if (info && info->owner && info->owner == p->out_ptr) {
 			__s64 size = info->size_bytes;
-			if (!bpf_map_delete_elem(&allocs, &hk))
+			if (!bpf_map_delete_elem(&allocs, &hk)) {
 				p->size_bytes -= size;
+				filter_note(addr, kind, -1);
+			}
 			return false;
 		}
 		stat_add(STAT_NESTED_CALLS, 1);
@@ -1131,6 +1160,7 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 	struct alloc_info copy = *info;
 	if (bpf_map_delete_elem(&allocs, &hk))
 		return false;
+	filter_note(addr, kind, -1);
 	site_release(&copy);
 	stat_add(STAT_FREES, 1);
 	return true;

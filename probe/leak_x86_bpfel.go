@@ -287,6 +287,7 @@ const (
 	leakMapRangeCtls                  = "range_ctls"
 	leakMapRangeMisses                = "range_misses"
 	leakMapSampleCountdown            = "sample_countdown"
+	leakMapSampledFilter              = "sampled_filter"
 	leakMapSiteSeen                   = "site_seen"
 	leakMapSiteSlots                  = "site_slots"
 	leakMapSites                      = "sites"
@@ -448,6 +449,7 @@ type leakMapSpecs struct {
 	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
+	SampledFilter   *ebpf.MapSpec `ebpf:"sampled_filter"`
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
@@ -521,6 +523,7 @@ type leakMaps struct {
 	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
+	SampledFilter   *ebpf.Map `ebpf:"sampled_filter"`
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
@@ -545,6 +548,7 @@ func (m *leakMaps) Close() error {
 		m.RangeCtls,
 		m.RangeMisses,
 		m.SampleCountdown,
+		m.SampledFilter,
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
