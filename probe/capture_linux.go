@@ -154,9 +154,9 @@ func (t *Tracer) forEachSite(fn func(*leakSiteKey, *leakSiteStats)) error {
 	n := uint32(min(count, uint64(t.opts.MaxSites)))
 	const batch = 4096
 	if t.siteBuf == nil {
-		t.siteBuf = make([]leakSiteSlot, batch)
+		t.siteBuf, t.siteKeys = make([]leakSiteSlot, batch), make([]uint32, batch)
 	}
-	keys := make([]uint32, batch)
+	keys := t.siteKeys
 	var cursor ebpf.MapBatchCursor
 	for done := uint32(0); done < n; {
 		got, err := t.objs.SiteSlots.BatchLookup(&cursor, keys, t.siteBuf, nil)

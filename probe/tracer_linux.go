@@ -66,8 +66,10 @@ type Tracer struct {
 	// windowsGone: the target's memory was gone at a read; windows
 	// keeps the last read that saw it.
 	windowsGone bool
-	// siteBuf is the buffer forEachSite reads site_slots into, reused.
-	siteBuf []leakSiteSlot
+	// siteBuf and siteKeys are the buffers forEachSite reads site_slots
+	// into, reused.
+	siteBuf  []leakSiteSlot
+	siteKeys []uint32
 	// walksPreempted: the allocations of stack_errors whose walk found
 	// this CPU's scratch held by a preempted walk (STAT_WALKS_PREEMPTED).
 	walksPreempted uint64
