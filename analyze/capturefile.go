@@ -582,14 +582,17 @@ func WriteCapture(w io.Writer, c *Capture) error {
 // capture is incomplete. Live allocation ages, lost counters and the exit
 // code are then unknown. Every other defect is an error naming its line.
 func ReadCapture(r io.Reader) (*Capture, error) {
-	c, err := readCapture(bufio.NewReader(r))
+	c, err := readCapture(bufio.NewReader(r), r)
 	if err != nil {
 		return nil, fmt.Errorf("read capture: %w", err)
 	}
 	return c, nil
 }
 
-func readCapture(br *bufio.Reader) (*Capture, error) {
+// readCapture reads a capture from br, which reads r: when r can seek,
+// the end record is decoded as it is read (readEnd).
+func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
+	seeker, _ := r.(io.ReadSeeker)
 	var buf []byte
 	line, complete, err := readLine(br, &buf)
 	if err != nil {
@@ -621,15 +624,24 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 	var last []SitePoint // the last snapshot's points by ascending ID, for a delta
 	fast := newLineDecoder()
 	for n := 2; complete; n++ {
-		line, complete, err = readLine(br, &buf)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		if len(line) == 0 && !complete {
-			break // the file ends with a newline
-		}
 		var rec captureRecord
-		if fast.decodeLine(line, &rec) {
+		var streamed bool
+		if seeker != nil {
+			if streamed, complete, err = readEnd(br, seeker, fast, &rec); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+		}
+		if !streamed {
+			line, complete, err = readLine(br, &buf)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+		}
+		if streamed {
+			// decoded as read: the end record in CaptureWriter's form
+		} else if len(line) == 0 && !complete {
+			break // the file ends with a newline
+		} else if fast.decodeLine(line, &rec) {
 			// decoded: a site or snapshot record in CaptureWriter's form
 		} else if err := json.Unmarshal(line, &rec); err != nil {
 			if !complete {
@@ -709,6 +721,38 @@ func readCapture(br *bufio.Reader) (*Capture, error) {
 		finishIncomplete(c, index)
 	}
 	return c, nil
+}
+
+// endPrefix begins the end record as CaptureWriter writes it.
+const endPrefix = `{"type":"end",`
+
+// endWindow is how much of the end record is held at a time while it is
+// decoded (lineDecoder.decodeStream).
+const endWindow = 1 << 20
+
+// readEnd decodes the end record as it reads it, when it comes next in
+// CaptureWriter's form: the ~40 MB line of 1M live allocations is then
+// never held whole. It returns false, with br where it was (r seeked back
+// to the line), when the record is not next or the fast path does not
+// take it: readLine then reads it whole for encoding/json.
+func readEnd(br *bufio.Reader, r io.ReadSeeker, d *lineDecoder, rec *captureRecord) (ok, complete bool, err error) {
+	if p, _ := br.Peek(len(endPrefix)); string(p) != endPrefix {
+		return false, false, nil
+	}
+	pos, err := r.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return false, false, nil // a pipe, say: read it whole
+	}
+	start := pos - int64(br.Buffered())
+	if ok, complete := d.decodeStream(br, endWindow, rec); ok {
+		return true, complete, nil
+	}
+	*rec = captureRecord{}
+	if _, err := r.Seek(start, io.SeekStart); err != nil {
+		return false, false, err
+	}
+	br.Reset(r)
+	return false, false, nil
 }
 
 // readLine returns the next line without its newline, and whether it had

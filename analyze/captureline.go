@@ -1,7 +1,9 @@
 package analyze
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -66,10 +68,68 @@ type scanner struct {
 	i  int
 	ok bool
 	d  *lineDecoder
+	// src, when not nil, is where the line comes from (decodeStream): b
+	// is then a window on it, refilled (fill) before each value of the
+	// end record's fields, of its sites and of their live allocations,
+	// where no part of b is held. eol says b holds the line's end,
+	// complete that the line ended with a newline.
+	src           *bufio.Reader
+	window        int
+	eol, complete bool
 }
 
 func (d *lineDecoder) decodeLine(line []byte, rec *captureRecord) bool {
 	s := &scanner{b: line, ok: true, d: d}
+	return s.record(rec)
+}
+
+// decodeStream decodes the line br is at as decodeLine does, reading it
+// through a window of about window bytes instead of whole: the end record
+// of 1M live allocations is a ~40 MB line, which was held whole while it
+// was decoded. It returns false when the fast path does not take the line
+// (then having read some of it, which the caller reads again: readCapture
+// seeks back), or when a value of it does not fit in half a window.
+// complete says whether the line ended with a newline.
+//
+// A value cut at the window's edge is never taken: every value is
+// followed by a ',', '}' or ']' the scanner expects before it refills,
+// and that expectation fails at the edge. Other lines decode as
+// decodeLine decodes them when they fit in the window, and are not
+// taken otherwise.
+func (d *lineDecoder) decodeStream(br *bufio.Reader, window int, rec *captureRecord) (ok, complete bool) {
+	s := &scanner{b: make([]byte, 0, window+br.Size()), ok: true, d: d, src: br, window: window}
+	s.fill()
+	ok = s.record(rec)
+	return ok, s.complete
+}
+
+// fill, for a scanner on a window, drops what was read and reads the line
+// on until the window is full or holds the line's end, if less than half
+// a window is left.
+func (s *scanner) fill() {
+	if s.src == nil || s.eol || !s.ok || (s.i < len(s.b) && len(s.b)-s.i >= s.window/2) {
+		return
+	}
+	n := copy(s.b, s.b[s.i:])
+	s.b, s.i = s.b[:n], 0
+	for len(s.b) < s.window && !s.eol {
+		frag, err := s.src.ReadSlice('\n')
+		s.b = append(s.b, frag...)
+		switch {
+		case err == bufio.ErrBufferFull:
+		case err == io.EOF:
+			s.eol = true
+		case err != nil:
+			s.eol, s.ok = true, false
+		default:
+			s.b = s.b[:len(s.b)-1]
+			s.eol, s.complete = true, true
+		}
+	}
+}
+
+// record decodes a whole line into rec.
+func (s *scanner) record(rec *captureRecord) bool {
 	var r captureRecord
 	s.object(func(key []byte) {
 		switch string(key) {
@@ -98,7 +158,11 @@ func (d *lineDecoder) decodeLine(line []byte, rec *captureRecord) bool {
 		}
 	})
 	s.ws()
-	if !s.ok || s.i != len(s.b) {
+	for s.src != nil && s.ok && s.i == len(s.b) && !s.eol {
+		s.fill() // white space to the window's edge: read on
+		s.ws()
+	}
+	if !s.ok || s.i != len(s.b) || (s.src != nil && !s.eol) {
 		return false
 	}
 	*rec = r
@@ -260,7 +324,9 @@ func (s *scanner) end() *captureEnd {
 			return
 		}
 		seen[string(key)] = true
-		switch string(key) {
+		k := string(key)
+		s.fill() // key is not used after this
+		switch k {
 		case "duration_ns":
 			e.Duration = time.Duration(s.int())
 		case "sites":
@@ -280,12 +346,17 @@ func (s *scanner) end() *captureEnd {
 	return &e
 }
 
+// minAllocJSON is the length of the shortest live allocation a capture
+// can list: {"size":0,"age_ns":0} and a comma.
+const minAllocJSON = len(`{"size":0,"age_ns":0},`)
+
 func (s *scanner) siteTotals() []siteTotals {
 	if s.null() {
 		return nil
 	}
 	ts := []siteTotals{}
 	s.array(func() {
+		s.fill()
 		var t siteTotals
 		s.object(func(key []byte) {
 			switch string(key) {
@@ -305,8 +376,13 @@ func (s *scanner) siteTotals() []siteTotals {
 					t.Live = nil
 					return
 				}
-				t.Live = []Alloc{}
+				// Sized from live_count when it came first (as
+				// CaptureWriter writes it), within what the rest of
+				// the line can hold: 1M allocations grown by append
+				// were 1.6 times their 16 MB, and as much again copied.
+				t.Live = make([]Alloc, 0, min(t.LiveCount, uint64((len(s.b)-s.i)/minAllocJSON)))
 				s.array(func() {
+					s.fill()
 					var a Alloc
 					var w float64
 					s.object(func(key []byte) {

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"reflect"
@@ -78,6 +79,44 @@ func checkLine(t *testing.T, line []byte) {
 	fast, slow, fe, se := decodeBoth(line)
 	if (fe == nil) != (se == nil) || !reflect.DeepEqual(fast, slow) {
 		t.Fatalf("%q: decoded %+v (%v), encoding/json %+v (%v)", line, fast, fe, slow, se)
+	}
+	checkStream(t, line, ok, r)
+}
+
+// checkStream decodes line as read through windows of several sizes
+// (decodeStream): what it takes must be what decodeLine gives, and a
+// window twice the line's size must take what decodeLine takes.
+func checkStream(t *testing.T, line []byte, lineOK bool, want captureRecord) {
+	t.Helper()
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return // two lines to a reader
+	}
+	for _, window := range []int{1, 7, 64, 2*len(line) + 2} {
+		for _, nl := range []bool{false, true} {
+			in := line
+			if nl {
+				in = append(append([]byte(nil), line...), '\n', 'x')
+			}
+			br := bufio.NewReaderSize(bytes.NewReader(in), 16)
+			var r captureRecord
+			ok, complete := newLineDecoder().decodeStream(br, window, &r)
+			if ok && (!lineOK || !reflect.DeepEqual(r, want)) {
+				g, _ := json.Marshal(r)
+				w, _ := json.Marshal(want)
+				t.Fatalf("window %d on %q: took it as\n%s\ndecodeLine: %v\n%s", window, line, g, lineOK, w)
+			}
+			if ok && complete != nl {
+				t.Fatalf("window %d on %q: complete %v, want %v", window, line, complete, nl)
+			}
+			if window > 2*len(line) && ok != lineOK {
+				t.Fatalf("window %d on %q: took it %v, decodeLine %v", window, line, ok, lineOK)
+			}
+			if ok && nl {
+				if rest, _ := br.ReadString(0); rest != "x" {
+					t.Fatalf("window %d on %q: left %q after the line, want \"x\"", window, line, rest)
+				}
+			}
+		}
 	}
 }
 

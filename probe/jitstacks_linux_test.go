@@ -74,17 +74,17 @@ func TestJITFramesNamedAndCut(t *testing.T) {
 	// wrapper (called from native code: chained) ← interpreted (chained)
 	// ← compiled (its caller is unknown: cut) ← never shown.
 	rs := r.resolve(1, rawStack(0x10100, 0x10300, 0x10200, 0x10300))
-	got := functions(analyze.Site{Stack: rs.stack})
+	got := functions(analyze.Site{Stack: rs.stack()})
 	if strings.Join(got, ",") != "a.B.wrapper,[interpreted],a.B.compiled" {
 		t.Errorf("frames %v", got)
 	}
-	if rs.stack.Truncated != "callers of compiled a.B.compiled are unknown" {
-		t.Errorf("reason %q", rs.stack.Truncated)
+	if rs.stack().Truncated != "callers of compiled a.B.compiled are unknown" {
+		t.Errorf("reason %q", rs.stack().Truncated)
 	}
 	if fmt.Sprint(n.calls) != "[true false false]" {
 		t.Errorf("calledNative per frame = %v, want true (the probed function is native), false, false", n.calls)
 	}
-	for _, f := range rs.stack.Frames {
+	for _, f := range rs.stack().Frames {
 		if f.Module != jitModule || f.Offset != f.Address-0x10000 {
 			t.Errorf("frame %+v: want module %s, offset from the mapping", f, jitModule)
 		}
@@ -94,14 +94,14 @@ func TestJITFramesNamedAndCut(t *testing.T) {
 	}
 
 	// A compiled frame as the last frame is not cut: nothing follows.
-	if rs := r.resolve(2, rawStack(0x10100, 0x10200)); rs.stack.Truncated != "" {
-		t.Errorf("last-frame cut: %q", rs.stack.Truncated)
+	if rs := r.resolve(2, rawStack(0x10100, 0x10200)); rs.stack().Truncated != "" {
+		t.Errorf("last-frame cut: %q", rs.stack().Truncated)
 	}
 
 	// An unnamed frame keeps the stack pending until the names change.
 	rs = r.resolve(3, rawStack(0x10400))
-	if !rs.pending || rs.stack.Frames[0].Function != "" || rs.stack.Frames[0].Module != jitModule {
-		t.Fatalf("unnamed frame: %+v pending=%v", rs.stack.Frames[0], rs.pending)
+	if !rs.pending || rs.stack().Frames[0].Function != "" || rs.stack().Frames[0].Module != jitModule {
+		t.Fatalf("unnamed frame: %+v pending=%v", rs.stack().Frames[0], rs.pending)
 	}
 	if r.stale(r.byID[3]) {
 		t.Error("stale before the names changed")
@@ -111,8 +111,8 @@ func TestJITFramesNamedAndCut(t *testing.T) {
 	if !r.stale(r.byID[3]) {
 		t.Fatal("not stale after the names changed")
 	}
-	if rs := r.resolve(3, rawStack(0x10400)); rs.pending || rs.stack.Frames[0].Function != "a.B.late" {
-		t.Errorf("after a new map: %+v pending=%v", rs.stack.Frames[0], rs.pending)
+	if rs := r.resolve(3, rawStack(0x10400)); rs.pending || rs.stack().Frames[0].Function != "a.B.late" {
+		t.Errorf("after a new map: %+v pending=%v", rs.stack().Frames[0], rs.pending)
 	}
 }
 
@@ -129,25 +129,25 @@ func TestInterpretedFramesNamedByMethod(t *testing.T) {
 	r := jitResolver(n)
 	m := func(ptr uint64) uint64 { return ptr | stackJVMMethod }
 	rs := r.resolve(1, rawStack(0x10100, 0x10300, m(0x7000), 0x10300, m(0x7100)))
-	if got := strings.Join(functions(analyze.Site{Stack: rs.stack}), ","); got != "a.B.wrapper,a.B.leak,a.B.main" {
+	if got := strings.Join(functions(analyze.Site{Stack: rs.stack()}), ","); got != "a.B.wrapper,a.B.leak,a.B.main" {
 		t.Errorf("frames %s, want a.B.wrapper,a.B.leak,a.B.main", got)
 	}
-	if rs.stack.Truncated != "" {
-		t.Errorf("reason %q", rs.stack.Truncated)
+	if rs.stack().Truncated != "" {
+		t.Errorf("reason %q", rs.stack().Truncated)
 	}
 	// The same return addresses with other methods: another site.
 	other := r.resolve(2, rawStack(0x10100, 0x10300, m(0x7100), 0x10300, m(0x7100)))
 	if other.key() == rs.key() {
 		t.Errorf("stacks of different methods share key %q", rs.key())
 	}
-	if got := strings.Join(functions(analyze.Site{Stack: other.stack}), ","); got != "a.B.wrapper,a.B.main,a.B.main" {
+	if got := strings.Join(functions(analyze.Site{Stack: other.stack()}), ","); got != "a.B.wrapper,a.B.main,a.B.main" {
 		t.Errorf("frames %s", got)
 	}
 	// A method that cannot be read keeps the interpreter's label, and the
 	// site of a walk that recorded no method (the kernel did not know the
 	// interpreter yet).
 	unread := r.resolve(3, rawStack(0x10100, 0x10300, m(0x9999)))
-	if got := strings.Join(functions(analyze.Site{Stack: unread.stack}), ","); got != "a.B.wrapper,"+jvm.Interpreted {
+	if got := strings.Join(functions(analyze.Site{Stack: unread.stack()}), ","); got != "a.B.wrapper,"+jvm.Interpreted {
 		t.Errorf("frames %s", got)
 	}
 	if untagged := r.resolve(4, rawStack(0x10100, 0x10300)); untagged.key() != unread.key() {
@@ -174,8 +174,8 @@ func TestSplitRange(t *testing.T) {
 func TestUnmappedFrameResolvedAgain(t *testing.T) {
 	r := jitResolver(&fakeNamer{})
 	rs := r.resolve(1, rawStack(0x30100, 0x10100))
-	if !rs.unmapped || rs.stack.Frames[0].Module != "" {
-		t.Fatalf("unmapped first frame: %+v unmapped=%v", rs.stack.Frames[0], rs.unmapped)
+	if !rs.unmapped || rs.stack().Frames[0].Module != "" {
+		t.Fatalf("unmapped first frame: %+v unmapped=%v", rs.stack().Frames[0], rs.unmapped)
 	}
 	if r.stale(r.byID[1]) {
 		t.Error("stale before the maps changed")
@@ -186,8 +186,8 @@ func TestUnmappedFrameResolvedAgain(t *testing.T) {
 	if !r.stale(r.byID[1]) {
 		t.Fatal("not stale after a mapping appeared")
 	}
-	if rs := r.resolve(1, rawStack(0x30100, 0x10100)); rs.unmapped || rs.stack.Frames[0].Module != jitModule {
-		t.Errorf("after the maps grew: %+v unmapped=%v", rs.stack.Frames[0], rs.unmapped)
+	if rs := r.resolve(1, rawStack(0x30100, 0x10100)); rs.unmapped || rs.stack().Frames[0].Module != jitModule {
+		t.Errorf("after the maps grew: %+v unmapped=%v", rs.stack().Frames[0], rs.unmapped)
 	}
 }
 
@@ -231,17 +231,18 @@ func TestRecompiledJavaFramesOneSite(t *testing.T) {
 // JVM's names are gone, a stack that names less does not replace it.
 func TestSiteKeepsBestNamedStack(t *testing.T) {
 	st := newSiteTable()
+	tab := &frameTable{index: map[analyze.Frame]uint32{}}
 	stack := func(names ...string) *resolvedStack {
-		rs := &resolvedStack{}
+		rs := &resolvedStack{tab: tab}
 		for i, n := range names {
-			rs.stack.Frames = append(rs.stack.Frames, &analyze.Frame{Address: uint64(0x10000 + i), Function: n, Module: jitModule})
+			rs.frames = append(rs.frames, tab.share(analyze.Frame{Address: uint64(0x10000 + i), Function: n, Module: jitModule}))
 		}
 		return rs
 	}
 	good := stack("a.B.leak", "a.B.main")
 	i := st.slotFor(1, analyze.KindZlibInflate, good)
 	if j := st.slotFor(1, analyze.KindZlibInflate, stack("", jvm.Interpreted)); j != i || st.slots[i].stack != good {
-		t.Errorf("a less named stack replaced the site's: %v", functions(analyze.Site{Stack: st.slots[i].stack.stack}))
+		t.Errorf("a less named stack replaced the site's: %v", functions(analyze.Site{Stack: st.slots[i].stack.stack()}))
 	}
 	again := stack("a.B.leak", "a.B.main")
 	if st.slotFor(1, analyze.KindZlibInflate, again); st.slots[i].stack != again {

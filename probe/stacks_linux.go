@@ -37,8 +37,13 @@ var cgoCallers = map[string]bool{
 }
 
 // resolvedStack is a kernel stack after validation and symbolization.
+// Its frames are indices into its resolver's frame table, made into an
+// analyze.Stack when a capture needs one (stack): 100k stacks of ~18
+// frames were 14.5 MB of frame pointers while tracing, and are half that.
 type resolvedStack struct {
-	stack analyze.Stack
+	frames    []uint32 // nil for no frames; lostStack's are empty
+	truncated string   // analyze.Stack.Truncated
+	tab       *frameTable
 	// pending is true when a frame in JIT code is not named yet; gen is
 	// the namer's generation it was resolved with (retryNamesLocked).
 	gen uint64
@@ -46,15 +51,47 @@ type resolvedStack struct {
 	// library mapped after the last read of the maps (a snapshot reads
 	// them, then the tables: allocations in between may come from code
 	// loaded meanwhile). seen is len(view.history) then.
-	seen              int
+	seen              int32
 	pending, unmapped bool
 	lost              bool // lostStack
+}
+
+// stack is rs as a capture holds it: its frames are the table's shared
+// ones, in a slice made for each call.
+func (rs *resolvedStack) stack() analyze.Stack {
+	st := analyze.Stack{Truncated: rs.truncated}
+	if rs.frames != nil {
+		st.Frames = make([]*analyze.Frame, len(rs.frames))
+		for i, f := range rs.frames {
+			st.Frames[i] = rs.tab.frames[f]
+		}
+	}
+	return st
+}
+
+// frameTable holds one copy of every frame a stack was built with: stacks
+// share their frames (analyze.Stack), and 100k stacks of ~20 frames
+// are then a few thousand frames, not 2M frames of 80 B (178 MB).
+type frameTable struct {
+	frames []*analyze.Frame
+	index  map[analyze.Frame]uint32
+}
+
+// share returns the index of f's shared copy.
+func (t *frameTable) share(f analyze.Frame) uint32 {
+	if i, ok := t.index[f]; ok {
+		return i
+	}
+	i := uint32(len(t.frames))
+	t.frames = append(t.frames, &f)
+	t.index[f] = i
+	return i
 }
 
 // stale reports whether rs may resolve better now: mappings or JIT names
 // appeared since it was built.
 func (r *stackResolver) stale(rs *resolvedStack) bool {
-	return (rs.unmapped && len(r.view.history) != rs.seen) ||
+	return (rs.unmapped && len(r.view.history) != int(rs.seen)) ||
 		(rs.pending && r.jit.namer != nil && r.jit.namer.Generation() != rs.gen)
 }
 
@@ -69,28 +106,14 @@ type stackResolver struct {
 	byID   map[uint64]*resolvedStack
 	jit    jitNames // the target's runtime, naming frames in JIT code
 	frames map[frameKey]frameInfo
-	// shared holds one copy of every frame a stack was built with: stacks
-	// share their frames (analyze.Stack), and 100k stacks of ~20 frames
-	// are then a few thousand frames and 2M pointers, not 2M frames of
-	// 80 B (178 MB).
-	shared map[analyze.Frame]*analyze.Frame
+	tab    *frameTable // the frames of every stack built
 	// scratch is build's frame buffer: a stack keeps an exact-size copy.
 	scratch []analyze.Frame
 }
 
 func newStackResolver(v *mappingView) *stackResolver {
 	return &stackResolver{view: v, byID: map[uint64]*resolvedStack{}, frames: map[frameKey]frameInfo{},
-		shared: map[analyze.Frame]*analyze.Frame{}}
-}
-
-// share returns the shared copy of f.
-func (r *stackResolver) share(f analyze.Frame) *analyze.Frame {
-	if p, ok := r.shared[f]; ok {
-		return p
-	}
-	p := &f
-	r.shared[f] = p
-	return p
+		tab: &frameTable{index: map[analyze.Frame]uint32{}}}
 }
 
 // frameKey is one return address in one object.
@@ -124,10 +147,8 @@ func (r *stackResolver) frameInfo(obj *symbolize.Object, vaddr uint64) frameInfo
 }
 
 // lost is the stack of allocations whose stack could not be stored.
-var lostStack = &resolvedStack{lost: true, stack: analyze.Stack{
-	Frames:    []*analyze.Frame{},
-	Truncated: "stack not recorded: the stack table was full (raise --max-stacks)",
-}}
+var lostStack = &resolvedStack{lost: true, frames: []uint32{},
+	truncated: "stack not recorded: the stack table was full (raise --max-stacks)"}
 
 // key is identical for every kernel stack that is the same site
 // (stackKey). It is made when needed, not kept: 100k keys took 25 MB.
@@ -135,7 +156,8 @@ func (rs *resolvedStack) key() string {
 	if rs.lost {
 		return "lost"
 	}
-	return stackKey(rs.stack.Frames, rs.stack.Truncated)
+	st := rs.stack()
+	return stackKey(st.Frames, st.Truncated)
 }
 
 // resolve returns the resolved stack of kernel stack id. A stack resolved
@@ -259,19 +281,19 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	if gap != "" {
 		reason = strings.TrimSuffix(gap+"; "+reason, "; ")
 	}
-	var kept []*analyze.Frame // nil for no frames, as before the scratch buffer
+	var kept []uint32 // nil for no frames, as before the scratch buffer
 	if len(frames) > 0 {
-		kept = make([]*analyze.Frame, len(frames))
+		kept = make([]uint32, len(frames))
 		for i, f := range frames {
-			kept[i] = r.share(f)
+			kept[i] = r.tab.share(f)
 		}
 	}
-	rs := &resolvedStack{stack: analyze.Stack{Frames: kept, Truncated: reason}}
+	rs := &resolvedStack{frames: kept, truncated: reason, tab: r.tab}
 	if pending {
 		rs.pending, rs.gen = true, r.jit.namer.Generation()
 	}
 	if unmapped {
-		rs.unmapped, rs.seen = true, len(r.view.history)
+		rs.unmapped, rs.seen = true, int32(len(r.view.history))
 	}
 	return rs
 }

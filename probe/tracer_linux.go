@@ -832,7 +832,7 @@ func (t *Tracer) LastSnapshot() ([]analyze.Site, analyze.Snapshot) {
 		}
 		st.given[slot] = true
 		m := &st.slots[slot]
-		sites = append(sites, analyze.Site{ID: p.ID, Kind: m.kind, Stack: m.stack.stack})
+		sites = append(sites, analyze.Site{ID: p.ID, Kind: m.kind, Stack: m.stack.stack()})
 	}
 	return sites, last
 }

@@ -48,6 +48,7 @@ func finish(c *analyze.Capture, opts *captureOptions, io ioStreams) error {
 	if _, err := writeReport(c, opts, io.Out); err != nil {
 		return err
 	}
+	memProfile("after-report")
 	if err := writeReportDir(c, opts); err != nil {
 		return err
 	}

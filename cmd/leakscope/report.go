@@ -74,6 +74,7 @@ func runReport(opts *reportOptions, io ioStreams) error {
 	if err != nil {
 		return err
 	}
+	memProfile("after-read")
 	return finish(c, &opts.captureOptions, io)
 }
 

@@ -65,7 +65,9 @@ loop:
 		}
 	}
 	prog.clear()
+	memProfile("before-stop")
 	c, err = t.Stop()
+	memProfile("after-stop")
 	if err == nil {
 		if finalize != nil {
 			finalize(c)
