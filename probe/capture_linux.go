@@ -365,10 +365,11 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if t.opts.SampleBytes > 0 {
 		scaleSampled(c, t.opts.SampleBytes)
 	}
-	if err := t.readLostLocked(&c.Lost); err != nil {
+	preempted, err := t.readLostLocked(&c.Lost)
+	if err != nil {
 		return nil, err
 	}
-	t.warnLossesLocked(c.Lost)
+	t.warnLossesLocked(c.Lost, preempted)
 	if !t.mallocTraced() {
 		t.warnWindowsLocked()
 	}
@@ -463,12 +464,15 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[uint32]map[uint64
 // statMax is the number of counters in the stats map (enum stat_index).
 const statMax = int(leakStatIndexSTAT_MAX)
 
-func (t *Tracer) readLostLocked(l *analyze.Lost) error {
+// readLostLocked reads the kernel's loss counters into l. It also returns
+// how many of l.StackErrors are walks that found the scratch held
+// (STAT_WALKS_PREEMPTED), for the warning.
+func (t *Tracer) readLostLocked(l *analyze.Lost) (preempted uint64, err error) {
 	var s [statMax]uint64
 	for i := range s {
 		var perCPU []uint64
 		if err := t.objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
-			return fmt.Errorf("read stats: %w", err)
+			return 0, fmt.Errorf("read stats: %w", err)
 		}
 		for _, v := range perCPU {
 			s[i] += v
@@ -477,10 +481,9 @@ func (t *Tracer) readLostLocked(l *analyze.Lost) error {
 	l.AllocationsDropped = s[leakStatIndexSTAT_ALLOCS_DROPPED]
 	l.UnknownFrees = s[leakStatIndexSTAT_UNKNOWN_FREES]
 	l.StackErrors = s[leakStatIndexSTAT_STACK_ERRORS] + s[leakStatIndexSTAT_WALKS_PREEMPTED]
-	t.walksPreempted = s[leakStatIndexSTAT_WALKS_PREEMPTED]
 	l.FreesMissed = s[leakStatIndexSTAT_FREES_MISSED]
 	l.PendingDropped = s[leakStatIndexSTAT_PENDING_DROPPED]
-	return nil
+	return s[leakStatIndexSTAT_WALKS_PREEMPTED], nil
 }
 
 // warnLossesLocked names, for each non-zero loss, the table that was full
@@ -488,7 +491,7 @@ func (t *Tracer) readLostLocked(l *analyze.Lost) error {
 // The kernel counts a full live-allocation table and a full per-site table
 // as one statistic; sites are never deleted, so the site table was the
 // cause only if it is full now.
-func (t *Tracer) warnLossesLocked(l analyze.Lost) {
+func (t *Tracer) warnLossesLocked(l analyze.Lost, preempted uint64) {
 	if l.AllocationsDropped > 0 {
 		var n uint64
 		if err := t.objs.SiteCount.Get(&n); err == nil && n >= uint64(t.opts.MaxSites) {
@@ -499,12 +502,12 @@ func (t *Tracer) warnLossesLocked(l analyze.Lost) {
 				l.AllocationsDropped, t.opts.MaxAllocations))
 		}
 	}
-	if full := l.StackErrors - t.walksPreempted; full > 0 {
+	if full := l.StackErrors - preempted; full > 0 {
 		t.warnOnce(fmt.Sprintf("%d allocations have no stack: the stack table (%d entries) was full; raise --max-stacks",
 			full, t.opts.MaxStacks))
 	}
-	if t.walksPreempted > 0 {
-		t.warnOnce(fmt.Sprintf("%d allocations have no stack: the kernel preempted a stack walk, and another walk on the same CPU found its scratch in use (a fully preemptible kernel, preempt=full)", t.walksPreempted))
+	if preempted > 0 {
+		t.warnOnce(fmt.Sprintf("%d allocations have no stack: the kernel preempted a stack walk, and another walk on the same CPU found its scratch in use (a fully preemptible kernel, preempt=full)", preempted))
 	}
 	if l.PendingDropped > 0 {
 		t.warnOnce(fmt.Sprintf("%d calls were not tracked: the kernel could not store their per-thread state", l.PendingDropped))

@@ -70,9 +70,6 @@ type Tracer struct {
 	// into, reused.
 	siteBuf  []leakSiteSlot
 	siteKeys []uint32
-	// walksPreempted: the allocations of stack_errors whose walk found
-	// this CPU's scratch held by a preempted walk (STAT_WALKS_PREEMPTED).
-	walksPreempted uint64
 	// noExitHook: the kernel's sched_process_exit comes after the
 	// target's memory is gone (before Linux 6.13): windows of a target
 	// that exits are not counted.
