@@ -57,6 +57,7 @@ loop:
 				fmt.Fprintf(stderr, "leakscope: snapshot: %v\n", err)
 				continue
 			}
+			memProfile("snapshot")
 			prog.show(t.Pid(), p)
 			if err := save.snapshot(t); err != nil {
 				prog.clear()
