@@ -35,11 +35,12 @@ type kernelSite struct {
 	kind  uint32
 }
 
-// siteRef is what a kernel site resolved to: its stack, as last resolved,
-// and the merged site it belongs to.
+// siteRef is what a kernel site resolved to: its stack, as last resolved
+// (nil: not yet, or its stack could not be read: resolve it again), and
+// the merged site it belongs to.
 type siteRef struct {
 	rs   *resolvedStack
-	slot int
+	slot int32 // merged site's slot + 1; 0 before the site is first met
 }
 
 // mergedSite is one site as reported: kernel sites whose stacks validate
@@ -55,13 +56,19 @@ type mergedSite struct {
 // stale: for 100k sites, hashing every stack key at every read was half
 // of a snapshot's time, and most of Stop's for 1M live allocations.
 type siteTable struct {
-	// refs holds a map per kind, keyed by stack id: a lookup per live
-	// allocation at Stop (1M of them) is then a fast 64-bit one.
-	refs   map[uint32]map[uint64]siteRef
-	slots  []mergedSite
-	slotOf map[uint64]int // merged site id to slot
-	order  []int          // slots by ascending id
-	sorted bool           // order covers every slot
+	// refs holds each kernel site by its index in site_slots, which the
+	// kernel hands out in order and never reuses, and which every live
+	// allocation keeps (alloc_info.site): 100k sites are 1.6 MB here,
+	// and were 8 MB as maps by stack id.
+	refs []siteRef
+	// streams holds the merged slot of each inflate stream site by stack
+	// id, when malloc is not traced: a stream's window, counted in user
+	// space (addWindowsLocked), comes with its stack id.
+	streams map[uint64]int32
+	slots   []mergedSite
+	slotOf  map[uint64]int // merged site id to slot
+	order   []int          // slots by ascending id
+	sorted  bool           // order covers every slot
 	// Per read: each slot's totals and the read that last set them.
 	acc  []analyze.SitePoint
 	mark []uint32
@@ -71,14 +78,10 @@ type siteTable struct {
 	out []int32
 	// given marks the slots LastSnapshot returned.
 	given []bool
-	// seen, when not nil, gets the slot of every kernel site a read
-	// meets, by kind and stack id (Stop's last read, for its read of the
-	// live allocations).
-	seen map[uint32]map[uint64]int32
 }
 
 func newSiteTable() *siteTable {
-	return &siteTable{refs: map[uint32]map[uint64]siteRef{}, slotOf: map[uint64]int{}, sorted: true}
+	return &siteTable{slotOf: map[uint64]int{}, sorted: true}
 }
 
 // slotFor returns the slot of merged site id, adding it if new; the site's
@@ -114,40 +117,47 @@ func (rs *resolvedStack) named() int {
 	return n
 }
 
-// refLocked returns the merged site of kernel site k, resolving its stack
-// when it is new or may resolve better now (stackResolver.stale).
-func (t *Tracer) refLocked(k kernelSite) int {
+// refLocked returns the merged site of kernel site k, at index idx of
+// site_slots, resolving its stack when it is new or may resolve better
+// now (stackResolver.stale).
+func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 	st := t.sites
-	refs := st.refs[k.kind]
-	ref, known := refs[k.stack]
-	if known && !t.sym.stale(ref.rs) {
-		return ref.slot
+	if int(idx) >= len(st.refs) {
+		st.refs = append(st.refs, make([]siteRef, int(idx)+1-len(st.refs))...)
+	}
+	ref := &st.refs[idx]
+	if ref.rs != nil && !t.sym.stale(ref.rs) {
+		return int(ref.slot - 1)
 	}
 	rs, ok := t.resolveLocked(k.stack)
 	kind := t.kind(k.kind)
 	id := siteID(kind, rs.key())
-	if _, merged := st.slotOf[id]; known && !merged {
+	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
 		// Resolved better (a JIT frame named since): the site keeps its
 		// slot and id, so its earlier points stay in its series, and
 		// walks that resolve to the new key join it.
-		st.slotOf[id] = ref.slot
+		st.slotOf[id] = int(ref.slot - 1)
 	}
 	slot := st.slotFor(id, kind, rs)
+	ref.slot = int32(slot + 1)
+	ref.rs = nil // read again next time
 	if ok {
-		if refs == nil {
-			refs = map[uint64]siteRef{}
-			st.refs[k.kind] = refs
+		ref.rs = rs
+	}
+	if !t.mallocTraced() && leakAllocKind(k.kind) == leakAllocKindKIND_ZLIB_INFLATE {
+		if st.streams == nil {
+			st.streams = map[uint64]int32{}
 		}
-		refs[k.stack] = siteRef{rs: rs, slot: slot}
+		st.streams[k.stack] = int32(slot)
 	}
 	return slot
 }
 
-// forEachSite calls fn with every site of site_slots: the slots handed out
-// (site_count), read in batches of 4096 (an array: no hash walk). A slot
-// left unused (another CPU made the same site first) or not written yet
-// is skipped.
-func (t *Tracer) forEachSite(fn func(*leakSiteKey, *leakSiteStats)) error {
+// forEachSite calls fn with every site of site_slots and its index: the
+// slots handed out (site_count), read in batches of 4096 (an array: no
+// hash walk). A slot left unused (another CPU made the same site first)
+// or not written yet is skipped.
+func (t *Tracer) forEachSite(fn func(uint32, *leakSiteKey, *leakSiteStats)) error {
 	var count uint64
 	if err := t.objs.SiteCount.Get(&count); err != nil {
 		return err
@@ -163,7 +173,7 @@ func (t *Tracer) forEachSite(fn func(*leakSiteKey, *leakSiteStats)) error {
 		got, err := t.objs.SiteSlots.BatchLookup(&cursor, keys, t.siteBuf, nil)
 		for i := 0; i < got && keys[i] < n; i++ {
 			if t.siteBuf[i].State == uint64(leakSlotStateSLOT_USED) {
-				fn(&t.siteBuf[i].Key, &t.siteBuf[i].Stats)
+				fn(keys[i], &t.siteBuf[i].Key, &t.siteBuf[i].Stats)
 			}
 		}
 		done += uint32(got)
@@ -189,7 +199,7 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 	}
 	t.preExec = preExec{}
 	n := 0
-	err := t.forEachSite(func(key *leakSiteKey, val *leakSiteStats) {
+	err := t.forEachSite(func(idx uint32, key *leakSiteKey, val *leakSiteStats) {
 		if key.Pad != t.execGen {
 			// A site of an image the target exec'd away from: its heap
 			// is gone, so is what it held. Counted for the warning.
@@ -197,15 +207,7 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 			t.preExec.bytes += val.LiveBytes
 			return
 		}
-		slot := t.refLocked(kernelSite{key.StackId, key.Kind})
-		if st.seen != nil {
-			m := st.seen[key.Kind]
-			if m == nil {
-				m = map[uint64]int32{}
-				st.seen[key.Kind] = m
-			}
-			m[key.StackId] = int32(slot)
-		}
+		slot := t.refLocked(idx, kernelSite{key.StackId, key.Kind})
 		p := &st.acc[slot]
 		if st.mark[slot] != st.read {
 			st.mark[slot] = st.read
@@ -253,9 +255,6 @@ func (t *Tracer) resolveLocked(stackID uint64) (rs *resolvedStack, ok bool) {
 	if stackID == 0 {
 		return lostStack, true
 	}
-	if rs, ok := t.sym.byID[stackID]; ok && !t.sym.stale(rs) {
-		return rs, true
-	}
 	raw := &t.rawStack // 528 B: one buffer, not one per new stack
 	if err := t.objs.Stacks.Lookup(stackID, raw); err != nil {
 		return t.sym.resolve(0, nil), false
@@ -295,7 +294,6 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	defer t.closeRuntimeLocked()
 	t.refreshLocked()
 	t.retryNamesLocked(true) // a JVM still alive names its newest code
-	t.sites.seen = map[uint32]map[uint64]int32{}
 	points, err := t.readSitesLocked()
 	if err != nil {
 		return nil, err
@@ -309,16 +307,41 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		Objects:   t.view.objects(t.allocDisplay()),
 		Probes:    t.probeSet(),
 	}
-	bySlot := make([]int, len(t.sites.slots))
+	// Each kernel site's index in c.Sites, by its index in site_slots,
+	// for the live allocations (each names its kernel site's slot): -1
+	// for a site the last read did not list (an earlier image's).
+	bySlot := make([]int32, len(t.sites.slots))
 	for i := range bySlot {
 		bySlot[i] = -1
 	}
+	for i := range points.len() {
+		bySlot[points.slot(i)] = int32(i)
+	}
+	siteOf := make([]int32, len(t.sites.refs))
+	for k, ref := range t.sites.refs {
+		siteOf[k] = -1
+		if ref.slot > 0 {
+			siteOf[k] = bySlot[ref.slot-1]
+		}
+	}
+	bySlot = nil
+	// The capture is built from the points, the slots (kind and stack)
+	// and the series; the tables that resolved and merged them go first
+	// (site and stack maps, frame and line tables: ~20 MB at 100k
+	// stacks), then one collection, while what was just dropped is most
+	// of the heap. Built before that, the capture's 100k sites and their
+	// frames (~23 MB) were live together with every table: 78 MB, the
+	// peak of a run. After it, the heap goal is set by what the capture
+	// needs, and the live allocations, ranking and the report fill the
+	// pages the tables held. ~15-30 ms at 100k stacks.
+	slots, ser := t.sites.slots, t.series
+	t.releaseLocked()
+	runtime.GC()
 	if points.len() > 0 {
 		c.Sites = make([]analyze.Site, 0, points.len())
 	}
 	for i := range points.len() {
-		p, slot := points.at(i), points.slot(i)
-		m := &t.sites.slots[slot]
+		p, m := points.at(i), &slots[points.slot(i)]
 		c.Sites = append(c.Sites, analyze.Site{
 			ID:        p.ID,
 			Kind:      m.kind,
@@ -328,35 +351,9 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 			Allocs:    p.Allocs,
 			Frees:     p.Frees,
 		})
-		bySlot[slot] = i
+		m.stack = nil // its frame indices go at the next collection
 	}
-	// Each kernel site's index in c.Sites, for the live allocations, in
-	// the maps of the last read (slot to index in place: a second set of
-	// maps was ~4 MB more at the moment the most is live); the tables
-	// that resolved them go now, before 1M allocations are read (~25 MB
-	// at 100k stacks, and that read is when the most is live). A map per
-	// kind keyed by stack id: 1M lookups by a 64-bit key are ~0.1 s
-	// faster than by a struct.
-	siteOf := t.sites.seen
-	for _, m := range siteOf {
-		for stack, slot := range m {
-			if i := bySlot[slot]; i >= 0 {
-				m[stack] = int32(i)
-			} else {
-				delete(m, stack)
-			}
-		}
-	}
-	bySlot = nil
-	ser := t.series
-	t.releaseLocked()
-	// One collection now, while what was just dropped is most of the
-	// heap: the heap goal was set by the tables (~55 MB live at 100k
-	// stacks, a ~110 MB goal), and the capture is built up to that goal
-	// otherwise. After it, the goal is twice the capture's part so far
-	// (~40 MB live), and the live allocations, ranking and the report
-	// fill the pages the tables held. ~15-30 ms at 100k stacks.
-	runtime.GC()
+	points, slots = readPoints{}, nil
 	c.Snapshots = ser.snapshots() // whole, once the tables are gone
 	ser = series{}
 	if err := t.readLiveLocked(c, siteOf, nowMono); err != nil {
@@ -400,6 +397,7 @@ func (t *Tracer) appendSnapshotLocked(points readPoints, at time.Duration) {
 func (t *Tracer) releaseLocked() {
 	t.stopped = true
 	jit := t.sym.jit
+	t.sym.tab.index = nil // no frame is added from now on
 	t.sym = newStackResolver(t.view)
 	t.sym.jit = jit
 	t.sites = newSiteTable()
@@ -410,11 +408,13 @@ func (t *Tracer) releaseLocked() {
 }
 
 // readLiveLocked lists every live allocation with its age, in batches.
-// siteOf maps a kernel site to its index in c.Sites: the sites of Stop's
-// last read, which every live allocation's site is in (the kernel makes
-// the site first); one it lacks is skipped, as a site that read did not
-// list was.
-func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[uint32]map[uint64]int32, nowMono uint64) error {
+// siteOf maps a kernel site (its index in site_slots) to its index in
+// c.Sites, or -1: the sites of Stop's last read, which every live
+// allocation's site is in (the kernel makes the site first); one it lacks
+// is skipped, as a site that read did not list was. A block counted in a
+// resource's bytes has no site (NO_SITE) and is skipped: the resource's
+// size holds it.
+func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, nowMono uint64) error {
 	// One backing array for every site's allocations, each site's part
 	// sized from its live count: no slice grows 1M times.
 	var total uint64
@@ -427,18 +427,14 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf map[uint32]map[uint64
 		c.Sites[i].Live = backing[len(backing) : len(backing) : len(backing)+n]
 		backing = backing[:len(backing)+n]
 	}
-	kind, byStack := ^uint32(0), map[uint64]int32(nil) // the last kind's map
 	add := func(key *leakHandleKey, info *leakAllocInfo) {
 		if key.Pad&1 == 0 && key.Pad>>1 != t.execGen {
 			return // made by an image the target exec'd away from
 		}
-		if k := uint32(info.Kind); k != kind {
-			kind, byStack = k, siteOf[k]
-		}
-		i, ok := byStack[info.StackId]
-		if !ok {
+		if int(info.Site) >= len(siteOf) || siteOf[info.Site] < 0 {
 			return
 		}
+		i := siteOf[info.Site]
 		age := time.Duration(0)
 		if nowMono > info.TsNs {
 			age = time.Duration(nowMono - info.TsNs)

@@ -103,12 +103,12 @@ func TestJITFramesNamedAndCut(t *testing.T) {
 	if !rs.pending || rs.stack().Frames[0].Function != "" || rs.stack().Frames[0].Module != jitModule {
 		t.Fatalf("unnamed frame: %+v pending=%v", rs.stack().Frames[0], rs.pending)
 	}
-	if r.stale(r.byID[3]) {
+	if r.stale(rs) {
 		t.Error("stale before the names changed")
 	}
 	n.names[0x10400] = jvm.Symbol{Name: "a.B.late", Kind: jvm.KindMethod}
 	n.gen++
-	if !r.stale(r.byID[3]) {
+	if !r.stale(rs) {
 		t.Fatal("not stale after the names changed")
 	}
 	if rs := r.resolve(3, rawStack(0x10400)); rs.pending || rs.stack().Frames[0].Function != "a.B.late" {
@@ -177,13 +177,13 @@ func TestUnmappedFrameResolvedAgain(t *testing.T) {
 	if !rs.unmapped || rs.stack().Frames[0].Module != "" {
 		t.Fatalf("unmapped first frame: %+v unmapped=%v", rs.stack().Frames[0], rs.unmapped)
 	}
-	if r.stale(r.byID[1]) {
+	if r.stale(rs) {
 		t.Error("stale before the maps changed")
 	}
 	m := procfs.Mapping{Start: 0x30000, End: 0x40000, Perms: "r-xp", Dev: "00:00"}
 	r.view.current = append(r.view.current, m)
 	r.view.history = append(r.view.history, m)
-	if !r.stale(r.byID[1]) {
+	if !r.stale(rs) {
 		t.Fatal("not stale after a mapping appeared")
 	}
 	if rs := r.resolve(1, rawStack(0x30100, 0x10100)); rs.unmapped || rs.stack().Frames[0].Module != jitModule {

@@ -118,8 +118,8 @@ func (t *Tracer) retryNamesLocked(final bool) {
 	if n == nil {
 		return
 	}
-	for _, rs := range t.sym.byID {
-		if rs.pending {
+	for _, ref := range t.sites.refs {
+		if ref.rs != nil && ref.rs.pending {
 			n.Retry(final)
 			return
 		}

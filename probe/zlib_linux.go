@@ -322,8 +322,8 @@ func (t *Tracer) addWindowsLocked() error {
 	// stack the kernel kept with it: no table lookup per stream.
 	st := t.sites
 	for k, bytes := range w.bytes {
-		slot := t.refLocked(kernelSite{w.stacks[k], k.kind})
-		if st.mark[slot] == st.read {
+		slot, ok := st.streams[w.stacks[k]]
+		if ok && st.mark[slot] == st.read {
 			st.acc[slot].LiveBytes += bytes
 		}
 	}
