@@ -57,6 +57,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--malloc", "maybe", "--", "true"}, `unknown --malloc "maybe"`},
 		{[]string{"attach", "--pid", "1", "--malloc", "off", "--sample-bytes", "512KiB"}, "--sample-bytes samples malloc calls"},
 		{[]string{"run"}, "requires at least 1 arg"},
+		{[]string{"report", "--memory-limit", "lots", "x.capture"}, `--memory-limit "lots": want a size such as 72MiB`},
 		{[]string{"run", "--", "/nonexistent/leakscope-no-such-command"}, "no such file"},
 		{[]string{"run", "-o", "/nonexistent-dir/report.json", "--", "true"}, "not writable"},
 		{[]string{"frobnicate"}, "unknown command"},

@@ -24,6 +24,9 @@ func main() {
 // 0 success, 1 a --fail-on rule matched, 2 any error.
 func execute(ctx context.Context, args []string, io ioStreams) int {
 	root := newRootCmd(io)
+	var budget memoryBudget
+	budget.register(root)
+	defer budget.stop()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
