@@ -16,6 +16,8 @@
 #                read 1M live allocations, rank, write the text report, end
 #                the capture file;
 #   - peak hwm:  leakscope's VmHWM, polled every 0.1 s, to the end;
+#   - cpu:       leakscope's user and system CPU time, start to end (GNU
+#                time), and the maximum RSS GNU time saw;
 # then `leakscope report --format F C` for every format: wall time and
 # maximum RSS (GNU time).
 #
@@ -23,6 +25,8 @@
 #   LEAKSCOPE=bin/leakscope  the binary (another one to compare builds)
 #   REPS=2                   repetitions
 #   SAVE=1                   0: no --save (and no report phase)
+#   LSFLAGS=                 more flags for run and report, e.g.
+#                            "--memory-limit 0"
 #   RAW=bin/bench/stacks-<stamp>  where outputs go
 # Needs root and gcc.
 set -euo pipefail
@@ -31,6 +35,7 @@ cd "$(dirname "$0")/.."
 LEAKSCOPE=${LEAKSCOPE:-bin/leakscope}
 REPS=${REPS:-2}
 SAVE=${SAVE:-1}
+LSFLAGS=${LSFLAGS:-}
 RAW=${RAW:-bin/bench/stacks-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$RAW"
 [ "$LEAKSCOPE" != bin/leakscope ] || make -s build
@@ -43,9 +48,15 @@ for rep in $(seq 1 "$REPS"); do
 	save=()
 	[ "$SAVE" = 1 ] && save=(--save "$RAW/c.capture")
 	t0=$(date +%s%N)
-	"$LEAKSCOPE" run --progress never --max-sites 131072 --max-stacks 131072 \
+	# shellcheck disable=SC2086 # LSFLAGS is words
+	/usr/bin/time -f "%U %S %M" -o "$RAW/time.$rep" \
+		"$LEAKSCOPE" run --progress never --max-sites 131072 --max-stacks 131072 $LSFLAGS \
 		-o "$RAW/report.txt" "${save[@]}" -- "$RAW/stacks_storm" 2>"$RAW/stderr.$rep" &
-	lp=$!
+	tp=$!
+	lp=""
+	while [ -z "$lp" ] && kill -0 "$tp" 2>/dev/null; do
+		lp=$(pgrep -P "$tp" -x leakscope || true)
+	done
 	hwm=0 ready="" t1=0 memlock=0 hwm_ready=0
 	while kill -0 "$lp" 2>/dev/null; do
 		h=$(hwm_of "$lp"); [ -n "$h" ] && [ "$h" -gt "$hwm" ] && hwm=$h
@@ -63,18 +74,20 @@ for rep in $(seq 1 "$REPS"); do
 		fi
 		sleep 0.1
 	done
-	wait "$lp"
+	wait "$tp"
 	t2=$(date +%s%N)
-	printf 'rep %d: ready %.1f s, memlock %d MiB, hwm ready %d MiB, end %.2f s, peak hwm %d MiB\n' \
+	read -r user sys maxrss <"$RAW/time.$rep"
+	printf 'rep %d: ready %.1f s, memlock %d MiB, hwm ready %d MiB, end %.2f s, peak hwm %d MiB, cpu %s s user %s s sys (max RSS %d MiB)\n' \
 		"$rep" "$(echo "$ready/1000000000" | bc -l)" $((memlock >> 20)) $((hwm_ready >> 10)) \
-		"$(echo "($t2-$t1)/1000000000" | bc -l)" $((hwm >> 10))
+		"$(echo "($t2-$t1)/1000000000" | bc -l)" $((hwm >> 10)) "$user" "$sys" $((maxrss >> 10))
 done
 
 [ "$SAVE" = 1 ] || exit 0
 echo "capture: $(du -m "$RAW/c.capture" | cut -f1) MB"
 for rep in $(seq 1 "$REPS"); do
 	for f in text json html pprof; do
-		/usr/bin/time -f "report --format $f: %e s, max RSS %M KB" \
-			"$LEAKSCOPE" report --format "$f" -o "$RAW/report.$f" "$RAW/c.capture"
+		# shellcheck disable=SC2086
+		/usr/bin/time -f "report --format $f: %e s, %U s user, max RSS %M KB" \
+			"$LEAKSCOPE" report $LSFLAGS --format "$f" -o "$RAW/report.$f" "$RAW/c.capture"
 	done
 done 2>&1
