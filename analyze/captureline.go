@@ -26,6 +26,10 @@ type lineDecoder struct {
 	// for as many (a snapshot of 100k sites grew by append, 0.6 GB of
 	// copies for 10 snapshots).
 	points int
+	// sites is how many sites the capture defined before its end record,
+	// whose site totals are sized for as many (100k totals grown by
+	// append were 41 MB of copies for 8.8 MB).
+	sites  int
 	frames []*Frame // scratch: a stack keeps an exact-size copy
 	// Stacks share frames (Stack): one *Frame per distinct frame, found
 	// by the frame's JSON text (a frame written again is the same bytes,
@@ -354,7 +358,7 @@ func (s *scanner) siteTotals() []siteTotals {
 	if s.null() {
 		return nil
 	}
-	ts := []siteTotals{}
+	ts := make([]siteTotals, 0, s.d.sites)
 	s.array(func() {
 		s.fill()
 		var t siteTotals
