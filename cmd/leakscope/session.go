@@ -122,7 +122,7 @@ func (s *saveFile) snapshot(t *probe.Tracer) error {
 		return nil
 	}
 	sites, snap := t.LastSnapshot()
-	if err := s.cw.WriteSnapshot(sites, snap); err != nil {
+	if err := s.cw.WriteSnapshotOf(sites, snap); err != nil {
 		return fmt.Errorf("--save %s: %w", s.f.Name(), err)
 	}
 	return nil
