@@ -55,7 +55,7 @@ for rep in $(seq 1 "$REPS"); do
 	tp=$!
 	lp=""
 	while [ -z "$lp" ] && kill -0 "$tp" 2>/dev/null; do
-		lp=$(pgrep -P "$tp" -x leakscope || true)
+		lp=$(pgrep -P "$tp" || true) # GNU time's one child: $LEAKSCOPE, whatever its name
 	done
 	hwm=0 ready="" t1=0 memlock=0 hwm_ready=0
 	while kill -0 "$lp" 2>/dev/null; do
