@@ -269,17 +269,8 @@ func (cw *CaptureWriter) WriteSnapshotOf(sites SiteList, s Snapshot) error {
 // and a point of zeros for each site of prev that cur does not list; both
 // are by ascending ID.
 func delta(prev, cur []SitePoint) []SitePoint {
-	// Two passes, the first to size the result: at 100k sites that all
-	// moved, appending grew it through ~8 MB of copies per snapshot.
-	var out []SitePoint
-	for pass := 0; pass < 2; pass++ {
-		n, i := 0, 0
-		emit := func(p SitePoint) {
-			if out != nil {
-				out = append(out, p)
-			}
-			n++
-		}
+	out, _ := sizedPoints(func(emit func(SitePoint)) error {
+		i := 0
 		for _, p := range cur {
 			for i < len(prev) && prev[i].ID < p.ID {
 				emit(SitePoint{ID: prev[i].ID})
@@ -297,10 +288,8 @@ func delta(prev, cur []SitePoint) []SitePoint {
 		for ; i < len(prev); i++ {
 			emit(SitePoint{ID: prev[i].ID})
 		}
-		if out == nil {
-			out = make([]SitePoint, 0, n)
-		}
-	}
+		return nil
+	})
 	return out
 }
 
@@ -310,23 +299,16 @@ func delta(prev, cur []SitePoint) []SitePoint {
 // empty delta returns prev itself: the snapshots of a capture are read,
 // never changed, and one that changed nothing shares its points, as a
 // tracer's do (a steady target's snapshots were 3.8 MB each at 100k
-// sites). The result is sized exactly, in a first pass.
+// sites).
 func applyDelta(prev []SitePoint, d []SitePoint) ([]SitePoint, error) {
 	if len(d) == 0 {
 		return prev, nil
 	}
-	var out []SitePoint
-	for pass := 0; pass < 2; pass++ {
-		n, i := 0, 0
-		emit := func(p SitePoint) {
-			if out != nil {
-				out = append(out, p)
-			}
-			n++
-		}
+	return sizedPoints(func(emit func(SitePoint)) error {
+		i := 0
 		for k, p := range d {
 			if k > 0 && d[k-1].ID >= p.ID {
-				return nil, fmt.Errorf("delta lists site %d after site %d: not by ascending ID, or twice", p.ID, d[k-1].ID)
+				return fmt.Errorf("delta lists site %d after site %d: not by ascending ID, or twice", p.ID, d[k-1].ID)
 			}
 			for i < len(prev) && prev[i].ID < p.ID {
 				emit(prev[i])
@@ -339,12 +321,24 @@ func applyDelta(prev []SitePoint, d []SitePoint) ([]SitePoint, error) {
 				emit(p)
 			}
 		}
-		if out != nil {
-			return append(out, prev[i:]...), nil
+		for _, p := range prev[i:] {
+			emit(p)
 		}
-		out = make([]SitePoint, 0, n+len(prev)-i)
+		return nil
+	})
+}
+
+// sizedPoints returns the points gen emits in a slice of exactly their
+// number: gen runs twice, first to count them. At 100k sites that all
+// moved, appending grew a snapshot's points through ~8 MB of copies.
+func sizedPoints(gen func(emit func(SitePoint)) error) ([]SitePoint, error) {
+	n := 0
+	if err := gen(func(SitePoint) { n++ }); err != nil {
+		return nil, err
 	}
-	panic("unreachable")
+	out := make([]SitePoint, 0, n)
+	err := gen(func(p SitePoint) { out = append(out, p) })
+	return out, err
 }
 
 // Close defines the sites of final not defined yet and writes the end
