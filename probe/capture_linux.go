@@ -61,10 +61,12 @@ type siteTable struct {
 	// allocation keeps (alloc_info.site): 100k sites are 1.6 MB here,
 	// and were 8 MB as maps by stack id.
 	refs []siteRef
-	// streams holds the merged slot of each inflate stream site by stack
-	// id, when malloc is not traced: a stream's window, counted in user
-	// space (addWindowsLocked), comes with its stack id.
-	streams map[uint64]int32
+	// streams holds the merged slot of each kernel site by its key, when
+	// malloc is not traced (then every site is a resource's, and few): an
+	// inflate stream's window, counted in user space (addWindowsLocked),
+	// comes with its stack id and kind (zlib.inflate or the JNI
+	// fallback's).
+	streams map[kernelSite]int32
 	slots   []mergedSite
 	slotOf  map[uint64]int // merged site id to slot
 	order   []int          // slots by ascending id
@@ -122,8 +124,10 @@ func (rs *resolvedStack) named() int {
 // now (stackResolver.stale).
 func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 	st := t.sites
-	if int(idx) >= len(st.refs) {
-		st.refs = append(st.refs, make([]siteRef, int(idx)+1-len(st.refs))...)
+	if need := int(idx) + 1; need > len(st.refs) {
+		n := len(st.refs)
+		st.refs = slices.Grow(st.refs, need-n)[:need]
+		clear(st.refs[n:])
 	}
 	ref := &st.refs[idx]
 	if ref.rs != nil && !t.sym.stale(ref.rs) {
@@ -144,11 +148,11 @@ func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 	if ok {
 		ref.rs = rs
 	}
-	if !t.mallocTraced() && leakAllocKind(k.kind) == leakAllocKindKIND_ZLIB_INFLATE {
+	if !t.mallocTraced() {
 		if st.streams == nil {
-			st.streams = map[uint64]int32{}
+			st.streams = map[kernelSite]int32{}
 		}
-		st.streams[k.stack] = int32(slot)
+		st.streams[k] = int32(slot)
 	}
 	return slot
 }
@@ -202,9 +206,13 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 	err := t.forEachSite(func(idx uint32, key *leakSiteKey, val *leakSiteStats) {
 		if key.Pad != t.execGen {
 			// A site of an image the target exec'd away from: its heap
-			// is gone, so is what it held. Counted for the warning.
+			// is gone, so is what it held. Counted for the warning; it
+			// maps to no site now (Stop's live allocations).
 			t.preExec.count += val.LiveCount
 			t.preExec.bytes += val.LiveBytes
+			if int(idx) < len(st.refs) {
+				st.refs[idx] = siteRef{}
+			}
 			return
 		}
 		slot := t.refLocked(idx, kernelSite{key.StackId, key.Kind})
@@ -385,8 +393,8 @@ func (t *Tracer) appendSnapshotLocked(points readPoints, at time.Duration) {
 }
 
 // releaseLocked drops, once Stop read the sites, what only resolving and
-// reading more needed: the site table, the resolved stacks by kernel id,
-// the frame caches and the series (the capture holds what it needs). At
+// reading more needed: the site table, the resolver's frame table index
+// and caches and the series (the capture holds what it needs). At
 // 100k stacks these are ~25 MB, live until the process exits otherwise,
 // while the capture is ranked and written. A second Stop fails before
 // using them (the maps are closed).

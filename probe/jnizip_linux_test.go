@@ -1,10 +1,12 @@
 package probe
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/leakscope/leakscope/analyze"
@@ -116,6 +118,58 @@ func testJNIZlibFallback(t *testing.T, bin string, pairs []track.Pair, malloc st
 	}
 	if len(got) != 4 {
 		t.Errorf("%d zlib rows, want 4: %v", len(got), got)
+	}
+}
+
+// Stopped while the target lives, with malloc not traced, the windows of
+// the fallback's streams are read from the target's memory by user space
+// (addWindowsLocked), under the fallback's own kind: the kernel counts
+// them only as the target exits.
+func TestJNIZlibFallbackWindowsWhileAlive(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildJNIZip(t)
+	pairs, err := track.PresetPairs("jvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	tr, proc, err := Launch([]string{bin, "--hold"}, Stdio{Out: os.Stdout, Err: stderr}, Options{Track: pairs, Malloc: MallocOff, Warnf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		proc.Signal(syscall.SIGKILL)
+		<-proc.Done()
+	}()
+	waitFor(t, tr, stderr, "jnizipuser: leaked")
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-proc.Done():
+		t.Fatalf("the target exited before the capture ended; stderr:\n%s", stderr.String())
+	default:
+	}
+	checkNoLoss(t, c)
+	found := false
+	for _, s := range c.Sites {
+		if s.Kind != analyze.KindZlibInflate || functions(s)[0] != "inflate_leaky" {
+			continue
+		}
+		found = true
+		// 7 streams of 112 + 7160 B, and the 4 windows of 32 KiB.
+		const want = 7*(112+7160) + 4*32768
+		var live uint64
+		for _, a := range s.Live {
+			live += a.Size
+		}
+		if s.LiveCount != 7 || s.LiveBytes != want || live != want {
+			t.Errorf("inflate_leaky: %d streams, %d bytes (live allocations %d B); want 7, %d", s.LiveCount, s.LiveBytes, live, want)
+		}
+	}
+	if !found {
+		t.Errorf("no zlib.inflate row in inflate_leaky")
 	}
 }
 

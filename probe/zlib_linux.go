@@ -319,10 +319,10 @@ func (t *Tracer) addWindowsLocked() error {
 	}
 	t.windows = w
 	// An entry stands for a live stream (its End removes it), whose
-	// stack the kernel kept with it: no table lookup per stream.
+	// stack the kernel kept with it: no kernel table lookup per stream.
 	st := t.sites
 	for k, bytes := range w.bytes {
-		slot, ok := st.streams[w.stacks[k]]
+		slot, ok := st.streams[kernelSite{w.stacks[k], k.kind}]
 		if ok && st.mark[slot] == st.read {
 			st.acc[slot].LiveBytes += bytes
 		}

@@ -5,9 +5,15 @@
  * deflate streams; streams_closed opens and ends 5 of each. The first 4 of
  * the leaked inflate streams read part of a record (inflateBufferBuffer),
  * so zlib gave each its 32 KiB window; the other 3 have none. The program
- * never calls the system libz. */
+ * never calls the system libz.
+ *
+ * With --hold it then waits, its streams still live, until a signal ends
+ * it (SIGTERM or SIGINT: exit 0). */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 typedef int64_t jlong;
 typedef int32_t jint;
@@ -57,8 +63,21 @@ __attribute__((noinline)) void streams_closed(int n)
 	}
 }
 
-int main(void)
+static void done(int sig)
 {
+	(void)sig;
+	_exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	int hold = argc > 1 && strcmp(argv[1], "--hold") == 0;
+	if (argc > 1 && !hold) {
+		fprintf(stderr, "usage: jnizipuser [--hold]\n");
+		return 2;
+	}
+	signal(SIGTERM, done);
+	signal(SIGINT, done);
 	inflate_leaky(7, 4);
 	deflate_leaky(3);
 	streams_closed(5);
@@ -68,5 +87,7 @@ int main(void)
 			return 1;
 		}
 	fprintf(stderr, "jnizipuser: leaked 7 inflate (4 with a window) and 3 deflate streams; closed 5 of each\n");
+	while (hold)
+		pause();
 	return 0;
 }
