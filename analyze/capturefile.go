@@ -382,7 +382,7 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 	// buffer: 1M live allocations are ~40 MB of line. A reader drops a
 	// last line cut short, so a capture killed meanwhile reads as one
 	// without its end.
-	err = encodeEnd(end, len(final.Sites), totals, final.Sites == nil, true, func(p []byte) error {
+	err = encodeEnd(end, len(final.Sites), totals, false, true, func(p []byte) error {
 		if _, err := cw.w.Write(p); err != nil {
 			cw.err = fmt.Errorf("write capture end: %w", err)
 			return cw.err

@@ -531,3 +531,66 @@ func TestCaptureWeightsRoundTrip(t *testing.T) {
 		t.Errorf("weights not read back: %v", got.Sites[0].LiveWeights)
 	}
 }
+
+// countingSites is a SiteList that counts the sites it was asked to make.
+type countingSites struct {
+	sites Sites
+	made  []uint64
+}
+
+func (c *countingSites) Len() int        { return c.sites.Len() }
+func (c *countingSites) ID(i int) uint64 { return c.sites.ID(i) }
+func (c *countingSites) Site(i int) Site {
+	c.made = append(c.made, c.sites[i].ID)
+	return c.sites[i]
+}
+
+// A capture writer makes a site only when it writes its definition, once
+// per ID (the first of a repeated one), whatever else it is given; a
+// snapshot that changed nothing shares its points with the one before
+// when read back; and a capture without sites ends with "sites":[].
+func TestCaptureWriterMakesOnlyNewSites(t *testing.T) {
+	site := func(id uint64) Site {
+		return Site{ID: id, Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Address: id}}}}
+	}
+	points := []SitePoint{{ID: 1, LiveCount: 1, LiveBytes: 8, Allocs: 1}, {ID: 2, LiveCount: 2, LiveBytes: 16, Allocs: 2}}
+	var b bytes.Buffer
+	cw, err := NewCaptureWriter(&b, &Capture{Target: Target{Pid: 1, Runtime: RuntimeNative}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &countingSites{sites: Sites{site(2), site(1), site(2)}}
+	if err := cw.WriteSnapshotOf(first, Snapshot{At: time.Second, Sites: points}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(first.made, []uint64{2, 1}) {
+		t.Errorf("first snapshot made sites %v, want [2 1]: each new ID once, in the order given", first.made)
+	}
+	again := &countingSites{sites: Sites{site(1), site(2), site(3)}}
+	if err := cw.WriteSnapshotOf(again, Snapshot{At: 2 * time.Second, Sites: points}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(again.made, []uint64{3}) {
+		t.Errorf("second snapshot made sites %v, want [3]: the others are defined", again.made)
+	}
+	final := &Capture{Target: Target{Pid: 1, Runtime: RuntimeNative}, Duration: 2 * time.Second,
+		Sites: []Site{site(1), site(2), site(3)}}
+	if err := cw.Close(final); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadCapture(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Snapshots) != 2 || len(c.Snapshots[1].Sites) != 2 || &c.Snapshots[0].Sites[0] != &c.Snapshots[1].Sites[0] {
+		t.Errorf("an unchanged snapshot does not share the points of the one before: %+v", c.Snapshots)
+	}
+
+	b.Reset()
+	if err := WriteCapture(&b, &Capture{Target: Target{Pid: 1, Runtime: RuntimeNative}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"sites":[]`) {
+		t.Errorf("capture without sites: end record %q, want \"sites\":[] as before", b.String())
+	}
+}
