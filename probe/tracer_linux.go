@@ -812,7 +812,8 @@ func (t *Tracer) Snapshot() (Progress, error) {
 // (kind and symbolized stack) that no earlier call returned, for writing a
 // capture file as it happens: a capture writer defines each site once.
 // Each site is made when the writer asks for it (analyze.SiteList); the
-// list is good until the next Snapshot or Stop.
+// list is good until Stop, which takes the sites' stacks for its capture
+// (a site made after it has no stack: its Site panics).
 func (t *Tracer) LastSnapshot() (analyze.SiteList, analyze.Snapshot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -32,13 +32,23 @@ type memoryBudget struct {
 	done, stopped chan struct{}
 }
 
-// register adds --memory-limit to root and every command under it.
+// register adds --memory-limit to root and every command under it. It
+// applies in root's PersistentPreRunE, after the one root had: a command
+// under root with a PersistentPreRunE of its own must call root's.
 func (b *memoryBudget) register(root *cobra.Command) {
 	root.PersistentFlags().StringVar(&b.flag, "memory-limit", defaultMemoryLimit,
 		"soft limit on leakscope's own memory (Go heap and runtime; the binary's code is ~13 MiB more of RSS): "+
 			"the collector works harder near it, and it rises when the capture's live data needs more. "+
-			"0: none. GOMEMLIMIT in the environment replaces the default")
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return b.start(cmd) }
+			"0: none, not even GOMEMLIMIT's. GOMEMLIMIT in the environment replaces the default")
+	prev := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if prev != nil {
+			if err := prev(cmd, args); err != nil {
+				return err
+			}
+		}
+		return b.start(cmd)
+	}
 }
 
 // start applies the limit and starts following the live heap.
@@ -47,10 +57,16 @@ func (b *memoryBudget) start(cmd *cobra.Command) error {
 	if err != nil || n > math.MaxInt64/2 {
 		return fmt.Errorf("--memory-limit %q: want a size such as 72MiB, or 0 for no limit", b.flag)
 	}
-	if f := cmd.Flag("memory-limit"); f != nil && !f.Changed && os.Getenv("GOMEMLIMIT") != "" {
+	given := cmd.Flag("memory-limit") != nil && cmd.Flag("memory-limit").Changed
+	if !given && os.Getenv("GOMEMLIMIT") != "" {
 		return nil // the environment's limit stands
 	}
 	if n == 0 {
+		if given { // no limit, not even GOMEMLIMIT's
+			b.prev = debug.SetMemoryLimit(math.MaxInt64)
+			b.done, b.stopped = make(chan struct{}), make(chan struct{})
+			close(b.stopped)
+		}
 		return nil
 	}
 	b.limit = int64(n)
@@ -66,7 +82,7 @@ func (b *memoryBudget) stop() {
 		return
 	}
 	close(b.done)
-	<-b.stopped
+	<-b.stopped // closed at once when there is no limit to follow
 	debug.SetMemoryLimit(b.prev)
 	b.done = nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -75,17 +76,21 @@ func TestMemoryBudgetFollowsLiveHeap(t *testing.T) {
 }
 
 // GOMEMLIMIT in the environment replaces the default, not a limit given
-// on the command line; 0 sets none.
+// on the command line; --memory-limit 0 sets none, not even the
+// environment's.
 func TestMemoryBudgetEnvironment(t *testing.T) {
-	before := debug.SetMemoryLimit(-1)
+	// The limit GOMEMLIMIT=1GiB would have set at start-up.
+	const env = 1 << 30
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(env))
 	for _, tc := range []struct {
 		env  string
 		args []string
 		want int64
 	}{
-		{"1GiB", nil, before},
+		{"1GiB", nil, env},
 		{"1GiB", []string{"--memory-limit", "16MiB"}, 16 << 20},
-		{"", []string{"--memory-limit", "0"}, before},
+		{"1GiB", []string{"--memory-limit", "0"}, math.MaxInt64},
+		{"", []string{"--memory-limit", "0"}, math.MaxInt64},
 		{"", nil, 72 << 20},
 	} {
 		t.Setenv("GOMEMLIMIT", tc.env)
@@ -98,8 +103,8 @@ func TestMemoryBudgetEnvironment(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("GOMEMLIMIT=%q %v: limit %d, want %d", tc.env, tc.args, got, tc.want)
 		}
-		if after := debug.SetMemoryLimit(-1); after != before {
-			t.Errorf("GOMEMLIMIT=%q %v: limit after stop %d, want %d", tc.env, tc.args, after, before)
+		if after := debug.SetMemoryLimit(-1); after != env {
+			t.Errorf("GOMEMLIMIT=%q %v: limit after stop %d, want %d", tc.env, tc.args, after, env)
 		}
 	}
 }
