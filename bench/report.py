@@ -227,6 +227,60 @@ def kafka_section():
     return out
 
 
+STACKS_RUN = re.compile(r"rep \d+: ready ([\d.]+) s, memlock (\d+) MiB, hwm ready (\d+) MiB, end ([\d.]+) s, "
+                        r"peak hwm (\d+) MiB, cpu ([\d.]+) s user ([\d.]+) s sys")
+STACKS_REPORT = re.compile(r"report --format (\w+): ([\d.]+) s, ([\d.]+) s user, max RSS (\d+) KB")
+STACKS_CFG = {"default": "default `--memory-limit` (72MiB)", "nolimit": "`--memory-limit 0`"}
+
+
+def stacks_section():
+    """leakscope's own memory at 1M live allocations on 100k stacks (run.sh
+    phase stacks: bench/stacks.sh with --save, then leakscope report in
+    each format), per --memory-limit setting. Returns the worst peaks of
+    the default setting, for the targets."""
+    by = {}
+    for f in sorted(glob.glob(os.path.join(RAW, "stacks.*.*.txt"))):
+        _, cfg, _, _ = os.path.basename(f).split(".")
+        text = read(f)
+        m = STACKS_RUN.search(text)
+        if not m:
+            continue
+        r = by.setdefault(cfg, {"ready": [], "memlock": [], "hwm_ready": [], "end": [], "peak": [], "user": [], "report": {}})
+        for k, v in zip(("ready", "memlock", "hwm_ready", "end", "peak", "user"), m.groups()):
+            r[k].append(float(v))
+        for fmt, secs, user, kb in STACKS_REPORT.findall(text):
+            r["report"].setdefault(fmt, []).append((float(secs), float(user), int(kb) / 1024))
+    if not by:
+        return None
+    print("## Memory at 1M live allocations on 100k stacks (bench/stacks.sh)\n")
+    print("`leakscope run --max-sites 131072 --max-stacks 131072 --save C -- stacks_storm` (100k")
+    print("stacks holding 10 blocks each), SIGTERM 3 s after the storm is ready, then `leakscope")
+    print("report --format F C`; the settings alternate. Medians (range) over repetitions. *peak*:")
+    print("leakscope's VmHWM, polled every 0.1 s; *tracing*: its VmHWM 3 s after ready; *end*: SIGTERM")
+    print("to exit (detach, read 1M live allocations, write the capture's end and the report).\n")
+    cfgs = [c for c in ("default", "nolimit") if c in by]
+    print("| | " + " | ".join(STACKS_CFG[c] for c in cfgs) + " |")
+    print("|---|" + "---|" * len(cfgs))
+
+    def cell(xs, fmt):
+        return (fmt + " (" + fmt + "-" + fmt + ")") % (med(xs), min(xs), max(xs)) if xs else "-"
+    for key, label, fmt in (("peak", "`run` peak RSS, MiB", "%.0f"), ("hwm_ready", "`run` RSS while tracing, MiB", "%.0f"),
+                            ("user", "`run` user CPU, s", "%.2f"), ("end", "`run` end, s", "%.2f"),
+                            ("memlock", "BPF maps (memlock), MiB", "%.0f")):
+        print("| %s | %s |" % (label, " | ".join(cell(by[c][key], fmt) for c in cfgs)))
+    for fmt in ("text", "json", "html", "pprof"):
+        print("| `report --format %s` peak RSS, MiB; time, s | %s |" % (fmt, " | ".join(
+            "%s; %s" % (cell([x[2] for x in by[c]["report"].get(fmt, [])], "%.0f"), cell([x[0] for x in by[c]["report"].get(fmt, [])], "%.2f"))
+            for c in cfgs)))
+    print()
+    d = by.get("default")
+    if not d:
+        return None
+    reports = [x[2] for f in ("text", "json", "html") for x in d["report"].get(f, [])]
+    pprof = [x[2] for x in d["report"].get("pprof", [])]
+    return {"peak": max(d["peak"]), "report": max(reports) if reports else None, "pprof": max(pprof) if pprof else None}
+
+
 def tool_label(tool, ctx):
     return LABEL.get(tool, tool).replace("%s", ctx.get("sample_bytes", "?"))
 
@@ -387,6 +441,10 @@ def main():
             print("| leakscope, sampled | not run | | | | | | | | | | | |")
         print()
 
+    stacks = stacks_section()
+    if stacks:
+        targets["stacks"] = stacks
+
     kafka = kafka_section()
     if kafka:
         targets["kafka"] = kafka
@@ -476,6 +534,10 @@ def main():
         row("snapshot of 1M allocations / 100k stacks < 100 ms", None, 0)
     rss = [v["rss"] for k, v in targets.items() if isinstance(k, tuple) and k[1] == "leakscope" and v.get("rss")]
     row("tool RSS < 100 MiB (leakscope's own VmHWM, max over storms)", max(rss) if rss else None, 100, " MiB")
+    st = targets.get("stacks", {})
+    row("tool RSS < 100 MiB at 1M allocations / 100k stacks (`run --save`, peak VmHWM, worst repetition)", st.get("peak"), 100, " MiB", "%.0f")
+    row("  `leakscope report` of that capture, text / json / html (worst)", st.get("report"), 100, " MiB", "%.0f")
+    row("  `leakscope report --format pprof` of it (worst)", st.get("pprof"), 100, " MiB", "%.0f")
     read_ms = g.get("BenchmarkCaptureFile/read/sites=100k/live=1M/snapshots=10")
     rank = g.get("BenchmarkRank/sites=100k/live=1M/snapshots=10/top=10")
     text = g.get("BenchmarkRender/text/sites=100k/top=10")

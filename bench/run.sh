@@ -26,8 +26,14 @@
 #   INSTALL=1          apt-get the missing tools (time heaptrack bpftrace ...)
 #   OUT=bench/results-<UTC date>.md   where the summary goes (-2, -3, ...
 #                      added when that file exists: an earlier run is kept)
-#   PHASES="timed fixed memory stats kafka go"   the parts to run; "kafka"
-#                      is the JVM throughput comparison (KAFKA_MS, KAFKA_RECORDS)
+#   PHASES="timed fixed memory stats stacks kafka go"   the parts to run;
+#                      "stacks" is leakscope's own memory at 1M live
+#                      allocations on 100k stacks (bench/stacks.sh with
+#                      --save, then leakscope report in every format), its
+#                      default --memory-limit and --memory-limit 0
+#                      alternated, STACKS_REPS times each (default 3);
+#                      "kafka" is the JVM throughput comparison (KAFKA_MS,
+#                      KAFKA_RECORDS)
 #   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
 #                      earlier run with a subset of PHASES to complete it
 set -euo pipefail
@@ -41,7 +47,8 @@ GOBENCH=${GOBENCH:-1}
 BPF_STATS=${BPF_STATS:-1}
 INSTALL=${INSTALL:-1}
 
-PHASES=${PHASES:-"timed fixed memory stats kafka go"}
+PHASES=${PHASES:-"timed fixed memory stats stacks kafka go"}
+STACKS_REPS=${STACKS_REPS:-3}
 [ "$GOBENCH" = 1 ] || PHASES=${PHASES/go/}
 [ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
 RAW=${RAW:-bin/bench/run-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -268,6 +275,24 @@ if phase stats && [[ " ${active[*]} " == *" leakscope "* ]] && [[ " $STORMS " ==
 fi
 
 phase timed && echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/context.txt"
+
+# ---------------------------------------------------------------- many stacks
+# leakscope's own memory where it holds the most: 1M live allocations on
+# 100k stacks, with and without its memory limit, alternated.
+if phase stacks; then
+	echo "== memory at 1M allocations on 100k stacks: bench/stacks.sh, $STACKS_REPS repetitions"
+	for rep in $(seq 1 "$STACKS_REPS"); do
+		for cfg in default nolimit; do
+			flags=""
+			[ "$cfg" = nolimit ] && flags="--memory-limit 0"
+			LEAKSCOPE=bin/leakscope LSFLAGS="$flags" REPS=1 SAVE=1 RAW="$RAW/stacks-$cfg-$rep" \
+				bash bench/stacks.sh >"$RAW/stacks.$cfg.$rep.txt" 2>&1 ||
+				{ cat "$RAW/stacks.$cfg.$rep.txt" >&2; exit 2; }
+			rm -f "$RAW/stacks-$cfg-$rep/c.capture" # 400 MB each
+			echo "  $cfg rep $rep: $(grep -o 'peak hwm [0-9]* MiB' "$RAW/stacks.$cfg.$rep.txt")"
+		done
+	done
+fi
 
 # ---------------------------------------------------------------- JVM throughput
 # examples/java/KafkaRecovery.java --throughput-ms: the broker's steady state
