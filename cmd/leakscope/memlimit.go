@@ -26,9 +26,12 @@ const defaultMemoryLimit = "72MiB"
 // it (budgetFor), so the collector does not run without end: the limit
 // follows the live heap, checked every 100 ms, and comes back down.
 type memoryBudget struct {
-	flag          string
-	limit         int64 // 0: none
-	prev          int64 // the limit before start, restored by stop
+	flag  string
+	limit int64 // 0: none
+	set   bool  // start set a limit: stop restores prev
+	prev  int64 // the limit before start
+	// done ends the goroutine that follows the live heap (nil: none
+	// runs), which closes stopped as it returns.
 	done, stopped chan struct{}
 }
 
@@ -63,14 +66,12 @@ func (b *memoryBudget) start(cmd *cobra.Command) error {
 	}
 	if n == 0 {
 		if given { // no limit, not even GOMEMLIMIT's
-			b.prev = debug.SetMemoryLimit(math.MaxInt64)
-			b.done, b.stopped = make(chan struct{}), make(chan struct{})
-			close(b.stopped)
+			b.prev, b.set = debug.SetMemoryLimit(math.MaxInt64), true
 		}
 		return nil
 	}
 	b.limit = int64(n)
-	b.prev = debug.SetMemoryLimit(b.limit)
+	b.prev, b.set = debug.SetMemoryLimit(b.limit), true
 	b.done, b.stopped = make(chan struct{}), make(chan struct{})
 	go b.follow()
 	return nil
@@ -78,13 +79,15 @@ func (b *memoryBudget) start(cmd *cobra.Command) error {
 
 // stop ends following the live heap and restores the limit before start.
 func (b *memoryBudget) stop() {
-	if b.done == nil {
-		return
+	if b.done != nil {
+		close(b.done)
+		<-b.stopped
+		b.done = nil
 	}
-	close(b.done)
-	<-b.stopped // closed at once when there is no limit to follow
-	debug.SetMemoryLimit(b.prev)
-	b.done = nil
+	if b.set {
+		debug.SetMemoryLimit(b.prev)
+		b.set = false
+	}
 }
 
 // budgetSamples are the runtime metrics follow reads: the live heap as of
