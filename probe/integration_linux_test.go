@@ -94,6 +94,25 @@ func checkNoLoss(t *testing.T, c *analyze.Capture) {
 	if c.Lost.AllocationsDropped != 0 || c.Lost.StackErrors != 0 || c.Lost.PendingDropped != 0 {
 		t.Errorf("lost: %+v", c.Lost)
 	}
+	// With nothing lost and nothing sampled, each site lists exactly its
+	// live allocations: one filed under another site (a block counted in
+	// a resource's bytes, an earlier image's) would show here.
+	if c.SampleBytes != 0 {
+		return
+	}
+	for _, s := range c.Sites {
+		if uint64(len(s.Live)) != s.LiveCount {
+			t.Errorf("site %d (%s, %s): %d live allocations listed, live count %d", s.ID, s.Kind, frameName(*firstFrame(s)), len(s.Live), s.LiveCount)
+		}
+	}
+}
+
+// firstFrame is s's first frame, or an empty one.
+func firstFrame(s analyze.Site) *analyze.Frame {
+	if len(s.Stack.Frames) == 0 {
+		return &analyze.Frame{}
+	}
+	return s.Stack.Frames[0]
 }
 
 func TestLaunchLeakyExact(t *testing.T) {
