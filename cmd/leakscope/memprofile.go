@@ -1,11 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // With LEAKSCOPE_MEMPROFILE set, the heap profile records an allocation
@@ -48,16 +49,11 @@ func memProfile(stage string) {
 // peakRSS reads the process's peak RSS (VmHWM) since the previous stage,
 // then resets it (clear_refs 5), so each stage names its own phase's peak.
 func peakRSS() string {
-	status, err := os.ReadFile("/proc/self/status")
+	st, err := procfs.ReadStatus(os.Getpid())
 	if err != nil {
-		return "peak RSS unknown"
+		return "peak RSS unknown: " + err.Error()
 	}
-	peak := "peak RSS unknown"
-	for line := range bytes.Lines(status) {
-		if v, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
-			peak = "peak RSS since the previous stage " + string(bytes.TrimSpace(v))
-		}
-	}
+	peak := fmt.Sprintf("peak RSS since the previous stage %d kB", st.VmHWM)
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		peak += " (not reset: " + err.Error() + ")"
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // Status is what leakscope reads from /proc/<pid>/status: the process's
-// credentials, its pid in each pid namespace and the signals it catches.
+// credentials, its pid in each pid namespace, the signals it catches and
+// its peak resident set.
 type Status struct {
 	// UID and GID are the real, effective, saved and filesystem ids, as
 	// seen from this process's user namespace.
@@ -22,6 +23,10 @@ type Status struct {
 	// SigCgt is the mask of signals the process has a handler for: bit
 	// n-1 is signal n.
 	SigCgt uint64
+	// VmHWM is the peak resident set size in KiB: since the process
+	// started, or since it wrote 5 to /proc/<pid>/clear_refs. 0 when the
+	// line is absent (a kernel thread).
+	VmHWM uint64
 }
 
 // OwnPid is the process's pid in its own pid namespace, the pid it names
@@ -99,6 +104,11 @@ func ParseStatus(data []byte) (Status, error) {
 		case "SigCgt":
 			if s.SigCgt, err = strconv.ParseUint(val, 16, 64); err != nil {
 				return Status{}, fmt.Errorf("parse status SigCgt %q: not a hex mask", val)
+			}
+		case "VmHWM":
+			kb, ok := strings.CutSuffix(val, " kB")
+			if s.VmHWM, err = strconv.ParseUint(kb, 10, 64); !ok || err != nil {
+				return Status{}, fmt.Errorf("parse status VmHWM %q: not a size in kB", val)
 			}
 		default:
 			continue

@@ -15,6 +15,7 @@ State:	S (sleeping)
 Tgid:	81234
 Pid:	81234
 PPid:	81200
+VmHWM:	  119604 kB
 Uid:	1000	1001	1002	1003
 Gid:	2000	2001	2002	2003
 NSpid:	81234	7
@@ -29,7 +30,7 @@ func TestParseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Status{UID: [4]int{1000, 1001, 1002, 1003}, GID: [4]int{2000, 2001, 2002, 2003}, NSpid: []int{81234, 7}, SigCgt: 0x2000000181005ccf}
+	want := Status{UID: [4]int{1000, 1001, 1002, 1003}, GID: [4]int{2000, 2001, 2002, 2003}, NSpid: []int{81234, 7}, SigCgt: 0x2000000181005ccf, VmHWM: 119604}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("ParseStatus = %+v, want %+v", s, want)
 	}
@@ -56,6 +57,7 @@ func TestParseStatus(t *testing.T) {
 		"bad SigCgt": strings.Replace(containerStatus, "2000000181005ccf", "zz", 1),
 		"bad NSpid":  strings.Replace(containerStatus, "81234	7", "81234	x", 1),
 		"no SigCgt":  strings.Replace(containerStatus, "SigCgt:", "SigXxx:", 1),
+		"bad VmHWM":  strings.Replace(containerStatus, "119604 kB", "119604 pages", 1),
 	} {
 		if _, err := ParseStatus([]byte(bad)); err == nil {
 			t.Errorf("%s: no error", name)
