@@ -39,13 +39,21 @@ func buildJNIZip(t *testing.T) string {
 // A libzip.so with zlib bundled and hidden: preset jvm counts its streams
 // at java.util.zip's JNI entry points instead, with the ground truth of
 // examples/c/jnizipuser.c.
-func TestJNIZlibFallback(t *testing.T) {
+// jniZip builds jnizipuser (buildJNIZip) and returns it with the jvm
+// preset's pairs, whose zlib.inflate and zlib.deflate stand in for zlib
+// in a libzip.so that bundles it.
+func jniZip(t *testing.T) (string, []track.Pair) {
 	testutil.RequireBPF(t)
 	bin := buildJNIZip(t)
 	pairs, err := track.PresetPairs("jvm")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bin, pairs
+}
+
+func TestJNIZlibFallback(t *testing.T) {
+	bin, pairs := jniZip(t)
 	for _, malloc := range []string{MallocOn, MallocOff} {
 		t.Run("malloc-"+malloc, func(t *testing.T) { testJNIZlibFallback(t, bin, pairs, malloc) })
 	}
@@ -126,12 +134,7 @@ func testJNIZlibFallback(t *testing.T, bin string, pairs []track.Pair, malloc st
 // (addWindowsLocked), under the fallback's own kind: the kernel counts
 // them only as the target exits.
 func TestJNIZlibFallbackWindowsWhileAlive(t *testing.T) {
-	testutil.RequireBPF(t)
-	bin := buildJNIZip(t)
-	pairs, err := track.PresetPairs("jvm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, pairs := jniZip(t)
 	stderr := &syncBuffer{}
 	tr, proc, err := Launch([]string{bin, "--hold"}, Stdio{Out: os.Stdout, Err: stderr}, Options{Track: pairs, Malloc: MallocOff, Warnf: t.Logf})
 	if err != nil {

@@ -60,7 +60,8 @@ func (b *memoryBudget) start(cmd *cobra.Command) error {
 	if err != nil || n > math.MaxInt64/2 {
 		return fmt.Errorf("--memory-limit %q: want a size such as 72MiB, or 0 for no limit", b.flag)
 	}
-	given := cmd.Flag("memory-limit") != nil && cmd.Flag("memory-limit").Changed
+	f := cmd.Flag("memory-limit")
+	given := f != nil && f.Changed
 	if !given && os.Getenv("GOMEMLIMIT") != "" {
 		return nil // the environment's limit stands
 	}
