@@ -46,10 +46,7 @@ frees are counted as unknown frees.`,
 }
 
 func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
-	if err := checkOutputWritable(opts.Output); err != nil {
-		return err
-	}
-	if err := checkReportDir(opts.ReportDir); err != nil {
+	if err := opts.checkOutputs(); err != nil {
 		return err
 	}
 	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }

@@ -44,6 +44,7 @@ type captureOptions struct {
 	focus, ignore  *regexp.Regexp
 	Kinds          []string // --kind: path.Match patterns on a site's kind
 	GroupBy        string   // --group-by: stack or frame
+	Force          bool     // --force: write through other users' links and over their files
 
 	Goroutines goroutineDump // --goroutines: see goroutines.go
 }
@@ -76,6 +77,7 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 // addReportFlags are the flags of everything that renders a report.
 func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.FailOn, "fail-on", nil, "exit 1 when a leak row meets every condition of RULE, e.g. 'kind=malloc,bytes>1MiB' (repeatable)")
+	fs.BoolVar(&o.Force, "force", false, "write -o, --save and --report-dir files even through a symbolic link another user owns (the link is replaced, not followed) or over a file or directory another user owns")
 	fs.StringVar(&o.ReportDir, "report-dir", "", "also write report.txt, report.json, report.html, profile.pb.gz and junit.xml into this directory (CI artifacts)")
 	fs.StringVar(&o.Focus, "focus", "", "keep only the stacks with a frame whose function (or object, when unnamed) matches this regular expression; totals cover what is kept")
 	fs.StringVar(&o.Ignore, "ignore", "", "drop the stacks with a frame whose function (or object, when unnamed) matches this regular expression")

@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/safefile"
 	"github.com/leakscope/leakscope/report"
 )
 
 // writeReport ranks the capture and renders it to opts.Output or stdout.
 // A file is written whole or not at all: it is rendered in memory, written
-// to a temporary file beside the target (mode 0600) and renamed into place.
+// to a new file beside the target (mode 0600) and renamed into place
+// (safefile.WriteFile).
 func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*analyze.Result, error) {
 	res := analyze.Rank(c, opts.rankOptions(opts.Top))
 	correlateGoroutines(res, opts)
@@ -38,7 +37,7 @@ func writeReport(c *analyze.Capture, opts *captureOptions, stdout io.Writer) (*a
 		_, err := stdout.Write(buf.Bytes())
 		return res, err
 	}
-	return res, writeFileAtomic(opts.Output, buf.Bytes())
+	return res, safefile.WriteFile(opts.Output, buf.Bytes(), opts.outputOptions())
 }
 
 // finish writes the report, then applies the --fail-on rules to every
@@ -78,93 +77,34 @@ func frameLabel(f analyze.Frame) string {
 	return fmt.Sprintf("%s+0x%x", filepath.Base(f.Module), f.Offset)
 }
 
-// writeFileAtomic writes data to path whole or not at all, mode 0600,
-// through a temporary file beside it renamed into place.
-// An existing path that is not a regular file (/dev/null, /dev/stdout, a
-// pipe) is written in place: renaming over it would replace the device
-// with a file. A symbolic link is followed, so the link stays.
-func writeFileAtomic(path string, data []byte) error {
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return writeInPlace(path, data)
-	}
-	path = followLinks(path)
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+// outputOptions say how output files are created: never through a
+// symbolic link or over a file another user owns, unless --force.
+func (o *captureOptions) outputOptions() safefile.Options {
+	return safefile.Options{Force: o.Force}
 }
 
-// followLinks resolves symbolic links in the last element of path, also
-// a link to a file that does not exist yet.
-func followLinks(path string) string {
-	for range 40 {
-		st, err := os.Lstat(path)
-		if err != nil || st.Mode()&os.ModeSymlink == 0 {
-			return path
+// checkOutputs fails early, before a long capture, when -o, --save or
+// --report-dir cannot be written.
+func (o *captureOptions) checkOutputs() error {
+	if err := checkOutputWritable(o.Output, o.outputOptions()); err != nil {
+		return err
+	}
+	if o.Save != "" {
+		if err := safefile.Check(o.Save, o.outputOptions()); err != nil {
+			return fmt.Errorf("--save: %w", err)
 		}
-		target, err := os.Readlink(path)
-		if err != nil {
-			return path
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(path), target)
-		}
-		path = target
 	}
-	return path
-}
-
-// writeInPlace writes data to an existing file that is not a regular one.
-func writeInPlace(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return checkReportDir(o.ReportDir, o.outputOptions())
 }
 
 // checkOutputWritable fails early, before a long capture, when -o cannot
 // be written.
-func checkOutputWritable(path string) error {
+func checkOutputWritable(path string, opts safefile.Options) error {
 	if path == "" || path == "-" {
 		return nil
 	}
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		// Opening a pipe here would wait for its reader.
-		if err := unix.Access(path, unix.W_OK); err != nil {
-			return fmt.Errorf("output %s is not writable: %w", path, err)
-		}
-		return nil
+	if err := safefile.Check(path, opts); err != nil {
+		return fmt.Errorf("output is not writable: %w", err)
 	}
-	dir := filepath.Dir(followLinks(path))
-	f, err := os.CreateTemp(dir, ".leakscope-check-*")
-	if err != nil {
-		return fmt.Errorf("output %s is not writable: %w", path, err)
-	}
-	f.Close()
-	return os.Remove(f.Name())
+	return nil
 }

@@ -6,12 +6,11 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/safefile"
 	"github.com/leakscope/leakscope/report"
 )
 
@@ -19,8 +18,9 @@ import (
 // report.txt, report.json, report.html, profile.pb.gz and junit.xml. Every
 // file is rendered before the first is written, so a rendering error leaves
 // the directory as it was; each file is then written whole or not at all
-// (writeFileAtomic), mode 0600, into the directory, which is created with
-// mode 0700 when missing. The reports follow --format's renderers with
+// (safefile), mode 0600, into the directory, which is created with mode
+// 0700 when missing; a directory or entry of another user is refused
+// unless --force. The reports follow --format's renderers with
 // --min-age, --top and the filters (--focus, --ignore, --kind, --group-by);
 // profile.pb.gz holds every site they keep, and junit.xml applies the
 // --fail-on rules to every leak, as finish does.
@@ -51,32 +51,39 @@ func writeReportDir(c *analyze.Capture, opts *captureOptions) error {
 		}
 		data[i] = b.Bytes()
 	}
-	if err := os.MkdirAll(opts.ReportDir, 0o700); err != nil {
+	dir, err := safefile.MkdirAll(opts.ReportDir, opts.outputOptions())
+	if err != nil {
 		return fmt.Errorf("--report-dir: %w", err)
 	}
+	defer dir.Close()
 	for i, f := range files {
-		if err := writeFileAtomic(filepath.Join(opts.ReportDir, f.name), data[i]); err != nil {
+		if err := dir.WriteFile(f.name, data[i], opts.outputOptions()); err != nil {
 			return fmt.Errorf("--report-dir: %w", err)
 		}
 	}
 	return nil
 }
 
+// reportDirFiles are the files writeReportDir writes.
+var reportDirFiles = []string{"report.txt", "report.json", "report.html", "profile.pb.gz", "junit.xml"}
+
 // checkReportDir creates --report-dir (mode 0700) and fails early, before
 // a long capture, when files cannot be created in it.
-func checkReportDir(dir string) error {
-	if dir == "" {
+func checkReportDir(path string, opts safefile.Options) error {
+	if path == "" {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := safefile.MkdirAll(path, opts)
+	if err != nil {
 		return fmt.Errorf("--report-dir: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".leakscope-check-*")
-	if err != nil {
-		return fmt.Errorf("--report-dir %s is not writable: %w", dir, err)
+	defer dir.Close()
+	for _, name := range reportDirFiles {
+		if err := dir.Check(name, opts); err != nil {
+			return fmt.Errorf("--report-dir: %w", err)
+		}
 	}
-	f.Close()
-	return os.Remove(f.Name())
+	return nil
 }
 
 // JUnit XML, as Jenkins, GitLab and the GitHub test-report actions read it.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/safefile"
 	"github.com/leakscope/leakscope/report"
 )
 
@@ -165,7 +166,7 @@ func TestReportDirNotWritable(t *testing.T) {
 	if code != 2 || !strings.HasPrefix(errb.String(), "leakscope: --report-dir: ") || strings.Count(errb.String(), "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", code, errb.String())
 	}
-	if err := checkReportDir(filepath.Join(file, "dir")); err == nil || !strings.Contains(err.Error(), "--report-dir") {
+	if err := checkReportDir(filepath.Join(file, "dir"), safefile.Options{}); err == nil || !strings.Contains(err.Error(), "--report-dir") {
 		t.Errorf("checkReportDir under a file = %v", err)
 	}
 }

@@ -43,10 +43,7 @@ call stacks that still hold memory. The command's own output is passed through.`
 }
 
 func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
-	if err := checkOutputWritable(opts.Output); err != nil {
-		return err
-	}
-	if err := checkReportDir(opts.ReportDir); err != nil {
+	if err := opts.checkOutputs(); err != nil {
 		return err
 	}
 	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/safefile"
 	"github.com/leakscope/leakscope/probe"
 )
 
@@ -20,7 +21,7 @@ import (
 // before it is saved.
 func traceLoop(ctx context.Context, t *probe.Tracer, targetDone <-chan struct{}, finalize func(*analyze.Capture), opts *captureOptions, stderr io.Writer) (c *analyze.Capture, why string, err error) {
 	prog := newProgressLine(stderr, opts.Progress)
-	save, err := openSave(t, opts.Save)
+	save, err := openSave(t, opts.Save, opts.outputOptions())
 	if err != nil {
 		t.Stop()
 		return nil, "", err
@@ -93,21 +94,15 @@ type saveFile struct {
 	cw *analyze.CaptureWriter
 }
 
-func openSave(t *probe.Tracer, path string) (*saveFile, error) {
+func openSave(t *probe.Tracer, path string, opts safefile.Options) (*saveFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A new file of mode 0600 replaces the entry: an existing capture
+	// is never truncated in place, nor written through a link.
+	f, err := safefile.Create(path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("--save: %w", err)
-	}
-	// O_TRUNC keeps an existing file's mode: make an overwritten capture
-	// private too (but never chmod a device such as /dev/null).
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Mode().Perm() != 0o600 {
-		if err := f.Chmod(0o600); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("--save %s: %w", path, err)
-		}
 	}
 	cw, err := analyze.NewCaptureWriter(f, t.Header())
 	if err != nil {
