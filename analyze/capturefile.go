@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -674,7 +675,7 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 	var buf []byte
 	line, complete, err := readLine(br, &buf)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("line 1: %w", err)
 	}
 	if len(line) == 0 && !complete {
 		return nil, errors.New("empty input: not a leakscope capture")
@@ -782,6 +783,9 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 			default: // a whole snapshot lists its points in any order
 				last = slices.SortedFunc(slices.Values(snap.Sites), byID)
 			}
+			if !pointsFit(snap.Sites) {
+				return nil, fmt.Errorf("line %d: the %s's counts add up to more than 64 bits hold: not a capture leakscope wrote", n, rec.Type)
+			}
 			if len(snap.Sites) == 0 {
 				snap.Sites = nil // listed as null or [], or emptied: the same
 			}
@@ -834,6 +838,12 @@ func readEnd(br *bufio.Reader, r io.ReadSeeker, d *lineDecoder, rec *captureReco
 	return false, false, nil
 }
 
+// MaxCaptureLine bounds one line of a capture file. The longest lines
+// leakscope writes, a snapshot or end record at 100k sites, are tens of
+// MB; the end record, the longest, is decoded as it is read when the
+// file can seek.
+const MaxCaptureLine = 256 << 20
+
 // readLine returns the next line without its newline, and whether it had
 // one: a line without is the last, and may have been cut short. The line
 // is in *buf, reused from line to line: nothing decoded keeps it.
@@ -841,8 +851,17 @@ func readLine(br *bufio.Reader, buf *[]byte) ([]byte, bool, error) {
 	b := (*buf)[:0]
 	for {
 		frag, err := br.ReadSlice('\n')
+		if len(b) == 0 && len(frag) > 0 && frag[0] != '{' && frag[0] != '\n' {
+			// Every record is a JSON object: a file of zeros (sparse)
+			// or of anything else is refused at its first byte, not
+			// read whole.
+			return nil, false, fmt.Errorf("not a leakscope capture: a record begins with %q, not '{'", frag[0])
+		}
 		b = append(b, frag...)
 		*buf = b
+		if len(b) > MaxCaptureLine {
+			return nil, false, fmt.Errorf("a line longer than %s: not a capture leakscope wrote", FormatBytes(MaxCaptureLine))
+		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			continue
@@ -869,10 +888,44 @@ func checkSchema(s string) (int, error) {
 	return n, nil
 }
 
-// applyEnd sets c's final state from the end record.
+// pointsFit reports whether the points' counters, and so the sum of any
+// of them (totals, groups, filters), fit in 64 bits.
+func pointsFit(ps []SitePoint) bool {
+	var count, bytes, allocs, frees, carry uint64
+	for _, p := range ps {
+		count = addFit(count, p.LiveCount, &carry)
+		bytes = addFit(bytes, p.LiveBytes, &carry)
+		allocs = addFit(allocs, p.Allocs, &carry)
+		frees = addFit(frees, p.Frees, &carry)
+	}
+	return carry == 0
+}
+
+// addFit returns a+b, and sets *carry when the sum wraps.
+func addFit(a, b uint64, carry *uint64) uint64 {
+	s, c := bits.Add64(a, b, 0)
+	*carry |= c
+	return s
+}
+
+// applyEnd sets c's final state from the end record. The sites' counts
+// must add up within 64 bits, so that no total computed from them wraps.
 func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 	seen := make(map[uint64]bool, len(end.Sites))
+	var sum [5]uint64
 	for _, t := range end.Sites {
+		live := uint64(0)
+		for _, a := range t.Live {
+			live = addFit(live, a.Size, &sum[4])
+		}
+		sum[0] = addFit(sum[0], t.LiveCount, &sum[4])
+		sum[1] = addFit(sum[1], t.LiveBytes, &sum[4])
+		sum[2] = addFit(sum[2], t.Allocs, &sum[4])
+		sum[3] = addFit(sum[3], t.Frees, &sum[4])
+		addFit(sum[1], live, &sum[4])
+		if sum[4] != 0 {
+			return errors.New("end record: the sites' counts add up to more than 64 bits hold: not a capture leakscope wrote")
+		}
 		i, ok := index[t.ID]
 		if !ok {
 			return fmt.Errorf("end record refers to site %d, which has no definition", t.ID)

@@ -211,7 +211,12 @@ func TestReadCaptureErrors(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"empty", "", "read capture: empty input: not a leakscope capture"},
 		{"header cut", header[:20], "read capture: line 1: header cut short: not a complete capture"},
-		{"not json", "hello\n", "read capture: line 1: not a leakscope capture: invalid character 'h'"},
+		{"not json", "hello\n", "read capture: line 1: not a leakscope capture: a record begins with 'h', not '{'"},
+		{"zeros", "\x00\x00\x00\x00", "read capture: line 1: not a leakscope capture: a record begins with '\\x00', not '{'"},
+		{"not json object", "{hello\n", "read capture: line 1: not a leakscope capture: invalid character 'h'"},
+		{"zeros after a record", header + "\x00\x00", "read capture: line 2: not a leakscope capture: a record begins with '\\x00'"},
+		{"snapshot wraps", header + site + strings.Replace(site, `"id":1`, `"id":2`, 1) + `{"type":"snapshot","snapshot":{"at_ns":1,"sites":[{"id":1,"live_bytes":18446744073709551615},{"id":2,"live_bytes":1}]}}` + "\n", "read capture: line 4: the snapshot's counts add up to more than 64 bits hold"},
+		{"end wraps", header + site + strings.Replace(site, `"id":1`, `"id":2`, 1) + `{"type":"end","end":{"sites":[{"id":1,"allocs":18446744073709551615},{"id":2,"allocs":2}]}}` + "\n", "read capture: line 4: end record: the sites' counts add up to more than 64 bits hold"},
 		{"report", `{"schema":"leakscope.report/v1"}` + "\n", `read capture: line 1: schema "leakscope.report/v1" is not a leakscope capture`},
 		{"no schema", "{}\n", `read capture: line 1: schema "" is not a leakscope capture`},
 		{"v0", `{"schema":"leakscope.capture/v0"}`, `read capture: line 1: schema "leakscope.capture/v0" is not a leakscope capture`},

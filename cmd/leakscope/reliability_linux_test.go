@@ -490,7 +490,7 @@ func TestSignalsWriteFinalReport(t *testing.T) {
 	requireBpftool(t)
 	leakscope, progs := relBuild(t, "leaky")
 	for _, mode := range []string{"attach", "run"} {
-		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 			t.Run(mode+"/"+sig.String(), func(t *testing.T) {
 				out := filepath.Join(t.TempDir(), "report.json")
 				var ls *lsProc

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe"
@@ -16,6 +20,7 @@ import (
 type reportOptions struct {
 	captureOptions
 	webOptions
+	inputOptions
 	File string
 }
 
@@ -33,7 +38,7 @@ snapshot, with a warning.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
-			opts.Interval, opts.MaxAllocations, opts.MaxSites, opts.MaxStacks, opts.Progress = 1, 1, 1, 1, "never"
+			opts.Interval, opts.MaxAllocations, opts.MaxSites, opts.MaxStacks, opts.Progress = minInterval, 1, 1, 1, "never"
 			opts.Unwind = probe.UnwindAuto
 			if err := opts.validate(); err != nil {
 				return err
@@ -44,7 +49,7 @@ snapshot, with a warning.`,
 			if opts.HTTP != "" {
 				return runWeb(cmd.Context(), opts, io)
 			}
-			return runReport(opts, io)
+			return runReport(cmd.Context(), opts, io)
 		},
 	}
 	fs := cmd.Flags()
@@ -54,17 +59,60 @@ snapshot, with a warning.`,
 	fs.IntVar(&opts.Top, "top", 10, "leaks listed in the report, and stacks printed in full by the text format")
 	opts.addReportFlags(fs)
 	opts.addWebFlags(fs)
+	opts.inputOptions.addFlags(fs)
 	return cmd
 }
 
-func readCaptureFile(path string) (*analyze.Capture, error) {
-	f, err := os.Open(path)
+// defaultMaxInput bounds a capture file read by report and diff: a
+// capture of 1M live allocations on 100k stacks is ~100 MB.
+const defaultMaxInput = "1GiB"
+
+// inputOptions bound what report and diff read.
+type inputOptions struct {
+	MaxInput string // --max-input
+}
+
+func (o *inputOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MaxInput, "max-input", defaultMaxInput, "refuse a capture file larger than this (B, KiB, MiB, GiB)")
+}
+
+func (o *inputOptions) limit() (uint64, error) {
+	n, err := analyze.ParseSize(o.MaxInput)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("--max-input %q: want a positive size such as 4GiB", o.MaxInput)
+	}
+	return n, nil
+}
+
+// readCaptureFile reads a capture file: a regular file no larger than
+// the limit (a FIFO, a device or a directory is refused without being
+// read or waited on), read until ctx ends (Ctrl-C).
+func readCaptureFile(ctx context.Context, path string, in inputOptions) (*analyze.Capture, error) {
+	limit, err := in.limit()
+	if err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	c, err := analyze.ReadCapture(f)
+	st, err := f.Stat()
 	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, not a capture file: give the file run or attach --save wrote", path, fileKind(st.Mode()))
+	}
+	if uint64(st.Size()) > limit {
+		return nil, fmt.Errorf("%s is %s, more than --max-input %s: raise --max-input to read it", path, analyze.FormatBytes(uint64(st.Size())), analyze.FormatBytes(limit))
+	}
+	c, err := analyze.ReadCapture(&interruptible{ctx: ctx, f: f, left: int64(limit)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: interrupted while reading", path)
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	// One collection now, while the reader's garbage (several times the
@@ -76,8 +124,58 @@ func readCaptureFile(path string) (*analyze.Capture, error) {
 	return c, nil
 }
 
-func runReport(opts *reportOptions, io ioStreams) error {
-	c, err := readCaptureFile(opts.File)
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// interruptible reads f until ctx ends, and no more than left bytes (a
+// file that grows while it is read).
+type interruptible struct {
+	ctx  context.Context
+	f    *os.File
+	left int64
+}
+
+func (r *interruptible) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if r.left <= 0 {
+		return 0, errors.New("the file grew past --max-input while it was read")
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.f.Read(p)
+	r.left -= int64(n)
+	return n, err
+}
+
+// Seek lets the reader decode the end record as it reads it.
+func (r *interruptible) Seek(off int64, whence int) (int64, error) {
+	cur, err := r.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	pos, err := r.f.Seek(off, whence)
+	if err == nil {
+		r.left += cur - pos
+	}
+	return pos, err
+}
+
+func runReport(ctx context.Context, opts *reportOptions, io ioStreams) error {
+	c, err := readCaptureFile(ctx, opts.File, opts.inputOptions)
 	if err != nil {
 		return err
 	}
@@ -86,12 +184,13 @@ func runReport(opts *reportOptions, io ioStreams) error {
 }
 
 type diffOptions struct {
+	inputOptions
 	Old, New string
 }
 
 func newDiffCmd(io ioStreams, runF func(context.Context, *diffOptions) error) *cobra.Command {
 	opts := &diffOptions{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "diff OLD NEW",
 		Short: "Compare two captures: leaks fixed, new and changed",
 		Args:  cobra.ExactArgs(2),
@@ -100,15 +199,17 @@ func newDiffCmd(io ioStreams, runF func(context.Context, *diffOptions) error) *c
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			old, err := readCaptureFile(opts.Old)
+			old, err := readCaptureFile(cmd.Context(), opts.Old, opts.inputOptions)
 			if err != nil {
 				return err
 			}
-			cur, err := readCaptureFile(opts.New)
+			cur, err := readCaptureFile(cmd.Context(), opts.New, opts.inputOptions)
 			if err != nil {
 				return err
 			}
 			return report.Diff(io.Out, analyze.Diff(old, cur))
 		},
 	}
+	opts.inputOptions.addFlags(cmd.Flags())
+	return cmd
 }

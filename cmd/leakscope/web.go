@@ -58,7 +58,7 @@ func runWeb(ctx context.Context, opts *reportOptions, io ioStreams) error {
 	if err != nil {
 		return err
 	}
-	c, err := readCaptureFile(opts.File)
+	c, err := readCaptureFile(ctx, opts.File, opts.inputOptions)
 	if err != nil {
 		return err
 	}
