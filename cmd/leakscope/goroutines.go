@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -58,15 +57,35 @@ func correlateGoroutines(res *analyze.Result, opts *captureOptions) {
 	analyze.CorrelateGoroutines(res, d.gs)
 }
 
+// maxGoroutineDump bounds a goroutine dump: 100k goroutines of 30
+// frames are ~300 MB in debug=2 form.
+const maxGoroutineDump = 512 << 20
+
+// capped reads r up to maxGoroutineDump bytes, and fails past it.
+func capped(r io.Reader) io.Reader {
+	return io.MultiReader(io.LimitReader(r, maxGoroutineDump), &overLimit{r: r})
+}
+
+// overLimit fails if anything is left to read.
+type overLimit struct{ r io.Reader }
+
+func (o *overLimit) Read(p []byte) (int, error) {
+	var b [1]byte
+	if n, _ := o.r.Read(b[:]); n > 0 {
+		return 0, fmt.Errorf("goroutine dump larger than %s", analyze.FormatBytes(maxGoroutineDump))
+	}
+	return 0, io.EOF
+}
+
 // readGoroutines reads a goroutine dump from a file or an http(s) URL.
 func readGoroutines(src string) ([]analyze.Goroutine, error) {
 	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
-		f, err := os.Open(src)
+		f, _, err := openRegular(src, "a goroutine dump")
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		gs, err := analyze.ParseGoroutines(f)
+		gs, err := analyze.ParseGoroutines(capped(f))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", src, err)
 		}
@@ -86,7 +105,7 @@ func readGoroutines(src string) ([]analyze.Goroutine, error) {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		return nil, fmt.Errorf("fetch %s: %s", u, resp.Status)
 	}
-	gs, err := analyze.ParseGoroutines(resp.Body)
+	gs, err := analyze.ParseGoroutines(capped(resp.Body))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}

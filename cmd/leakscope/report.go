@@ -92,19 +92,11 @@ func readCaptureFile(ctx context.Context, path string, in inputOptions) (*analyz
 	if err != nil {
 		return nil, err
 	}
-	// O_NONBLOCK: opening a FIFO must not wait for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, st, err := openRegular(path, "a capture file: give the file run or attach --save wrote")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s, not a capture file: give the file run or attach --save wrote", path, fileKind(st.Mode()))
-	}
 	if uint64(st.Size()) > limit {
 		return nil, fmt.Errorf("%s is %s, more than --max-input %s: raise --max-input to read it", path, analyze.FormatBytes(uint64(st.Size())), analyze.FormatBytes(limit))
 	}
@@ -122,6 +114,27 @@ func readCaptureFile(ctx context.Context, path string, in inputOptions) (*analyz
 	// is 92-93 with it; the same CPU).
 	runtime.GC()
 	return c, nil
+}
+
+// openRegular opens an input file the user named, refusing (with what,
+// the file that was expected) anything but a regular file: a FIFO is
+// not waited on, a device is not read without end.
+func openRegular(path, what string) (*os.File, os.FileInfo, error) {
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is %s, not %s", path, fileKind(st.Mode()), what)
+	}
+	return f, st, nil
 }
 
 func fileKind(m os.FileMode) string {
