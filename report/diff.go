@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/termtext"
 )
 
 // Diff writes d for a terminal: a summary line, then the fixed, new and
 // changed sites, each with its kind, what it holds before and after, and
 // its stack (leaf first, joined by " < "). Empty sections are left out.
+// Names, kinds and command lines are sanitized as Text sanitizes them.
 func Diff(w io.Writer, d *analyze.DiffResult) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "old:       %s\nnew:       %s\n", captureLine(d.Old), captureLine(d.New))
@@ -23,7 +25,7 @@ func Diff(w io.Writer, d *analyze.DiffResult) error {
 		}
 		fmt.Fprintf(&b, "\n%s (%d):\n", title, len(ds))
 		for _, sd := range ds {
-			fmt.Fprintf(&b, "  %-12s %s\n", sd.Kind, line(sd))
+			fmt.Fprintf(&b, "  %-12s %s\n", termtext.Sanitize(string(sd.Kind)), line(sd))
 			fmt.Fprintf(&b, "  %-12s %s\n", "", stackLine(sd.Stack))
 		}
 	}
@@ -46,7 +48,7 @@ func Diff(w io.Writer, d *analyze.DiffResult) error {
 func captureLine(c *analyze.Capture) string {
 	s := fmt.Sprintf("pid %d", c.Target.Pid)
 	if len(c.Target.Command) > 0 {
-		s += ", " + command(c.Target.Command)
+		s += ", " + termtext.Sanitize(command(c.Target.Command))
 	}
 	return s + fmt.Sprintf(", started %s, %s", c.StartedAt.UTC().Format("2006-01-02T15:04:05Z07:00"), analyze.FormatDuration(c.Duration))
 }
@@ -59,7 +61,7 @@ func stackLine(names []string) string {
 	if len(names) == 0 {
 		return "(no frames)"
 	}
-	return strings.Join(names, " < ")
+	return termtext.Sanitize(strings.Join(names, " < "))
 }
 
 func sign(n int64) string {

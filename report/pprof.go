@@ -7,6 +7,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/termtext"
 )
 
 // pprofAllocSpaceComment explains the one sample value leakscope cannot
@@ -25,6 +26,13 @@ const pprofAllocSpaceComment = "leakscope: alloc_space counts only bytes still l
 // alloc_objects its allocations during the capture. alloc_space is a lower
 // bound, the live bytes, because the tracer does not record the sizes of
 // freed allocations; the profile says so in a comment.
+//
+// The profile's comments (go tool pprof -comments) also list every loss
+// counter of the capture, zero or not, one line each ("leakscope: lost
+// allocations_dropped 3", named as in the JSON report), the sampling gap
+// when allocations were sampled, and each warning of the capture
+// ("leakscope: warning: ..."), sanitized as the text report is, since
+// pprof prints comments as they are.
 //
 // Locations are leaf first, with one mapping per module, carrying the build
 // ID of the matching Capture.Objects entry. Mappings are marked as
@@ -51,7 +59,7 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
 		Period:            1,
 		DurationNanos:     c.Duration.Nanoseconds(),
-		Comments:          []string{pprofAllocSpaceComment},
+		Comments:          pprofComments(c),
 	}
 	if !c.StartedAt.IsZero() {
 		p.TimeNanos = c.StartedAt.UnixNano()
@@ -106,6 +114,27 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 		p.Sample[i] = smp
 	}
 	return p
+}
+
+// pprofComments returns the profile's comments for c: what alloc_space
+// means, the loss counters, the sampling gap and the warnings.
+func pprofComments(c *analyze.Capture) []string {
+	l := c.Lost
+	cs := []string{
+		pprofAllocSpaceComment,
+		fmt.Sprintf("leakscope: lost allocations_dropped %d", l.AllocationsDropped),
+		fmt.Sprintf("leakscope: lost unknown_frees %d", l.UnknownFrees),
+		fmt.Sprintf("leakscope: lost stack_errors %d", l.StackErrors),
+		fmt.Sprintf("leakscope: lost frees_missed %d", l.FreesMissed),
+		fmt.Sprintf("leakscope: lost pending_dropped %d", l.PendingDropped),
+	}
+	if c.SampleBytes > 0 {
+		cs = append(cs, fmt.Sprintf("leakscope: sample_bytes %d: allocations were sampled, so malloc counts and bytes are estimates", c.SampleBytes))
+	}
+	for _, w := range c.Warnings {
+		cs = append(cs, "leakscope: warning: "+termtext.Sanitize(w))
+	}
+	return cs
 }
 
 // pprofBuilder interns mappings, functions and locations, numbering each

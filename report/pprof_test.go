@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,47 @@ func TestPprofGoTool(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("go tool pprof -top output lacks %q:\n%s", want, out)
 		}
+	}
+	out, err = exec.Command(goBin, "tool", "pprof", "-comments", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -comments: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "leakscope: lost allocations_dropped 12\n") {
+		t.Errorf("go tool pprof -comments output lacks the dropped allocations:\n%s", out)
+	}
+}
+
+// The profile's comments carry every loss counter, the sampling gap and
+// the warnings, a hostile warning escaped as the text report escapes it.
+func TestPprofComments(t *testing.T) {
+	c := &analyze.Capture{
+		Duration: time.Minute,
+		Lost: analyze.Lost{
+			AllocationsDropped: 1, UnknownFrees: 2, StackErrors: 3, FreesMissed: 4, PendingDropped: 5,
+		},
+		SampleBytes: 524288,
+		Warnings:    []string{"allocation table full for 2s: 1 allocations dropped", hostile("jvm reply")},
+	}
+	var buf bytes.Buffer
+	if err := Pprof(&buf, analyze.Rank(c, analyze.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatalf("parse written profile: %v", err)
+	}
+	want := []string{
+		pprofAllocSpaceComment,
+		"leakscope: lost allocations_dropped 1",
+		"leakscope: lost unknown_frees 2",
+		"leakscope: lost stack_errors 3",
+		"leakscope: lost frees_missed 4",
+		"leakscope: lost pending_dropped 5",
+		"leakscope: sample_bytes 524288: allocations were sampled, so malloc counts and bytes are estimates",
+		"leakscope: warning: allocation table full for 2s: 1 allocations dropped",
+		"leakscope: warning: jvm reply" + hostileEscaped,
+	}
+	if !slices.Equal(p.Comments, want) {
+		t.Errorf("comments:\n%s\nwant:\n%s", strings.Join(p.Comments, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/termtext"
 )
 
 // TextOptions controls the text report.
@@ -26,6 +27,11 @@ type TextOptions struct {
 // Text writes r for a terminal: a header, the lost-event counts when any is
 // non-zero, the capture's warnings, a table of leaks and then their stacks.
 // The output depends only on r and opts, never on the clock.
+//
+// Every string that comes from the target or the capture file (function,
+// file and module names, kinds, the command line, warnings, reasons) goes
+// through termtext.Sanitize, so control characters print as escapes such
+// as \x1b and \n: a name can neither drive the terminal nor start a line.
 func Text(w io.Writer, r *analyze.Result, opts TextOptions) error {
 	var b bytes.Buffer
 	writeHeader(&b, r)
@@ -73,7 +79,7 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	}
 	target += ")"
 
-	line := func(label, value string) { fmt.Fprintf(b, "%-13s%s\n", label+":", value) }
+	line := func(label, value string) { fmt.Fprintf(b, "%-13s%s\n", label+":", termtext.Sanitize(value)) }
 	line("target", target)
 	line("started", c.StartedAt.Format(time.RFC3339))
 	line("duration", analyze.FormatDuration(c.Duration))
@@ -140,10 +146,10 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 		}
 		top := "-"
 		if len(s.Stack.Frames) > 0 {
-			top = shortFrame(*s.Stack.Frames[0])
+			top = termtext.Sanitize(shortFrame(*s.Stack.Frames[0]))
 		}
 		err := table.Append(
-			strconv.Itoa(l.Rank), string(s.Kind), strconv.FormatUint(l.Count, 10),
+			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), strconv.FormatUint(l.Count, 10),
 			analyze.FormatBytes(l.Bytes), strconv.FormatUint(s.Allocs, 10),
 			strconv.FormatUint(s.Frees, 10), oldest, top,
 		)
@@ -166,23 +172,23 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 // writeLeak prints why l ranks where it does and its full stack, leaf first.
 func writeLeak(b *bytes.Buffer, l analyze.Leak) {
 	s := l.Site
-	fmt.Fprintf(b, "rank %d: %s, score %.0f\n", l.Rank, s.Kind, l.Score)
+	fmt.Fprintf(b, "rank %d: %s, score %.0f\n", l.Rank, termtext.Sanitize(string(s.Kind)), l.Score)
 	for _, r := range l.Reasons {
-		fmt.Fprintf(b, "  - %s\n", r)
+		fmt.Fprintf(b, "  - %s\n", termtext.Sanitize(r))
 	}
 	if len(s.Stack.Frames) == 0 {
 		b.WriteString("  (no frames)\n")
 	}
 	for i, f := range s.Stack.Frames {
-		fmt.Fprintf(b, "  #%d %s\n", i, frame(*f))
+		fmt.Fprintf(b, "  #%d %s\n", i, termtext.Sanitize(frame(*f)))
 	}
 	if s.Stack.Truncated != "" {
-		fmt.Fprintf(b, "  … stack truncated: %s\n", s.Stack.Truncated)
+		fmt.Fprintf(b, "  … stack truncated: %s\n", termtext.Sanitize(s.Stack.Truncated))
 	}
 	if len(l.Goroutines) > 0 {
 		b.WriteString("  goroutines whose stacks run through this one:\n")
 		for _, g := range l.Goroutines {
-			fmt.Fprintf(b, "    %s\n", g)
+			fmt.Fprintf(b, "    %s\n", termtext.Sanitize(g.String()))
 		}
 	}
 }

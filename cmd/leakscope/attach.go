@@ -49,7 +49,7 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 	if err := opts.checkOutputs(); err != nil {
 		return err
 	}
-	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }
+	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
 	t, err := probe.Attach(opts.Pid, opts.probeOptions(warnf))
 	if err != nil {
 		return fmt.Errorf("attach pid %d: %w", opts.Pid, err)
@@ -58,7 +58,7 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), %s; %s\n", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
+	printLine(io.Err, "leakscope: traced pid %d (%s), %s; %s", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
 	return finish(c, &opts.captureOptions, io)
 }
 

@@ -46,7 +46,7 @@ func runDoctor(opts *doctorOptions, io ioStreams) error {
 				failed++
 			}
 		}
-		fmt.Fprintf(io.Out, "%s %-22s %s\n", mark, c.Name, c.Detail)
+		printLine(io.Out, "%s %-22s %s", mark, c.Name, c.Detail)
 	}
 	if failed > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("%d check(s) failed", failed)}

@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/leakscope/leakscope/internal/termtext"
 	"github.com/leakscope/leakscope/probe"
 )
 
@@ -37,12 +39,23 @@ func execute(ctx context.Context, args []string, io ioStreams) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.code != 1 {
-			fmt.Fprintf(io.Err, "leakscope: %v\n", ee.err)
+			printLine(io.Err, "leakscope: %v", ee.err)
 		}
 		return ee.code
 	}
-	fmt.Fprintf(io.Err, "leakscope: %v\n", err)
+	printLine(io.Err, "leakscope: %v", err)
 	return 2
+}
+
+// printLine writes one line to w: the formatted text through
+// termtext.Sanitize, then a line feed. Every status, warning and error
+// line goes through it, since errors and warnings quote strings the
+// target controls (paths from its mappings, a JVM's attach reply): a
+// control character in one then prints as an escape, and a line feed as
+// \n instead of starting a line of its own (an error joining several
+// lines prints them on one).
+func printLine(w io.Writer, format string, a ...any) {
+	fmt.Fprintf(w, "%s\n", termtext.Sanitize(fmt.Sprintf(format, a...)))
 }
 
 // exitError carries an exit code other than 2 (1: leak rule matched).

@@ -61,7 +61,7 @@ func finish(c *analyze.Capture, opts *captureOptions, io ioStreams) error {
 		if f := m.Leak.Site.Stack.Frames; len(f) > 0 {
 			top = frameLabel(*f[0])
 		}
-		fmt.Fprintf(io.Err, "leakscope: --fail-on %q matched rank %d: %s, %d live, %s, in %s\n",
+		printLine(io.Err, "leakscope: --fail-on %q matched rank %d: %s, %d live, %s, in %s",
 			m.Rule.String(), m.Leak.Rank, m.Leak.Site.Kind, m.Leak.Count, analyze.FormatBytes(m.Leak.Bytes), top)
 	}
 	if len(matches) > 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -46,7 +45,7 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 	if err := opts.checkOutputs(); err != nil {
 		return err
 	}
-	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }
+	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
 	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(warnf))
 	if err != nil {
 		return err
@@ -66,6 +65,6 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Err, "leakscope: traced pid %d (%s), %s; %s\n", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
+	printLine(io.Err, "leakscope: traced pid %d (%s), %s; %s", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
 	return finish(c, &opts.captureOptions, io)
 }

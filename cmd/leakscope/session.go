@@ -55,14 +55,14 @@ loop:
 			p, err := t.Snapshot()
 			if err != nil {
 				prog.clear()
-				fmt.Fprintf(stderr, "leakscope: snapshot: %v\n", err)
+				printLine(stderr, "leakscope: snapshot: %v", err)
 				continue
 			}
 			memProfile("snapshot")
 			prog.show(t.Pid(), p)
 			if err := save.snapshot(t); err != nil {
 				prog.clear()
-				fmt.Fprintf(stderr, "leakscope: %v\n", err)
+				printLine(stderr, "leakscope: %v", err)
 			}
 		}
 	}

@@ -243,7 +243,7 @@ func (u *webUI) ReadLine(string) (string, error) { return "", io.EOF }
 func (u *webUI) Print(args ...any) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	fmt.Fprintf(u.w, "leakscope: %s\n", strings.TrimSuffix(fmt.Sprint(args...), "\n"))
+	printLine(u.w, "leakscope: %s", strings.TrimSuffix(fmt.Sprint(args...), "\n"))
 }
 
 func (u *webUI) PrintErr(args ...any) { u.Print(args...) }
