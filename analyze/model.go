@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -132,6 +133,60 @@ type Target struct {
 	// RuntimeVersion is the runtime's version when known: for Go, the
 	// toolchain that built the executable ("go1.26.8").
 	RuntimeVersion string `json:"runtime_version,omitempty"`
+	// Ended says how leakscope ended the command of run, when it did:
+	// "terminated by leakscope at --duration (SIGTERM)"; empty when the
+	// command exited by itself, or was left running (KeptRunning).
+	Ended       string `json:"ended,omitempty"`
+	KeptRunning bool   `json:"kept_running,omitempty"` // run --keep-running left it running
+	// AttachedAfter is how long the process had been running when
+	// attach began tracing it: what it allocated before is not seen.
+	AttachedAfter time.Duration `json:"attached_after_ns,omitempty"`
+}
+
+// Status says how the target ended, or that it did not: "exited with
+// code 0", "exited with code 143: terminated by leakscope at --duration
+// (SIGTERM)", "still running (--keep-running)"; empty when not known.
+func (t Target) Status() string {
+	var s string
+	if t.ExitCode != nil {
+		s = fmt.Sprintf("exited with code %d", *t.ExitCode)
+		if *t.ExitCode > 128 && *t.ExitCode < 128+65 {
+			s += " (" + signalName(*t.ExitCode-128) + ")"
+		}
+	}
+	switch {
+	case t.Ended != "" && s != "":
+		s += ": " + t.Ended
+	case t.Ended != "":
+		s = t.Ended
+	case t.KeptRunning:
+		s = "still running (--keep-running)"
+	}
+	return s
+}
+
+// Scope says what the capture cannot have seen, when something: the
+// allocations a process made before attach began.
+func (t Target) Scope() string {
+	if t.AttachedAfter <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("attached %s after the process started: what it allocated before is not seen (its releases count as unknown frees)",
+		FormatDuration(t.AttachedAfter))
+	if t.Runtime == RuntimeJVM {
+		s += "; a JVM's start-up allocations are seen only with leakscope run"
+	}
+	return s
+}
+
+// signalName names the signals a process is commonly ended by.
+func signalName(sig int) string {
+	names := map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS",
+		8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+	if n, ok := names[sig]; ok {
+		return "killed by " + n
+	}
+	return fmt.Sprintf("killed by signal %d", sig)
 }
 
 // Capture is everything one tracing session recorded, symbolized while the

@@ -64,7 +64,8 @@ func goexitReturn(obj *symbolize.Object, vaddr uint64) bool {
 
 // target describes the traced process as known now.
 func (t *Tracer) target() analyze.Target {
-	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: t.view.runtime, RuntimeVersion: t.view.runtimeVersion}
+	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: t.view.runtime, RuntimeVersion: t.view.runtimeVersion,
+		AttachedAfter: t.attachedAfter}
 	if tg.Runtime == "" {
 		tg.Runtime = analyze.RuntimeNative
 	}

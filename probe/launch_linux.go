@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
@@ -51,6 +52,31 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// startTicks is the command's start time (/proc/PID/stat): the
+	// orphans reparented to leakscope that started later are its.
+	startTicks uint64
+}
+
+// startLocked starts the command from an OS thread that stays locked, and
+// so alive, until the command has exited: the parent-death signal
+// (SIGCONT) must come only when leakscope itself ends.
+func (p *Process) startLocked() error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return // the goroutine ends locked: the runtime retires the thread
+		}
+		if st, err := procfs.ReadStat(p.cmd.Process.Pid); err == nil {
+			p.startTicks = st.StartTime
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		close(p.done)
+		runtime.UnlockOSThread()
+	}()
+	return <-started
 }
 
 // Done is closed when the command has exited.
@@ -115,17 +141,27 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.In, stdio.Out, stdio.Err
 	cmd.ExtraFiles = []*os.File{gateR}
 	cmd.Env = env
-	if err := cmd.Start(); err != nil {
+	// The kernel stops the command (SIGSTOP from the BPF side) until
+	// leakscope has written its tables; only leakscope continues it. If
+	// leakscope dies first, however it dies (kill -9 included), the kernel
+	// sends the command SIGCONT: the parent-death signal, kept across the
+	// shim's exec. It is sent when the thread that started the command
+	// ends, so that thread stays locked until the command has exited
+	// (startLocked). By then leakscope's probes are gone with its file
+	// descriptors: no stop comes after the SIGCONT.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGCONT}
+	if err := setSubreaper(); err != nil {
+		gateR.Close()
+		gateW.Close()
+		return nil, nil, err
+	}
+	proc := &Process{cmd: cmd, done: make(chan struct{})}
+	if err := proc.startLocked(); err != nil {
 		gateR.Close()
 		gateW.Close()
 		return nil, nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	gateR.Close()
-	proc := &Process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		proc.err = cmd.Wait()
-		close(proc.done)
-	}()
 	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, forTarget(opts, objects))
 	if err != nil {
 		gateW.Close() // the shim exits without running the command

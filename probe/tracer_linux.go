@@ -48,8 +48,10 @@ type Tracer struct {
 	series    series    // the snapshots so far
 	warnings  []string
 	command   []string
-	probed    []string
-	checked   map[uint64]bool // inodes of objects already checked for zlib and declared pairs
+	// attachedAfter is the process's age when attach's probes were on.
+	attachedAfter time.Duration
+	probed        []string
+	checked       map[uint64]bool // inodes of objects already checked for zlib and declared pairs
 	// pairObjects lists, per declared pair, the objects it is attached in.
 	pairObjects [][]string
 	rowNext     uint32 // next free index in unwind_rows
@@ -114,22 +116,18 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.command = cmdline
+	// Taken once the probes are on: what the process allocated before
+	// now is not seen.
+	if age, err := procfs.Age(pid); err == nil {
+		t.attachedAfter = age
+	}
 	return t, nil
 }
 
 // gone reports whether process pid has exited (or is a zombie).
 func gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	// Field 3, after the parenthesized command, is the state.
-	for i := len(b) - 1; i > 0; i-- {
-		if b[i] == ')' {
-			return i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
-		}
-	}
-	return false
+	st, err := procfs.ReadStat(pid)
+	return err != nil || st.State == 'Z' || st.State == 'X'
 }
 
 // newTracer loads and attaches the probes. objects are files the target

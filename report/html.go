@@ -88,6 +88,7 @@ type htmlPage struct {
 	Started     string
 	Duration    string
 	MinAge      string // "" without a min-age filter
+	Scope       string // what the capture cannot have seen (Target.Scope)
 	Outstanding string
 	Sites       int
 	Lost        []htmlCounter // nil when nothing was lost
@@ -146,10 +147,11 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 	}
 	p.Title = "leakscope: " + p.Target
 	p.Target += " (" + string(c.Target.Runtime)
-	if c.Target.ExitCode != nil {
-		p.Target += fmt.Sprintf(", exited with code %d", *c.Target.ExitCode)
+	if st := c.Target.Status(); st != "" {
+		p.Target += ", " + st
 	}
 	p.Target += ")"
+	p.Scope = c.Target.Scope()
 	if r.Options.MinAge > 0 {
 		p.MinAge = analyze.FormatDuration(r.Options.MinAge)
 	}

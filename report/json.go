@@ -51,6 +51,16 @@ type V1Target struct {
 	// RuntimeVersion is omitted when unknown; for Go, the toolchain
 	// that built the executable ("go1.26.8"). Added within v1.
 	RuntimeVersion string `json:"runtime_version,omitempty"`
+	// Ended says how leakscope ended run's command, when it did
+	// ("terminated by leakscope at --duration (SIGTERM)"); KeptRunning
+	// that run --keep-running left it running. Added within v1.
+	Ended       string `json:"ended,omitempty"`
+	KeptRunning bool   `json:"kept_running,omitempty"`
+	// AttachedAfterSeconds is how long the process had run when attach
+	// began: its earlier allocations are not seen; Scope says so in
+	// words. Added within v1.
+	AttachedAfterSeconds float64 `json:"attached_after_seconds,omitempty"`
+	Scope                string  `json:"scope,omitempty"`
 }
 
 // V1Totals is what all sites still hold, after the min-age filter and the
@@ -169,6 +179,11 @@ func toV1(r *analyze.Result) *V1 {
 			ExitCode: c.Target.ExitCode,
 
 			RuntimeVersion: c.Target.RuntimeVersion,
+
+			Ended:                c.Target.Ended,
+			KeptRunning:          c.Target.KeptRunning,
+			AttachedAfterSeconds: c.Target.AttachedAfter.Seconds(),
+			Scope:                c.Target.Scope(),
 		},
 		StartedAt:       c.StartedAt,
 		DurationSeconds: c.Duration.Seconds(),

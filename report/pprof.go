@@ -128,6 +128,12 @@ func pprofComments(c *analyze.Capture) []string {
 		fmt.Sprintf("leakscope: lost frees_missed %d", l.FreesMissed),
 		fmt.Sprintf("leakscope: lost pending_dropped %d", l.PendingDropped),
 	}
+	if st := c.Target.Status(); st != "" {
+		cs = append(cs, "leakscope: target "+termtext.Sanitize(st))
+	}
+	if sc := c.Target.Scope(); sc != "" {
+		cs = append(cs, "leakscope: scope: "+sc)
+	}
 	if c.SampleBytes > 0 {
 		cs = append(cs, fmt.Sprintf("leakscope: sample_bytes %d: allocations were sampled, so malloc counts and bytes are estimates", c.SampleBytes))
 	}

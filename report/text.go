@@ -74,8 +74,8 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if t.RuntimeVersion != "" {
 		target += " " + t.RuntimeVersion
 	}
-	if t.ExitCode != nil {
-		target += fmt.Sprintf(", exited with code %d", *t.ExitCode)
+	if st := t.Status(); st != "" {
+		target += ", " + st
 	}
 	target += ")"
 
@@ -83,6 +83,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	line("target", target)
 	line("started", c.StartedAt.Format(time.RFC3339))
 	line("duration", analyze.FormatDuration(c.Duration))
+	if sc := t.Scope(); sc != "" {
+		line("scope", sc)
+	}
 	if r.Options.MinAge > 0 {
 		line("min age", analyze.FormatDuration(r.Options.MinAge))
 	}

@@ -54,7 +54,7 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 	if err != nil {
 		return fmt.Errorf("attach pid %d: %w", opts.Pid, err)
 	}
-	c, why, err := traceLoop(ctx, t, exited(opts.Pid), nil, &opts.captureOptions, io.Err)
+	c, why, err := traceLoop(ctx, t, exited(opts.Pid), nil, nil, &opts.captureOptions, io.Err)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +17,9 @@ import (
 
 type runOptions struct {
 	captureOptions
-	Command []string
+	Command     []string
+	KeepRunning bool          // --keep-running: leave the command running at the end
+	KillAfter   time.Duration // --kill-after: SIGTERM's grace before SIGKILL
 }
 
 func newRunCmd(io ioStreams, runF func(context.Context, *runOptions) error) *cobra.Command {
@@ -22,7 +29,13 @@ func newRunCmd(io ioStreams, runF func(context.Context, *runOptions) error) *cob
 		Short: "Start a command with tracing attached and report what it leaked",
 		Long: `run starts COMMAND with the probes attached before its first instruction,
 traces until it exits (or --duration passes, or Ctrl-C), then reports the
-call stacks that still hold memory. The command's own output is passed through.`,
+call stacks that still hold memory. The command's own output is passed through.
+
+run owns the command: when tracing ends first (--duration, Ctrl-C, SIGTERM,
+SIGHUP), the command and every process it started get SIGTERM, and SIGKILL
+after --kill-after, as timeout(1) does; --keep-running leaves them running.
+A command that fails by itself (a non-zero exit code, a crash) makes run exit
+3 when no --fail-on rule matched (1) and leakscope had no error (2).`,
 		Example: `  leakscope run -- ./examples/leaky
   leakscope run --format json -o leaks.json -- ./server --port 8080`,
 		Args: cobra.MinimumNArgs(1),
@@ -38,6 +51,8 @@ call stacks that still hold memory. The command's own output is passed through.`
 		},
 	}
 	opts.addFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.KeepRunning, "keep-running", false, "at --duration or Ctrl-C, leave the command running instead of terminating it")
+	cmd.Flags().DurationVar(&opts.KillAfter, "kill-after", 5*time.Second, "when tracing ends before the command does, send SIGTERM to it and everything it started, then SIGKILL to what still runs after this long")
 	return cmd
 }
 
@@ -50,21 +65,86 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 	if err != nil {
 		return err
 	}
-	// On Ctrl-C the terminal signals the command too; on SIGTERM, pass it on.
-	stopFwd := context.AfterFunc(ctx, func() { _ = proc.Signal(os.Interrupt) })
+	// On Ctrl-C the terminal signals the command too; on SIGTERM or
+	// SIGHUP, pass it on.
+	stopFwd := context.AfterFunc(ctx, func() {
+		if !opts.KeepRunning {
+			_ = proc.Signal(os.Interrupt)
+		}
+	})
 	defer stopFwd()
-	exitCode := func(c *analyze.Capture) {
+	var ended string  // Target.Ended
+	var endedCmd bool // leakscope ended the command itself
+	ending := func(why string) {
+		if opts.KeepRunning {
+			return
+		}
+		select {
+		case <-proc.Done():
+		default:
+			if why == "interrupted" {
+				// It had the interrupt: a moment to act on it.
+				select {
+				case <-proc.Done():
+				case <-time.After(min(opts.KillAfter, time.Second)):
+				}
+			}
+		}
+		tm := proc.Terminate(opts.KillAfter)
+		var parts []string
+		switch tm.Signal {
+		case syscall.SIGKILL:
+			parts = append(parts, fmt.Sprintf("killed by leakscope %s, %s after SIGTERM", whyEnded(why), opts.KillAfter))
+		case syscall.SIGTERM:
+			parts = append(parts, "terminated by leakscope "+whyEnded(why))
+		}
+		endedCmd = tm.Signal != 0
+		if tm.Others > 0 {
+			p := fmt.Sprintf("%d other processes it started were terminated", tm.Others)
+			if tm.Killed > 0 {
+				p += fmt.Sprintf(" (%d killed %s after SIGTERM)", tm.Killed, opts.KillAfter)
+			}
+			parts = append(parts, p)
+		}
+		ended = strings.Join(parts, "; ")
+	}
+	var exitCode *int
+	finalize := func(c *analyze.Capture) {
 		select {
 		case <-proc.Done():
 			code := proc.ExitCode()
 			c.Target.ExitCode = &code
+			exitCode = &code
 		default:
+			c.Target.KeptRunning = true
 		}
+		c.Target.Ended = ended
 	}
-	c, why, err := traceLoop(ctx, t, proc.Done(), exitCode, &opts.captureOptions, io.Err)
+	c, why, err := traceLoop(ctx, t, proc.Done(), ending, finalize, &opts.captureOptions, io.Err)
 	if err != nil {
 		return err
 	}
 	printLine(io.Err, "leakscope: traced pid %d (%s), %s; %s", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
-	return finish(c, &opts.captureOptions, io)
+	err = finish(c, &opts.captureOptions, io)
+	// The command failed by itself (not ended by leakscope, nor by the
+	// interrupt that ended tracing): never a success.
+	if exitCode != nil && *exitCode != 0 && !endedCmd && why != "interrupted" {
+		failed := fmt.Errorf("the command %s", c.Target.Status())
+		var ee *exitError
+		if err == nil {
+			return &exitError{code: 3, err: failed}
+		}
+		if errors.As(err, &ee) && ee.code == 1 {
+			printLine(io.Err, "leakscope: %v", failed)
+		}
+	}
+	return err
+}
+
+// whyEnded says why tracing ended before the command, for Target.Ended.
+func whyEnded(why string) string {
+	if why == "duration reached" {
+		return "at --duration"
+	}
+	return "after the interrupt (Ctrl-C, SIGTERM or SIGHUP)"
 }

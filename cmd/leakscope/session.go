@@ -17,9 +17,11 @@ import (
 // traceLoop snapshots the tracer every interval until ctx ends (Ctrl-C,
 // SIGTERM), the duration passes or targetDone closes, then stops the tracer
 // and returns the capture. why says which of those ended it.
-// finalize, if not nil, completes the capture (the target's exit code)
-// before it is saved.
-func traceLoop(ctx context.Context, t *probe.Tracer, targetDone <-chan struct{}, finalize func(*analyze.Capture), opts *captureOptions, stderr io.Writer) (c *analyze.Capture, why string, err error) {
+// ending, if not nil, runs once the loop has ended and before the tracer
+// stops, while the probes still trace (run ends its command there, and
+// sees the frees it makes on its way out). finalize, if not nil,
+// completes the capture (the target's exit code) before it is saved.
+func traceLoop(ctx context.Context, t *probe.Tracer, targetDone <-chan struct{}, ending func(why string), finalize func(*analyze.Capture), opts *captureOptions, stderr io.Writer) (c *analyze.Capture, why string, err error) {
 	prog := newProgressLine(stderr, opts.Progress)
 	save, err := openSave(t, opts.Save, opts.outputOptions())
 	if err != nil {
@@ -67,6 +69,9 @@ loop:
 		}
 	}
 	prog.clear()
+	if ending != nil {
+		ending(why)
+	}
 	memProfile("before-stop")
 	c, err = t.Stop()
 	memProfile("after-stop")

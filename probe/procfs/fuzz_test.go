@@ -105,34 +105,34 @@ func format(m Mapping) string {
 	return s
 }
 
-// FuzzParseStatFlags checks that parseStatFlags never panics, that it
-// succeeds exactly when the seventh field after the last ')' is a decimal
-// number, returning that number, and that any command name, however many
-// parentheses and spaces it holds, round-trips its flags.
-func FuzzParseStatFlags(f *testing.F) {
-	f.Add([]byte("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0\n"), "kthreadd", uint64(2129984))
-	f.Add([]byte("77 (a) b (c)) S 1 77 77 0 -1 4194560 0 0\n"), "a) b (c)", uint64(4194560))
-	f.Add([]byte("1 (x"), "", uint64(0))
-	f.Fuzz(func(t *testing.T, data []byte, comm string, flags uint64) {
-		got, err := parseStatFlags(data)
+// FuzzParseStat checks that ParseStat never panics, that it succeeds
+// only when the fields after the last ')' hold a one-letter state and
+// decimal fields 4, 9 and 22, returning them, and that any command name,
+// however many parentheses and spaces it holds, round-trips.
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0\n"), "kthreadd", uint64(2129984), uint64(25))
+	f.Add([]byte("77 (a) b (c)) S 1 77 77 0 -1 4194560 0 0\n"), "a) b (c)", uint64(4194560), uint64(0))
+	f.Add([]byte("1 (x"), "", uint64(0), uint64(0))
+	f.Fuzz(func(t *testing.T, data []byte, comm string, flags, start uint64) {
+		got, err := ParseStat(data)
 		s := string(data)
 		i := strings.LastIndexByte(s, ')')
 		var fields []string
 		if i >= 0 {
 			fields = strings.Fields(s[i+1:])
 		}
-		var want uint64
-		var werr error = fmt.Errorf("no field")
-		if len(fields) > 6 {
-			want, werr = strconv.ParseUint(fields[6], 10, 64)
-		}
-		if (err == nil) != (werr == nil) || err == nil && got != want {
-			t.Fatalf("parseStatFlags(%q) = %d, %v; the seventh field after ')' gives %d, %v", data, got, err, want, werr)
+		if err == nil {
+			ppid, _ := strconv.ParseUint(fields[1], 10, 64)
+			fl, _ := strconv.ParseUint(fields[6], 10, 64)
+			st, _ := strconv.ParseUint(fields[19], 10, 64)
+			if got.State != fields[0][0] || uint64(got.PPid) != ppid || got.Flags != fl || got.StartTime != st {
+				t.Fatalf("ParseStat(%q) = %+v; fields say %s %d %d %d", data, got, fields[0], ppid, fl, st)
+			}
 		}
 
-		line := fmt.Sprintf("4242 (%s) S 1 4242 4242 0 -1 %d 0 0 0 0\n", comm, flags)
-		if got, err := parseStatFlags([]byte(line)); err != nil || got != flags {
-			t.Fatalf("round trip of comm %q flags %d: %d, %v", comm, flags, got, err)
+		line := fmt.Sprintf("4242 (%s) S 1 4242 4242 0 -1 %d 0 0 0 0 0 0 0 0 20 0 1 0 %d 0\n", comm, flags, start)
+		if got, err := ParseStat([]byte(line)); err != nil || got != (Stat{State: 'S', PPid: 1, Flags: flags, StartTime: start}) {
+			t.Fatalf("round trip of comm %q: %+v, %v", comm, got, err)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Command returns the target's argument vector from /proc/<pid>/cmdline.
@@ -36,35 +37,110 @@ const pfKthread = 0x00200000
 // (field 9) of /proc/<pid>/stat rather than guessing from an empty cmdline,
 // which zombies and processes that cleared their argv also have.
 func IsKernelThread(pid int) (bool, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := ReadStat(pid)
 	if err != nil {
-		return false, procError(pid, "stat", err)
+		return false, err
 	}
-	flags, err := parseStatFlags(data)
-	if err != nil {
-		return false, fmt.Errorf("process %d: %w", pid, err)
-	}
-	return flags&pfKthread != 0, nil
+	return st.Flags&pfKthread != 0, nil
 }
 
-// parseStatFlags returns field 9 (flags) of a /proc/<pid>/stat line. Field 2
-// is the command name in parentheses and may itself contain spaces and
-// parentheses, so fields are counted from the last ')'.
-func parseStatFlags(data []byte) (uint64, error) {
+// Stat is what leakscope reads from /proc/<pid>/stat.
+type Stat struct {
+	State     byte   // field 3: R, S, D, T (stopped), t, Z (zombie), X, …
+	PPid      int    // field 4
+	Flags     uint64 // field 9: PF_* bits
+	StartTime uint64 // field 22: clock ticks after boot
+}
+
+// ReadStat reads and parses /proc/<pid>/stat.
+func ReadStat(pid int) (Stat, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return Stat{}, procError(pid, "stat", err)
+	}
+	st, err := ParseStat(data)
+	if err != nil {
+		return Stat{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return st, nil
+}
+
+// ParseStat parses a /proc/<pid>/stat line. Field 2 is the command name
+// in parentheses and may itself contain spaces and parentheses, so fields
+// are counted from the last ')'.
+func ParseStat(data []byte) (Stat, error) {
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("parse stat: no ')' closing the command name")
+		return Stat{}, errors.New("parse stat: no ')' closing the command name")
 	}
-	// After ") ": state(3) ppid(4) pgrp(5) session(6) tty_nr(7) tpgid(8) flags(9).
-	fields := strings.Fields(s[i+1:])
-	const flagsIndex = 9 - 3
-	if len(fields) <= flagsIndex {
-		return 0, fmt.Errorf("parse stat: %d fields after the command name, want at least %d", len(fields), flagsIndex+1)
+	fields := strings.Fields(s[i+1:]) // fields[0] is field 3
+	field := func(n int) (uint64, error) {
+		if len(fields) <= n-3 {
+			return 0, fmt.Errorf("parse stat: %d fields after the command name, want at least %d", len(fields), n-2)
+		}
+		v, err := strconv.ParseUint(fields[n-3], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse stat field %d %q: %w", n, fields[n-3], err)
+		}
+		return v, nil
 	}
-	flags, err := strconv.ParseUint(fields[flagsIndex], 10, 64)
+	var st Stat
+	if len(fields) == 0 || len(fields[0]) != 1 {
+		return Stat{}, errors.New("parse stat: no one-letter state after the command name")
+	}
+	st.State = fields[0][0]
+	ppid, err := field(4)
 	if err != nil {
-		return 0, fmt.Errorf("parse stat flags %q: %w", fields[flagsIndex], err)
+		return Stat{}, err
 	}
-	return flags, nil
+	if ppid > 1<<22 { // PID_MAX_LIMIT
+		return Stat{}, fmt.Errorf("parse stat: parent pid %d out of range", ppid)
+	}
+	st.PPid = int(ppid)
+	if st.Flags, err = field(9); err != nil {
+		return Stat{}, err
+	}
+	if st.StartTime, err = field(22); err != nil {
+		return Stat{}, err
+	}
+	return st, nil
+}
+
+// userHZ is the unit of /proc/<pid>/stat's times (USER_HZ), 100 on every
+// Linux architecture leakscope runs on.
+const userHZ = 100
+
+// Age is how long process pid has been running.
+func Age(pid int) (time.Duration, error) {
+	st, err := ReadStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	data, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/uptime: %w", err)
+	}
+	up, err := parseUptime(data)
+	if err != nil {
+		return 0, err
+	}
+	started := time.Duration(st.StartTime) * time.Second / userHZ
+	if started > up {
+		return 0, nil
+	}
+	return up - started, nil
+}
+
+// parseUptime parses /proc/uptime's first number, seconds since boot.
+func parseUptime(data []byte) (time.Duration, error) {
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0, errors.New("parse /proc/uptime: empty")
+	}
+	secs, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || secs < 0 || secs > 1e12 {
+		return 0, fmt.Errorf("parse /proc/uptime %q: not a number of seconds", f[0])
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestCommandSelf(t *testing.T) {
@@ -37,31 +38,36 @@ func TestParseCmdline(t *testing.T) {
 	}
 }
 
-func TestParseStatFlags(t *testing.T) {
+func TestParseStat(t *testing.T) {
 	tests := []struct {
 		stat    string
-		want    uint64
+		want    Stat
 		kthread bool
 	}{
 		// kthreadd and a user process, captured from this machine.
-		{"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 2129984, true},
-		{"4864 (cat) R 4859 4859 3437 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 41047 3133440 389\n", 4194304, false},
+		{"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+			Stat{State: 'S', PPid: 0, Flags: 2129984, StartTime: 25}, true},
+		{"4864 (cat) T 4859 4859 3437 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 41047 3133440 389\n",
+			Stat{State: 'T', PPid: 4859, Flags: 4194304, StartTime: 41047}, false},
 		// A command name with spaces and parentheses.
-		{"77 (a) b (c)) S 1 77 77 0 -1 4194560 0 0\n", 4194560, false},
+		{"77 (a) b (c)) Z 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99\n",
+			Stat{State: 'Z', PPid: 1, Flags: 4194560, StartTime: 99}, false},
 	}
 	for _, tt := range tests {
-		got, err := parseStatFlags([]byte(tt.stat))
+		got, err := ParseStat([]byte(tt.stat))
 		if err != nil {
-			t.Errorf("parseStatFlags(%q): %v", tt.stat, err)
+			t.Errorf("ParseStat(%q): %v", tt.stat, err)
 			continue
 		}
-		if got != tt.want || (got&pfKthread != 0) != tt.kthread {
-			t.Errorf("parseStatFlags(%q) = %d, want %d (kernel thread %v)", tt.stat, got, tt.want, tt.kthread)
+		if got != tt.want || (got.Flags&pfKthread != 0) != tt.kthread {
+			t.Errorf("ParseStat(%q) = %+v, want %+v (kernel thread %v)", tt.stat, got, tt.want, tt.kthread)
 		}
 	}
-	for _, bad := range []string{"", "1 (x", "1 (x) S 0 0 0 0 -1", "1 (x) S 0 0 0 0 -1 abc"} {
-		if _, err := parseStatFlags([]byte(bad)); err == nil {
-			t.Errorf("parseStatFlags(%q): no error", bad)
+	for _, bad := range []string{"", "1 (x", "1 (x) S 0 0 0 0 -1", "1 (x) S 0 0 0 0 -1 abc",
+		"1 (x) S 0 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0", "1 (x) SS 0 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5",
+		"1 (x) S 99999999 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5"} {
+		if _, err := ParseStat([]byte(bad)); err == nil {
+			t.Errorf("ParseStat(%q): no error", bad)
 		}
 	}
 }
@@ -84,5 +90,24 @@ func TestIsKernelThread(t *testing.T) {
 	}
 	if cmd, err := Command(2); err != nil || len(cmd) != 0 {
 		t.Errorf("Command(2) = %q, %v; want empty", cmd, err)
+	}
+}
+
+func TestAge(t *testing.T) {
+	if d, err := parseUptime([]byte("12345.67 2345.10\n")); err != nil || d != 12345670*time.Millisecond {
+		t.Errorf("parseUptime = %v, %v", d, err)
+	}
+	for _, bad := range []string{"", "x 1", "-1 2", "1e300 1"} {
+		if _, err := parseUptime([]byte(bad)); err == nil {
+			t.Errorf("parseUptime(%q): no error", bad)
+		}
+	}
+	age, err := Age(os.Getpid())
+	if err != nil || age < 0 || age > time.Hour {
+		t.Errorf("Age(self) = %v, %v", age, err)
+	}
+	// The parent (go test) started before this process.
+	if p, err := Age(os.Getppid()); err != nil || p+10*time.Millisecond < age {
+		t.Errorf("Age(parent) = %v, %v; self %v", p, err, age)
 	}
 }
