@@ -34,20 +34,25 @@ type FileLimits struct {
 	// Owner is the uid that must own the file (root's files are
 	// accepted too), or AnyOwner.
 	Owner int
+	// FollowLink follows a symbolic link in the last component too.
+	FollowLink bool
 }
 
 // ObjectLimits accept an ELF object or debug file: any owner, up to
-// MaxObjectSize.
-var ObjectLimits = FileLimits{MaxSize: MaxObjectSize, Owner: AnyOwner}
+// MaxObjectSize. A final symbolic link is followed: objects are also named
+// by a DT_NEEDED entry or by the user (libz.so.1, /usr/bin/java), and what
+// could be reached through one is checked as any file is: the file itself
+// must be regular and within the cap.
+var ObjectLimits = FileLimits{MaxSize: MaxObjectSize, Owner: AnyOwner, FollowLink: true}
 
 // OpenFile opens name, relative to the directory dir (nil: an absolute path
 // or one relative to the working directory), for reading a file that a
 // target process controls: one under /proc/<pid>/root, or in a shared
-// directory such as /tmp. Whatever the target put there, the open neither
-// blocks (a FIFO, a device) nor follows a symbolic link in the last
-// component (links before it are followed: /proc/<pid>/root itself is
-// one), and the file must be regular and within lim; otherwise the error
-// wraps ErrUnsafeFile and says what the file was.
+// directory such as /tmp. Whatever the target put there, the open never
+// blocks (a FIFO, a device) and, unless lim.FollowLink, does not follow a
+// symbolic link in the last component (links before it are followed:
+// /proc/<pid>/root itself is one); the file must be regular and within
+// lim. Otherwise the error wraps ErrUnsafeFile and says what the file was.
 //
 // The name is first opened with O_PATH, which has no side effects on any
 // kind of file, checked with fstat, then reopened for reading through
@@ -57,9 +62,11 @@ func OpenFile(dir *os.File, name string, lim FileLimits) (*os.File, error) {
 	if dir != nil {
 		dirfd, path = int(dir.Fd()), dir.Name()+"/"+name
 	}
-	ref, err := retryEINTR(func() (int, error) {
-		return unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if !lim.FollowLink {
+		flags |= unix.O_NOFOLLOW
+	}
+	ref, err := retryEINTR(func() (int, error) { return unix.Openat(dirfd, name, flags, 0) })
 	runtime.KeepAlive(dir)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
