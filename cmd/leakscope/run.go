@@ -50,7 +50,7 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 		return err
 	}
 	warnf := func(f string, a ...any) { fmt.Fprintf(io.Err, "leakscope: warning: "+f+"\n", a...) }
-	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(warnf))
+	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(ctx, warnf))
 	if err != nil {
 		return err
 	}

@@ -219,6 +219,9 @@ func startListener(ctx context.Context, pid, nspid int, st procfs.Status, socket
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("no attach listener within %v: %s did not appear", time.Since(start).Round(time.Millisecond), socket)
+			}
 			return ctx.Err()
 		case <-time.After(delay):
 		}
