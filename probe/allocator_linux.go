@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,11 +134,15 @@ func predictAllocator(path string, env []string, cache *symbolize.Cache) (alloca
 
 // interpreter returns the PT_INTERP of an executable, "" for a static one.
 func interpreter(path string) (string, error) {
-	f, err := elf.Open(path)
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	f, err := elf.NewFile(r)
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", path, err)
 	}
-	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_INTERP {
 			continue
@@ -187,12 +192,12 @@ func parseListLine(line string) []string {
 
 // scriptInterpreter follows a "#!" line to the program the kernel will run.
 func scriptInterpreter(path string) (string, bool) {
-	f, err := os.Open(path)
+	f, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return "", false
 	}
 	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadString('\n')
+	line, _ := bufio.NewReader(io.LimitReader(f, 4096)).ReadString('\n')
 	if !strings.HasPrefix(line, "#!") {
 		return "", false
 	}
@@ -205,11 +210,15 @@ func scriptInterpreter(path string) (string, bool) {
 
 // fileOffset converts an ELF virtual address to the file offset uprobes take.
 func fileOffset(path string, vaddr uint64) (uint64, error) {
-	f, err := elf.Open(path)
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	f, err := elf.NewFile(r)
 	if err != nil {
 		return 0, fmt.Errorf("open %s: %w", path, err)
 	}
-	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
 			return vaddr - p.Vaddr + p.Off, nil

@@ -16,7 +16,9 @@ const jitModule = "[jit]"
 
 // frameNamer names return addresses in anonymous executable memory, which
 // no ELF object describes: a JVM's compiled methods, stubs and interpreter
-// (*jvm.Namer). Calls come with the tracer's lock held.
+// (*jvm.Namer). Calls come with the tracer's lock held: a namer never
+// waits on the target in them, except Retry(true), a bounded wait at the
+// end of a capture.
 type frameNamer interface {
 	// Frame names addr; calledNative says the frame below it is native
 	// code. The result also says whether the walk may go on above it.
@@ -71,7 +73,7 @@ func (t *Tracer) findRuntimeLocked() {
 	if !ok {
 		return
 	}
-	n, err := jvm.NewNamer(vm, func(f string, a ...any) { t.warnOnce(fmt.Sprintf(f, a...)) })
+	n, err := jvm.NewNamer(t.opts.Context, vm, func(f string, a ...any) { t.warnOnce(fmt.Sprintf(f, a...)) })
 	if err != nil {
 		t.warnOnce(fmt.Sprintf("JVM %d: compiled Java frames will not be named: %v", t.pid, err))
 		return

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -59,6 +60,11 @@ type Options struct {
 	// Warnf receives notices worth a user's attention (a library that
 	// could not be read, a range table that overflowed). May be nil.
 	Warnf func(format string, args ...any)
+	// Context bounds the I/O the tracer does with the target on its own
+	// (a JVM's attach protocol, off the tracer's lock): once it ends
+	// (Ctrl-C), a pending command is abandoned, none is sent, and Stop
+	// does not wait for one. nil: context.Background().
+	Context context.Context
 }
 
 // Defaults for Options.
@@ -104,6 +110,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Warnf == nil {
 		o.Warnf = func(string, ...any) {}
+	}
+	if o.Context == nil {
+		o.Context = context.Background()
 	}
 	return o
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"os"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // Probe-site selection.
@@ -359,7 +360,7 @@ func findSite(path string, vaddr, off uint64, needs siteNeeds) probeSite {
 
 // readCode reads up to n bytes of the file at off (fewer at its end).
 func readCode(path string, off uint64, n int) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -375,11 +376,15 @@ func readCode(path string, off uint64, n int) ([]byte, error) {
 // funcSize returns the size of the function symbol at vaddr (the largest,
 // if several name it), 0 if no sized function symbol starts there.
 func funcSize(path string, vaddr uint64) uint64 {
-	f, err := elf.Open(path)
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return 0
+	}
 	var size uint64
 	for _, read := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
 		syms, _ := read()

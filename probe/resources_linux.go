@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/track"
 )
 
@@ -173,11 +174,15 @@ func (t *Tracer) attachResources(path, display string) error {
 // needsZlib reports whether the ELF object at path loads a shared zlib
 // (DT_NEEDED libz.so.*), whose functions are probed where it is mapped.
 func needsZlib(path string) bool {
-	f, err := elf.Open(path)
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return false
+	}
 	libs, _ := f.ImportedLibraries()
 	for _, l := range libs {
 		if strings.HasPrefix(l, "libz.so") {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"regexp"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // zlibLayout is what computing a stream's bytes from its init arguments
@@ -48,20 +51,9 @@ var zlibVersionRE = regexp.MustCompile(` inflate ([0-9][0-9a-z.-]*) Copyright`)
 // read-only data and returns the state sizes of that version.
 func readZlibLayout(path string) zlibLayout {
 	l := zlibLayout{}
-	if f, err := elf.Open(path); err == nil {
-		for _, name := range []string{".rodata", ".rdata"} {
-			sec := f.Section(name)
-			if sec == nil {
-				continue
-			}
-			if b, err := sec.Data(); err == nil {
-				if m := zlibVersionRE.FindSubmatch(b); m != nil {
-					l.version = string(m[1])
-					break
-				}
-			}
-		}
-		f.Close()
+	if r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits); err == nil {
+		defer r.Close()
+		l.version = zlibVersion(r)
 	}
 	sizes, ok := zlibStateSizes[l.version]
 	if !ok {
@@ -69,6 +61,25 @@ func readZlibLayout(path string) zlibLayout {
 	}
 	l.inflateState, l.deflateState, l.known = sizes[0], sizes[1], ok
 	return l
+}
+
+// zlibVersion finds zlib's copyright string in the read-only data of the
+// ELF object r, "" if there is none.
+func zlibVersion(r io.ReaderAt) string {
+	if f, err := elf.NewFile(r); err == nil {
+		for _, name := range []string{".rodata", ".rdata"} {
+			sec := f.Section(name)
+			if sec == nil {
+				continue
+			}
+			if b, err := sec.Data(); err == nil {
+				if m := zlibVersionRE.FindSubmatch(b); m != nil {
+					return string(m[1])
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func (l zlibLayout) String() string {

@@ -50,7 +50,7 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 		return err
 	}
 	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
-	t, err := probe.Attach(opts.Pid, opts.probeOptions(warnf))
+	t, err := probe.Attach(opts.Pid, opts.probeOptions(ctx, warnf))
 	if err != nil {
 		return fmt.Errorf("attach pid %d: %w", opts.Pid, err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path"
@@ -227,8 +228,11 @@ func (o *captureOptions) parseTrack() error {
 	return nil
 }
 
-func (o *captureOptions) probeOptions(warnf func(string, ...any)) probe.Options {
+// probeOptions are the tracer's options; ctx (Ctrl-C, SIGTERM) bounds the
+// tracer's own I/O with the target.
+func (o *captureOptions) probeOptions(ctx context.Context, warnf func(string, ...any)) probe.Options {
 	return probe.Options{
+		Context:        ctx,
 		Track:          o.pairs,
 		Unwind:         o.Unwind,
 		Malloc:         o.Malloc,

@@ -61,7 +61,7 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 		return err
 	}
 	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
-	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(warnf))
+	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(ctx, warnf))
 	if err != nil {
 		return err
 	}

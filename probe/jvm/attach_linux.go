@@ -1,7 +1,7 @@
 package jvm
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +35,17 @@ var (
 // jcmd waits up to 10 s; a listener normally appears within 100 ms.
 const attachTimeout = 5 * time.Second
 
+// Bounds on one command's exchange with the JVM, which a target controls.
+const (
+	// MaxReply bounds a reply in bytes: the commands leakscope sends
+	// answer with a few KiB at most (the perf map goes to a file).
+	MaxReply = 1 << 20
+	// ReplyTimeout bounds one exchange: connecting, sending the request
+	// and reading the whole reply. HotSpot answers once the command ran;
+	// Compiler.perfmap of a full code cache takes a few 100 ms.
+	ReplyTimeout = 2 * time.Second
+)
+
 // Execute runs one command of HotSpot's attach protocol in the JVM with
 // host pid pid and returns its output: "jcmd" with a diagnostic command
 // line ("Compiler.perfmap"), "properties", "printflag" with a flag name,
@@ -45,8 +56,9 @@ const attachTimeout = 5 * time.Second
 // trigger file; it then connects as the JVM's effective user and group.
 //
 // Paths go through /proc/<pid>/root and use the JVM's own pid (NSpid), so
-// JVMs in containers work. The call is bounded by ctx and by attachTimeout
-// for the listener to appear.
+// JVMs in containers work. The call is bounded by ctx, by attachTimeout for
+// the listener to appear and by ReplyTimeout for the exchange; a reply
+// longer than MaxReply is an error.
 func Execute(ctx context.Context, pid int, cmd string, args ...string) (string, error) {
 	if len(args) > 3 {
 		return "", fmt.Errorf("attach command %s: %d arguments, the protocol takes at most 3", cmd, len(args))
@@ -67,19 +79,27 @@ func Execute(ctx context.Context, pid int, cmd string, args ...string) (string, 
 			return "", fmt.Errorf("attach to JVM %d: %w", pid, err)
 		}
 	}
-	conn, err := dialAs(socket, st.UID[1], st.GID[1])
+	data, err := exchange(ctx, socket, st.UID[1], st.GID[1], request(cmd, args))
 	if err != nil {
-		return "", fmt.Errorf("attach to JVM %d: connect %s: %w", pid, socket, err)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return "", fmt.Errorf("attach to JVM %d: %s: %w", pid, cmd, context.Cause(ctx))
+		}
+		return "", fmt.Errorf("JVM attach protocol: pid %d: %s: %w", pid, cmd, err)
 	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
+	code, out, err := ParseReply(data)
+	if err != nil {
+		return "", fmt.Errorf("JVM attach protocol: pid %d: reply to %s: %w", pid, cmd, err)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	if code != 0 {
+		return out, fmt.Errorf("JVM %d: %s: %w (code %d): %s", pid, strings.TrimSpace(cmd+" "+strings.Join(args, " ")),
+			ErrCommandFailed, code, excerpt(strings.TrimSpace(out)))
+	}
+	return out, nil
+}
 
-	// Request: protocol version, command and exactly three arguments,
-	// each NUL-terminated.
+// request is an attach-protocol request: protocol version, command and
+// exactly three arguments, each NUL-terminated.
+func request(cmd string, args []string) []byte {
 	req := []byte("1\x00" + cmd + "\x00")
 	for i := 0; i < 3; i++ {
 		if i < len(args) {
@@ -87,29 +107,86 @@ func Execute(ctx context.Context, pid int, cmd string, args ...string) (string, 
 		}
 		req = append(req, 0)
 	}
+	return req
+}
+
+// exchange sends req to the listener at socket, connecting as uid and gid,
+// and reads the reply until the JVM closes the connection: all of it
+// within ReplyTimeout (or ctx) and at most MaxReply bytes.
+func exchange(ctx context.Context, socket string, uid, gid int, req []byte) ([]byte, error) {
+	budget := ReplyTimeout
+	deadline := time.Now().Add(budget)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline, budget = dl, time.Until(dl).Round(time.Millisecond)
+	}
+	conn, err := dialAs(socket, uid, gid, deadline)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", socket, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	timedOut := func(err error) bool {
+		return errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(ctx.Err(), context.Canceled)
+	}
 	if _, err := conn.Write(req); err != nil {
-		return "", fmt.Errorf("attach to JVM %d: send %s: %w", pid, cmd, err)
+		if timedOut(err) {
+			return nil, fmt.Errorf("request not taken within %v", budget)
+		}
+		return nil, fmt.Errorf("send request: %w", err)
 	}
-	// Reply: the result code on a line of its own, then the output until
-	// the JVM closes the connection.
-	r := bufio.NewReader(conn)
-	status, err := r.ReadString('\n')
+	data, err := io.ReadAll(io.LimitReader(conn, MaxReply+1))
+	switch {
+	case len(data) > MaxReply:
+		return nil, fmt.Errorf("reply exceeded %d MiB", MaxReply>>20)
+	case err != nil && timedOut(err) && len(data) == 0:
+		return nil, fmt.Errorf("no reply within %v", budget)
+	case err != nil && timedOut(err):
+		return nil, fmt.Errorf("reply not complete within %v (%d bytes read)", budget, len(data))
+	case err != nil:
+		return nil, fmt.Errorf("read reply: %w", err)
+	}
+	return data, nil
+}
+
+// maxResultLine bounds the result code line of a reply.
+const maxResultLine = 32
+
+// ParseReply splits an attach-protocol reply: the result code, a decimal
+// integer on a line of its own (HotSpot writes "0\n" for success), then
+// the command's output, everything up to the end. An error says what the
+// reply lacks, quoting at most a short excerpt of it.
+func ParseReply(data []byte) (code int, out string, err error) {
+	line, rest, ok := bytes.Cut(data, []byte{'\n'})
+	if !ok {
+		if len(data) == 0 {
+			return 0, "", errors.New("empty reply")
+		}
+		return 0, "", fmt.Errorf("no result code line in %d bytes: %q", len(data), excerpt(string(data)))
+	}
+	if len(line) > maxResultLine {
+		return 0, "", fmt.Errorf("result code line of %d bytes: %q", len(line), excerpt(string(line)))
+	}
+	code, err = strconv.Atoi(strings.TrimSpace(string(line)))
 	if err != nil {
-		return "", fmt.Errorf("attach to JVM %d: read reply to %s: %w", pid, cmd, err)
+		return 0, "", fmt.Errorf("bad result code %q", line)
 	}
-	out, err := io.ReadAll(r)
-	if err != nil {
-		return "", fmt.Errorf("attach to JVM %d: read reply to %s: %w", pid, cmd, err)
+	return code, string(rest), nil
+}
+
+// maxExcerpt bounds the part of a reply an error quotes.
+const maxExcerpt = 200
+
+// excerpt is the first line of s, cut to maxExcerpt bytes.
+func excerpt(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " ..."
 	}
-	code, err := strconv.Atoi(strings.TrimSpace(status))
-	if err != nil {
-		return "", fmt.Errorf("attach to JVM %d: reply to %s: bad result code %q", pid, cmd, status)
+	if len(s) > maxExcerpt {
+		s = s[:maxExcerpt] + " ..."
 	}
-	if code != 0 {
-		return string(out), fmt.Errorf("JVM %d: %s %s: %w (code %d): %s", pid, cmd, strings.Join(args, " "),
-			ErrCommandFailed, code, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
+	return s
 }
 
 // staleSocket reports whether the socket file fi was made before process
@@ -142,6 +219,9 @@ func startListener(ctx context.Context, pid, nspid int, st procfs.Status, socket
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("no attach listener within %v: %s did not appear", time.Since(start).Round(time.Millisecond), socket)
+			}
 			return ctx.Err()
 		case <-time.After(delay):
 		}
@@ -246,9 +326,12 @@ func CommandLineFlag(pid int, name string) (value, found bool) {
 // thread at the system-call level). The thread is never unlocked, so it
 // exits with its goroutine and no other goroutine ever runs with its
 // credentials; the main thread, which Go never ends, is never used.
-func dialAs(path string, uid, gid int) (net.Conn, error) {
+// Connecting gives up at deadline: a listener whose backlog is full (it
+// does not accept) makes a connect wait.
+func dialAs(path string, uid, gid int, deadline time.Time) (net.Conn, error) {
 	if uid == os.Geteuid() && gid == os.Getegid() {
-		return net.Dial("unix", path)
+		d := net.Dialer{Deadline: deadline}
+		return d.Dial("unix", path)
 	}
 	// Opened with our own credentials: the unprivileged thread may not
 	// be allowed to look the path up (/proc/<pid>/root of a container).
@@ -263,7 +346,7 @@ func dialAs(path string, uid, gid int) (net.Conn, error) {
 	}
 	connect := func(done chan<- result) {
 		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		fd, err := connectOnThreadAs(ref, uid, gid)
+		fd, err := connectOnThreadAs(ref, uid, gid, deadline)
 		done <- result{fd, err}
 	}
 	done := make(chan result, 1)
@@ -291,17 +374,18 @@ func dialAs(path string, uid, gid int) (net.Conn, error) {
 }
 
 // connectOnThreadAs switches the calling (locked) thread's effective gid
-// and uid, then connects a new socket to the socket file ref refers to.
-// Go's syscall.Setresuid would change every thread of the process, so the
-// raw system calls are used.
-func connectOnThreadAs(ref, uid, gid int) (int, error) {
+// and uid, then connects a new socket to the socket file ref refers to,
+// trying until deadline while the listener's backlog is full. Go's
+// syscall.Setresuid would change every thread of the process, so the raw
+// system calls are used.
+func connectOnThreadAs(ref, uid, gid int, deadline time.Time) (int, error) {
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, ^uintptr(0), uintptr(gid), ^uintptr(0)); errno != 0 {
 		return -1, fmt.Errorf("switch to gid %d: %w", gid, errno)
 	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); errno != 0 {
 		return -1, fmt.Errorf("switch to uid %d: %w", uid, errno)
 	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("create socket: %w", err)
 	}
@@ -310,9 +394,18 @@ func connectOnThreadAs(ref, uid, gid int) (int, error) {
 	addr := &unix.SockaddrUnix{Name: fmt.Sprintf("/proc/thread-self/fd/%d", ref)}
 	for {
 		err = unix.Connect(fd, addr)
+		if errors.Is(err, syscall.EAGAIN) && time.Now().Before(deadline) {
+			// The backlog is full: a non-blocking unix socket does not
+			// wait for room, so try again shortly.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
 		if !errors.Is(err, syscall.EINTR) {
 			break
 		}
+	}
+	if errors.Is(err, syscall.EAGAIN) {
+		err = errors.New("the listener accepts no connection (backlog full)")
 	}
 	if err != nil {
 		unix.Close(fd)

@@ -301,12 +301,21 @@ func TestFindAndName(t *testing.T) {
 			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
 
 			var warnings []string
-			n, err := NewNamer(vm, func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })
+			n, err := NewNamer(context.Background(), vm, func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer n.Close()
-			// The namer has no map yet: the first lookup dumps one.
+			// The namer has no map yet: the first lookup asks for one,
+			// in the background, and the frame is unnamed for now.
+			if got := n.Frame(method.Start+1, false); got.Name != "" || !n.Pending() {
+				t.Errorf("Frame(%s) before any map = %+v (pending %v), want it unnamed and pending", method.Name, got, n.Pending())
+			}
+			gen := n.Generation()
+			n.Retry(true) // waits for the map
+			if n.Generation() == gen {
+				t.Fatalf("no new perf map after Retry(true); warnings: %v", warnings)
+			}
 			got := n.Frame(method.Start+1, false)
 			if got.Name != method.Name || got.Kind != KindMethod || got.Chained != pfp {
 				t.Errorf("Frame(%s) = %+v, want it named, chained=%v", method.Name, got, pfp)
@@ -335,6 +344,7 @@ func TestFindAndName(t *testing.T) {
 			if !n.attempted.After(before) {
 				t.Error("a miss did not refresh the map")
 			}
+			n.wait(finalWait)
 			again := n.attempted
 			n.Frame(8, false)
 			if n.attempted != again || n.Pending() {

@@ -54,11 +54,15 @@ func Find(pid int, maps []procfs.Mapping) (*VM, bool) {
 
 // hotSpot reports whether the ELF object at p exports gHotSpotVMStructs.
 func hotSpot(p string) bool {
-	f, err := elf.Open(p)
+	r, err := procfs.OpenFile(nil, p, procfs.ObjectLimits)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return false
+	}
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return false
@@ -78,7 +82,7 @@ func release(pid int, libjvm string) (home, version string) {
 	dir := path.Dir(libjvm)
 	for i := 0; i < 4 && dir != "/"; i++ {
 		dir = path.Dir(dir)
-		f, err := os.Open(fmt.Sprintf("/proc/%d/root%s/release", pid, dir))
+		f, err := procfs.OpenFile(nil, fmt.Sprintf("/proc/%d/root%s/release", pid, dir), releaseLimits)
 		if err != nil {
 			continue
 		}
@@ -92,6 +96,9 @@ func release(pid int, libjvm string) (home, version string) {
 	}
 	return "", ""
 }
+
+// releaseLimits accept a Java release file: a few KiB of KEY="value" lines.
+var releaseLimits = procfs.FileLimits{MaxSize: 1 << 20, Owner: procfs.AnyOwner, FollowLink: true}
 
 // parseRelease reads KEY="value" lines of a Java release file.
 func parseRelease(f *os.File) map[string]string {

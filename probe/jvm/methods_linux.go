@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // Methods names a JVM's Method* pointers, as the kernel records them for
@@ -359,11 +361,15 @@ func (m *Methods) symbol(ptr uint64) (string, error) {
 // LoadBias returns the load bias of the ELF object at path mapped with
 // file offset off at start.
 func LoadBias(path string, start, off uint64) (uint64, error) {
-	f, err := elf.Open(path)
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return 0, fmt.Errorf("parse elf %s: %w", path, err)
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && off >= p.Off && off < p.Off+p.Filesz {
 			return start - (p.Vaddr + off - p.Off), nil

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/probe/procfs"
 )
@@ -33,38 +37,51 @@ type Frame struct {
 // Namer asks the JVM for.
 const DefaultRefreshInterval = time.Second
 
-// commandTimeout bounds one attach command, the dump of a large code cache
-// included.
-const commandTimeout = 15 * time.Second
+// Bounds on the I/O a Namer does with the JVM, which its target controls.
+const (
+	// refreshBudget bounds one refresh: starting the attach listener,
+	// asking for the flag and the perf map (each exchange within
+	// ReplyTimeout), reading the map.
+	refreshBudget = 6 * time.Second
+	// finalWait bounds how long Retry(true), at the end of a capture,
+	// waits for a refresh to end.
+	finalWait = 2 * time.Second
+)
 
 // Namer names return addresses in one JVM's code cache. It asks the JVM to
 // write its perf map (Compiler.perfmap) the first time it needs it and
 // again, at most once per RefreshInterval, when an address it does not
 // know shows up; after the JVM exited it rereads the file if it changed
-// (-XX:+DumpPerfMapAtExit writes it at exit). A Namer is not safe for
-// concurrent use.
+// (-XX:+DumpPerfMapAtExit writes it at exit).
+//
+// Asking the JVM and reading the map happen on a goroutine of their own,
+// one refresh at a time, so that no caller waits on the JVM: a name found
+// by a refresh is given from the next call on (Generation changes), and
+// only Retry(true), at the end of a capture, waits for it, finalWait at
+// most. A JVM that answers the attach protocol wrongly (too much, too
+// late, garbage) is not asked again. Close, or the end of the context
+// given to NewNamer (Ctrl-C), abandons a refresh. A Namer is not safe for
+// concurrent use by its callers; Warnf is called on the callers'
+// goroutine.
 type Namer struct {
 	VM              *VM
 	RefreshInterval time.Duration
 	// Warnf receives problems worth a user's attention, once each.
 	Warnf func(format string, args ...any)
 
+	ctx     context.Context
+	cancel  context.CancelFunc
 	nspid   int
+	uid     int       // the JVM's effective uid: its perf map's owner
 	started time.Time // the JVM's start: older perf maps are another process's
-	tmp     *os.Root  // the JVM's /tmp, held so the map stays readable after exit
-	perf    *PerfMap
-	stamp   fileStamp // of the perf map file perf was read from
-	gen     uint64    // perf maps read so far
-
-	fpKnown, preserveFP bool
-	fpAsked             bool // the JVM itself answered
+	// tmp is the JVM's /tmp (O_PATH), held so the map stays readable
+	// after exit.
+	tmp *os.File
 
 	attempted time.Time            // last dump asked for (or file reread), success or not
-	covered   time.Time            // perf lists all code alive at this time
 	missed    map[uint64]time.Time // addresses not in perf, first miss
-	warned    map[string]bool
-	exited    bool
-	noAttach  bool // stopped in exit(): not asked for a perf map (Exiting)
+	noAttach  bool                 // stopped in exit(): not asked for a perf map (Exiting)
+	waitedOut bool                 // a final Retry waited finalWait in vain: the next does not wait
 
 	// methods names interpreted frames from the JVM's metadata; nil
 	// until its VMStructs could be read (methodsTried: last attempt).
@@ -75,6 +92,24 @@ type Namer struct {
 	// their JIT frames, and each answer costs several reads of the
 	// JVM's memory; code freed and reused is named afresh after that.
 	blobs map[uint64]blobAnswer
+
+	mu sync.Mutex // guards what follows, shared with the refresh goroutine
+	// perf is the perf map, read from the file with stamp; gen counts
+	// the maps read so far.
+	perf  *PerfMap
+	stamp fileStamp
+	gen   uint64
+	// covered: perf lists all code alive at this time.
+	covered             time.Time
+	fpKnown, preserveFP bool
+	fpAsked             bool // the JVM itself answered
+	exited              bool
+	attachOff           bool          // the attach protocol failed: not asked again
+	running             chan struct{} // closed when the running refresh ends; nil if none
+	doing               string        // what the running refresh waits for
+	closed              bool          // Close was called: the last refresh closes tmp
+	warned              map[string]bool
+	warnings            []string // for Warnf, on the callers' goroutine
 }
 
 type blobAnswer struct {
@@ -94,15 +129,18 @@ type fileStamp struct {
 	size  int64
 }
 
-// NewNamer prepares naming for vm; it does not attach to the JVM yet.
-func NewNamer(vm *VM, warnf func(format string, args ...any)) (*Namer, error) {
+// NewNamer prepares naming for vm; it does not attach to the JVM yet. ctx
+// bounds the Namer's I/O with the JVM: once it ends, a pending command is
+// abandoned and no new one is sent.
+func NewNamer(ctx context.Context, vm *VM, warnf func(format string, args ...any)) (*Namer, error) {
 	st, err := procfs.ReadStatus(vm.Pid)
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root/tmp", vm.Pid))
+	dir := fmt.Sprintf("/proc/%d/root/tmp", vm.Pid)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open the /tmp of JVM %d: %w", vm.Pid, err)
+		return nil, fmt.Errorf("open the /tmp of JVM %d: %w", vm.Pid, &os.PathError{Op: "open", Path: dir, Err: err})
 	}
 	if warnf == nil {
 		warnf = func(string, ...any) {}
@@ -112,19 +150,28 @@ func NewNamer(vm *VM, warnf func(format string, args ...any)) (*Namer, error) {
 		RefreshInterval: DefaultRefreshInterval,
 		Warnf:           warnf,
 		nspid:           st.OwnPid(),
+		uid:             st.UID[1],
 		started:         startTime(vm.Pid),
-		tmp:             tmp,
+		tmp:             os.NewFile(uintptr(fd), dir),
 		missed:          map[uint64]time.Time{},
 		warned:          map[string]bool{},
 	}
+	n.ctx, n.cancel = context.WithCancel(ctx)
 	n.preserveFP, n.fpKnown = CommandLineFlag(vm.Pid, "PreserveFramePointer")
 	return n, nil
 }
 
-// Close releases the JVM's /tmp and memory.
+// Close abandons a running refresh and releases the JVM's /tmp and memory.
 func (n *Namer) Close() error {
+	n.cancel()
 	if n.mem != nil {
 		n.mem.Close()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	if n.running != nil {
+		return nil // the refresh closes tmp when it ends
 	}
 	return n.tmp.Close()
 }
@@ -141,7 +188,10 @@ func (n *Namer) loadMethods() bool {
 	if n.methods != nil {
 		return true
 	}
-	if n.exited || (!n.methodsTried.IsZero() && time.Since(n.methodsTried) < methodsRetry) {
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	if exited || (!n.methodsTried.IsZero() && time.Since(n.methodsTried) < methodsRetry) {
 		return false
 	}
 	n.methodsTried = time.Now()
@@ -149,7 +199,11 @@ func (n *Namer) loadMethods() bool {
 		mem, err := OpenMemory(n.VM.Pid)
 		if err != nil {
 			n.warnOnce("interpreted Java frames of JVM %d stay unnamed: %v", n.VM.Pid, err)
-			n.exited = !alive(n.VM.Pid)
+			if !alive(n.VM.Pid) {
+				n.mu.Lock()
+				n.exited = true
+				n.mu.Unlock()
+			}
 			return false
 		}
 		n.mem = mem
@@ -169,6 +223,7 @@ func (n *Namer) loadMethods() bool {
 // read: the kernel then records the Method* of each interpreted frame and
 // walks compiled frames by their frame size.
 func (n *Namer) Code() (Code, bool) {
+	defer n.flush()
 	if !n.loadMethods() {
 		return Code{}, false
 	}
@@ -180,6 +235,7 @@ func (n *Namer) Code() (Code, bool) {
 // is "" if it cannot be read (the JVM exited, or the method's class was
 // unloaded).
 func (n *Namer) Method(ptr uint64, bci int) Method {
+	defer n.flush()
 	if !n.loadMethods() {
 		return Method{}
 	}
@@ -192,13 +248,19 @@ func (n *Namer) Method(ptr uint64, bci int) Method {
 
 // PreserveFramePointer reports whether the JVM runs with
 // -XX:+PreserveFramePointer, and whether that is known.
-func (n *Namer) PreserveFramePointer() (on, known bool) { return n.preserveFP, n.fpKnown }
+func (n *Namer) PreserveFramePointer() (on, known bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.preserveFP, n.fpKnown
+}
 
 // Frame names the return address addr. calledNative says that the frame
 // below it on the stack (its callee) is native code: the frame is then the
 // JVM's transition to native code, a native method's wrapper or the
-// interpreter, both of which keep a frame pointer.
+// interpreter, both of which keep a frame pointer. An address the perf map
+// does not have starts a refresh (see Namer) and is unnamed for now.
 func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
+	defer n.flush()
 	if n.methods != nil {
 		if lo, hi := n.methods.Interpreter(); addr >= lo && addr < hi {
 			return Frame{Name: Interpreted, Kind: KindInterpreter, Chained: true}
@@ -215,17 +277,18 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 			return f
 		}
 	}
+	n.mu.Lock()
 	s, ok := n.perf.Lookup(addr)
-	if !ok && n.shouldRefresh(addr) {
-		n.refresh()
-		s, ok = n.perf.Lookup(addr)
-	}
-	f := Frame{Name: s.Name, Kind: s.Kind}
+	preserveFP, fpKnown := n.preserveFP, n.fpKnown
+	n.mu.Unlock()
 	if ok {
 		delete(n.missed, addr)
+	} else if n.shouldRefresh(addr) {
+		n.startRefresh()
 	}
+	f := Frame{Name: s.Name, Kind: s.Kind}
 	switch {
-	case n.preserveFP && n.fpKnown, n.methods != nil:
+	case preserveFP && fpKnown, n.methods != nil:
 		// The kernel walks compiled frames by their code blob's frame
 		// size once it knows the code heaps (see Code).
 		f.Chained = true
@@ -242,7 +305,7 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 			what = fmt.Sprintf("JIT code at %#x (not in the perf map)", addr)
 		}
 		why := "JVM runs without -XX:+PreserveFramePointer"
-		if !n.fpKnown {
+		if !fpKnown {
 			why = "JVM's -XX:+PreserveFramePointer could not be checked"
 		}
 		f.Cut = fmt.Sprintf("%s: callers of %s are unknown (restart it with -XX:+PreserveFramePointer)", why, what)
@@ -253,8 +316,11 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 // Pending reports whether some address missed so far may still be named
 // by a later refresh.
 func (n *Namer) Pending() bool {
+	n.mu.Lock()
+	covered := n.covered
+	n.mu.Unlock()
 	for _, at := range n.missed {
-		if !n.covered.After(at) {
+		if !covered.After(at) {
 			return true
 		}
 	}
@@ -268,16 +334,27 @@ func (n *Namer) Exiting() { n.noAttach = true }
 
 // Retry refreshes the perf map if an address was missed since the last
 // refresh: at most once per RefreshInterval, or now when final (at the end
-// of a capture, while the JVM may still be alive).
+// of a capture, while the JVM may still be alive). When final, it waits
+// for the refresh, finalWait at most.
 func (n *Namer) Retry(final bool) {
+	defer n.flush()
 	if n.Pending() && (final || time.Since(n.attempted) >= n.RefreshInterval) {
-		n.refresh()
+		n.attempted = time.Now()
+		n.startRefresh()
+	}
+	if final && !n.waitedOut {
+		n.waitedOut = !n.wait(finalWait)
 	}
 }
 
 // Generation changes whenever a new perf map was read: names given before
 // may have changed.
-func (n *Namer) Generation() uint64 { return n.gen }
+func (n *Namer) Generation() uint64 {
+	defer n.flush()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gen
+}
 
 // shouldRefresh decides whether a miss of addr is worth a new perf map: not
 // when a map taken after its first miss did not have it (the code was gone
@@ -289,57 +366,164 @@ func (n *Namer) shouldRefresh(addr uint64) bool {
 		n.missed[addr] = now
 		first = now
 	}
-	if n.covered.After(first) {
+	n.mu.Lock()
+	covered := n.covered
+	n.mu.Unlock()
+	if covered.After(first) {
 		return false
 	}
-	return n.attempted.IsZero() || now.Sub(n.attempted) >= n.RefreshInterval
+	if !n.attempted.IsZero() && now.Sub(n.attempted) < n.RefreshInterval {
+		return false
+	}
+	n.attempted = now
+	return true
 }
 
-// refresh asks a live JVM for a new perf map, then reads the file if it
-// changed: the map just written, one the JVM wrote at exit
-// (-XX:+DumpPerfMapAtExit) or one someone else asked for.
-func (n *Namer) refresh() {
-	n.attempted = time.Now()
-	if !n.exited && !alive(n.VM.Pid) {
-		n.exited = true
+// startRefresh starts a refresh on a goroutine of its own unless one is
+// running (its map will serve) or the Namer is done.
+func (n *Namer) startRefresh() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.running != nil || n.closed {
+		return
 	}
-	if !n.exited && !n.noAttach {
-		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		defer cancel()
-		if !n.fpAsked {
-			n.checkFramePointers(ctx)
+	done := make(chan struct{})
+	n.running = done
+	ask := !n.noAttach && !n.attachOff && !n.exited && n.ctx.Err() == nil
+	go n.refresh(ask, done)
+}
+
+// wait waits for a running refresh to end, at most d, and reports whether
+// none is running now. A refresh still waiting on the JVM then is
+// reported. Once the Namer's context ended, a refresh reads the perf map
+// file only, a short wait.
+func (n *Namer) wait(d time.Duration) bool {
+	n.mu.Lock()
+	done := n.running
+	n.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	}
+	n.mu.Lock()
+	doing := n.doing
+	n.mu.Unlock()
+	if doing != "" {
+		n.warnOnce("JVM attach protocol: pid %d: %s still unanswered %v after the capture ended; perf map not used", n.VM.Pid, doing, d)
+	}
+	return false
+}
+
+// refresh, on its own goroutine, asks a live JVM for a new perf map (ask),
+// then reads the file if it changed: the map just written, one the JVM
+// wrote at exit (-XX:+DumpPerfMapAtExit) or one someone else asked for.
+// The file is read even once the Namer's context ended: it is a bounded
+// read that neither blocks nor waits on the JVM.
+func (n *Namer) refresh(ask bool, done chan struct{}) {
+	defer func() {
+		n.mu.Lock()
+		n.running, n.doing = nil, ""
+		closed := n.closed
+		n.mu.Unlock()
+		if closed {
+			n.tmp.Close()
 		}
-		if _, err := Execute(ctx, n.VM.Pid, "jcmd", "Compiler.perfmap"); err != nil && !errors.Is(err, ErrNotReady) {
+		close(done)
+	}()
+	if ask && !alive(n.VM.Pid) {
+		n.mu.Lock()
+		n.exited = true
+		n.mu.Unlock()
+		ask = false
+	}
+	if ask {
+		ctx, cancel := context.WithTimeout(n.ctx, refreshBudget)
+		defer cancel()
+		n.mu.Lock()
+		fpAsked := n.fpAsked
+		n.mu.Unlock()
+		err := error(nil)
+		if !fpAsked {
+			err = n.checkFramePointers(ctx)
+		}
+		if err == nil {
+			err = n.command(ctx, "jcmd", "Compiler.perfmap")
+		}
+		switch {
+		case err == nil, errors.Is(err, ErrNotReady), n.ctx.Err() != nil:
+			// Asked again later (a JVM still starting), or abandoned.
+		case errors.Is(err, ErrCommandFailed):
 			n.warnOnce("cannot name compiled Java frames of JVM %d: %v", n.VM.Pid, err)
+		default:
+			n.mu.Lock()
+			n.attachOff = true
+			n.mu.Unlock()
+			n.warnOnce("%v; not asked again, perf map not used unless written already", err)
 		}
 	}
 	// The map lists the code alive when it was written.
-	if n.load() && n.stamp.mtime.After(n.covered) {
-		n.covered = n.stamp.mtime
+	if n.load() {
+		n.mu.Lock()
+		if n.stamp.mtime.After(n.covered) {
+			n.covered = n.stamp.mtime
+		}
+		n.mu.Unlock()
 	}
 }
 
+// command runs one attach-protocol command for refresh, saying what it
+// waits for meanwhile.
+func (n *Namer) command(ctx context.Context, cmd string, args ...string) error {
+	_, err := n.commandOutput(ctx, cmd, args...)
+	return err
+}
+
+func (n *Namer) commandOutput(ctx context.Context, cmd string, args ...string) (string, error) {
+	n.mu.Lock()
+	n.doing = strings.TrimSpace(cmd + " " + strings.Join(args, " "))
+	n.mu.Unlock()
+	return Execute(ctx, n.VM.Pid, cmd, args...)
+}
+
 // checkFramePointers asks the JVM whether it preserves frame pointers; the
-// answer overrides what the command line said.
-func (n *Namer) checkFramePointers(ctx context.Context) {
-	out, err := Execute(ctx, n.VM.Pid, "printflag", "PreserveFramePointer")
-	if err != nil {
-		return
+// answer overrides what the command line said. A command the JVM rejects
+// is not an error here: the perf map may still be had.
+func (n *Namer) checkFramePointers(ctx context.Context) error {
+	out, err := n.commandOutput(ctx, "printflag", "PreserveFramePointer")
+	if errors.Is(err, ErrCommandFailed) {
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	switch strings.TrimSpace(out) {
 	case "-XX:+PreserveFramePointer":
 		n.preserveFP, n.fpKnown, n.fpAsked = true, true, true
 	case "-XX:-PreserveFramePointer":
 		n.preserveFP, n.fpKnown, n.fpAsked = false, true, true
 	}
+	return nil
 }
 
 // load reads the perf map file if it changed since the last read and was
 // written after the JVM started; it reports whether perf is now the file's
-// content.
+// content. The file must be a regular file of the JVM's user (or root),
+// MaxPerfMapSize at most.
 func (n *Namer) load() bool {
 	name := "perf-" + strconv.Itoa(n.nspid) + ".map"
-	f, err := n.tmp.Open(name)
+	f, err := procfs.OpenFile(n.tmp, name, procfs.FileLimits{MaxSize: procfs.MaxPerfMapSize, Owner: n.uid})
+	if errors.Is(err, procfs.ErrUnsafeFile) {
+		n.warnOnce("JVM %d: perf map not used: %v", n.VM.Pid, err)
+		return false
+	}
 	if err != nil {
 		return false
 	}
@@ -349,29 +533,48 @@ func (n *Namer) load() bool {
 		return false
 	}
 	stamp := fileStamp{fi.ModTime(), fi.Size()}
-	if stamp == n.stamp && n.perf != nil {
+	n.mu.Lock()
+	same := stamp == n.stamp && n.perf != nil
+	n.mu.Unlock()
+	if same {
 		return true
 	}
 	if !n.started.IsZero() && stamp.mtime.Before(n.started.Add(-2*time.Second)) {
 		return false // left by an earlier process with the same pid
 	}
-	m, err := ParsePerfMap(f)
+	m, err := ParsePerfMap(io.LimitReader(f, procfs.MaxPerfMapSize))
 	if err != nil {
 		n.warnOnce("read the perf map of JVM %d: %v", n.VM.Pid, err)
 		return false
 	}
+	n.mu.Lock()
 	n.perf, n.stamp = m, stamp
 	n.gen++
+	n.mu.Unlock()
 	return true
 }
 
+// warnOnce queues a warning, once each, for flush to give to Warnf.
 func (n *Namer) warnOnce(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.warned[msg] {
 		return
 	}
 	n.warned[msg] = true
-	n.Warnf("%s", msg)
+	n.warnings = append(n.warnings, msg)
+}
+
+// flush gives the queued warnings to Warnf, on the caller's goroutine.
+func (n *Namer) flush() {
+	n.mu.Lock()
+	ws := n.warnings
+	n.warnings = nil
+	n.mu.Unlock()
+	for _, w := range ws {
+		n.Warnf("%s", w)
+	}
 }
 
 // alive reports whether process pid exists and is not a zombie.

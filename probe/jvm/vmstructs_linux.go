@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // HotSpot describes its own types to serviceability tools in tables it
@@ -68,11 +70,15 @@ var vmSymbols = []string{
 // VMSymbols returns the addresses (file virtual addresses) of the variables
 // ReadVMStructs needs, from libjvm.so at path.
 func VMSymbols(path string) (map[string]uint64, error) {
-	f, err := elf.Open(path)
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse elf %s: %w", path, err)
+	}
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // debugRoot is where distributions install separate debug files
@@ -80,7 +82,7 @@ func findDebugFile(path, root, id string, link debuglink) *debugFile {
 // The object itself is never its own debug file (a debuglink naming the
 // object's own base name in its own directory).
 func openDebugFile(candidate, object string, match func(*debugFile) bool) *debugFile {
-	f, err := os.Open(candidate)
+	f, err := procfs.OpenFile(nil, candidate, procfs.ObjectLimits)
 	if err != nil {
 		return nil
 	}

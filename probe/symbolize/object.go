@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // Object is one parsed ELF object (executable, shared library or its
@@ -50,9 +52,9 @@ type Object struct {
 // root (see findDebugFile). It returns the object, or the build ID alone
 // with a nil object when seen reports that build ID as already loaded.
 func openObject(path, root string, seen func(id string) *Object) (*Object, error) {
-	f, err := os.Open(path)
+	f, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
-		return nil, err // *PathError already says "open <path>: ..."
+		return nil, err // it already says "open <path>: ..."
 	}
 	o := &Object{Path: path, file: f}
 	keep := false

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // Errors callers can match with errors.Is.
@@ -95,11 +97,15 @@ func usable(s *elf.Section) bool {
 // only the headers and the one call frame section, and the table depends on
 // nothing but the file's bytes, so callers may cache it by build ID.
 func BuildFile(path string) ([]Row, Stats, error) {
-	f, err := elf.Open(path)
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	defer f.Close()
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("parse elf %s: %w", path, err)
+	}
 	rows, st, err := Build(f)
 	if err != nil {
 		return nil, st, fmt.Errorf("unwind %s: %w", path, err)

@@ -1,0 +1,2 @@
+// The libjvm.so of fakejvm.c: HotSpot's serviceability table, empty.
+char gHotSpotVMStructs[64];
