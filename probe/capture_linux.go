@@ -299,6 +299,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		t.exitingLocked()
 	}
 	t.resumeLocked(true)
+	t.watchdog.release() // continued, and no probe is left to stop it
 	defer t.closeRuntimeLocked()
 	t.refreshLocked()
 	t.retryNamesLocked(true) // a JVM still alive names its newest code

@@ -30,8 +30,12 @@ func init() {
 }
 
 // RunShim must be called first in main. When the process was started as the
-// shim it never returns: it execs the command or exits 127.
+// shim it never returns: it execs the command or exits 127. Started as the
+// watchdog (watchdogArg) it never returns either.
 func RunShim() {
+	if len(os.Args) > 1 && os.Args[1] == watchdogArg {
+		runWatchdog(os.Args[2:])
+	}
 	if len(os.Args) < 4 || os.Args[1] != shimArg {
 		return
 	}
@@ -52,6 +56,7 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	dog  *watchdog
 	// startTicks is the command's start time (/proc/PID/stat): the
 	// orphans reparented to leakscope that started later are its.
 	startTicks uint64
@@ -162,12 +167,21 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		return nil, nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	gateR.Close()
-	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, forTarget(opts, objects))
+	dog, err := startWatchdog(self, cmd.Process.Pid)
 	if err != nil {
 		gateW.Close() // the shim exits without running the command
 		<-proc.done
 		return nil, nil, err
 	}
+	proc.dog = dog
+	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, forTarget(opts, objects))
+	if err != nil {
+		gateW.Close() // the shim exits without running the command
+		<-proc.done
+		dog.release()
+		return nil, nil, err
+	}
+	t.watchdog = dog
 	t.command = argv
 	t.view.expectExec(elfPath)
 	if _, err := gateW.Write([]byte{1}); err != nil {

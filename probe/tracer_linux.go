@@ -48,6 +48,8 @@ type Tracer struct {
 	series    series    // the snapshots so far
 	warnings  []string
 	command   []string
+	// watchdog continues a launched command if leakscope dies.
+	watchdog *watchdog
 	// attachedAfter is the process's age when attach's probes were on.
 	attachedAfter time.Duration
 	probed        []string
@@ -909,6 +911,12 @@ func (t *Tracer) close() {
 		t.misses.Close()
 	}
 	t.objs.Close()
+	if t.watchdog != nil {
+		// Closed without the stop's record read: continue the
+		// command, then let the watchdog go.
+		_ = unix.Kill(t.pid, unix.SIGCONT)
+		t.watchdog.release()
+	}
 }
 
 func isPerm(err error) bool {

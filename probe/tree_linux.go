@@ -50,7 +50,7 @@ func (p *Process) tree() []int {
 		todo = append(todo, root)
 	}
 	for _, c := range children[os.Getpid()] {
-		if c != root && p.startTicks != 0 && stats[c].StartTime >= p.startTicks {
+		if c != root && c != p.dog.pid() && p.startTicks != 0 && stats[c].StartTime >= p.startTicks {
 			todo = append(todo, c)
 		}
 	}
