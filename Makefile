@@ -7,6 +7,16 @@ BIN       := bin/leakscope
 EXAMPLES  := bin/examples
 CFLAGS_EX := -O2 -g -Wall -Wextra -pthread
 
+# What leakscope version prints (version.go). Outside a git checkout (a
+# source tarball) VERSION falls back to "devel" and the commit to unknown;
+# set them on the command line there: make VERSION=1.2.0 COMMIT=...
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
+# SOURCE_DATE_EPOCH (reproducible builds) fixes the build date.
+BUILD_DATE ?= $(shell date -u -d "@$${SOURCE_DATE_EPOCH:-$$(date +%s)}" +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
+GOBUILD    := $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+
 export BPF2GO_CC     := $(CLANG)
 export BPF2GO_STRIP  := $(STRIP)
 export BPF2GO_CFLAGS := -O2 -g -Wall -Werror
@@ -21,7 +31,7 @@ all: build
 build: $(BIN)
 
 $(BIN): FORCE
-	$(GO) build -o $(BIN) ./cmd/leakscope
+	$(GOBUILD) -o $(BIN) ./cmd/leakscope
 
 FORCE:
 
