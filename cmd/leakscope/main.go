@@ -31,6 +31,8 @@ func execute(ctx context.Context, args []string, io ioStreams) int {
 	var budget memoryBudget
 	budget.register(root)
 	defer budget.stop()
+	// After every flag is added: it walks the finished tree.
+	addCompletions(root)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
