@@ -31,10 +31,11 @@ func execute(ctx context.Context, args []string, io ioStreams) int {
 	var budget memoryBudget
 	budget.register(root)
 	defer budget.stop()
-	// After every flag is added: it walks the finished tree.
+	// After every flag is added: they walk the finished tree.
 	addCompletions(root)
+	addFlagSuggestions(root)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := suggestCommand(root.ExecuteContext(ctx))
 	if err == nil {
 		return 0
 	}
