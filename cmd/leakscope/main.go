@@ -34,6 +34,7 @@ func execute(ctx context.Context, args []string, io ioStreams) int {
 	// After every flag is added: they walk the finished tree.
 	addCompletions(root)
 	addFlagSuggestions(root)
+	refuseBinaryOnTerminal(root)
 	root.SetArgs(args)
 	err := suggestCommand(root.ExecuteContext(ctx))
 	if err == nil {
