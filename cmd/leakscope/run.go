@@ -23,7 +23,7 @@ func newRunCmd(io ioStreams, runF func(context.Context, *runOptions) error) *cob
 		Long: `run starts COMMAND with the probes attached before its first instruction,
 traces until it exits (or --duration passes, or Ctrl-C), then reports the
 call stacks that still hold memory. The command's own output is passed through.`,
-		Example: `  leakscope run -- ./examples/leaky
+		Example: `  leakscope run -- ./bin/examples/leaky     # after make examples
   leakscope run --format json -o leaks.json -- ./server --port 8080`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
