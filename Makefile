@@ -46,23 +46,27 @@ FORCE:
 ## and bash-completion cmd/leakscope/install_linux_test.go; libbz2-dev, libssl-dev and zlib1g-dev
 ## the examples the --track presets and zlib tests build.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+# MISSING sets need to the packages not installed; deps and test use it.
+define MISSING
+need=; \
+command -v clang-19 >/dev/null || need="$$need clang-19"; \
+command -v llvm-strip-19 >/dev/null || need="$$need llvm-19"; \
+command -v gcc >/dev/null || need="$$need gcc"; \
+command -v make >/dev/null || need="$$need make"; \
+command -v git >/dev/null || need="$$need git"; \
+[ -f /usr/include/zlib.h ] || need="$$need zlib1g-dev"; \
+command -v chromium >/dev/null || need="$$need chromium"; \
+[ -f /usr/include/bzlib.h ] || need="$$need libbz2-dev"; \
+[ -f /usr/include/openssl/ssl.h ] || need="$$need libssl-dev"; \
+command -v bpftool >/dev/null || need="$$need bpftool"; \
+command -v capsh >/dev/null || need="$$need libcap2-bin"; \
+command -v javac >/dev/null || need="$$need openjdk-17-jdk-headless"; \
+[ -f /usr/share/java/netty-buffer.jar ] || need="$$need libnetty-java"; \
+command -v man >/dev/null || need="$$need man-db"; \
+[ -f /usr/share/bash-completion/bash_completion ] || need="$$need bash-completion";
+endef
 deps:
-	@need=; \
-	command -v clang-19 >/dev/null || need="$$need clang-19"; \
-	command -v llvm-strip-19 >/dev/null || need="$$need llvm-19"; \
-	command -v gcc >/dev/null || need="$$need gcc"; \
-	command -v make >/dev/null || need="$$need make"; \
-	command -v git >/dev/null || need="$$need git"; \
-	[ -f /usr/include/zlib.h ] || need="$$need zlib1g-dev"; \
-	command -v chromium >/dev/null || need="$$need chromium"; \
-	[ -f /usr/include/bzlib.h ] || need="$$need libbz2-dev"; \
-	[ -f /usr/include/openssl/ssl.h ] || need="$$need libssl-dev"; \
-	command -v bpftool >/dev/null || need="$$need bpftool"; \
-	command -v capsh >/dev/null || need="$$need libcap2-bin"; \
-	command -v javac >/dev/null || need="$$need openjdk-17-jdk-headless"; \
-	[ -f /usr/share/java/netty-buffer.jar ] || need="$$need libnetty-java"; \
-	command -v man >/dev/null || need="$$need man-db"; \
-	[ -f /usr/share/bash-completion/bash_completion ] || need="$$need bash-completion"; \
+	@$(MISSING) \
 	if [ -n "$$need" ]; then \
 		echo "make deps: apt-get install$$need"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
@@ -160,8 +164,11 @@ demo-java: build
 	javac -d bin/java examples/java/KafkaRecovery.java
 	./$(BIN) run --top 1 -- java -cp bin/java KafkaRecovery
 
-## test: every test; the BPF tests run as root and skip with a reason otherwise
+## test: every test; the BPF tests run as root and skip with a reason otherwise,
+## and so do those whose Debian package is missing, which this names first
 test:
+	@$(MISSING) \
+	[ -z "$$need" ] || echo "make test: not installed:$$need; the tests that need them skip or fail (make deps installs them)" >&2
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
