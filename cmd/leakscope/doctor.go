@@ -22,6 +22,8 @@ func newDoctorCmd(io ioStreams, runF func(context.Context, *doctorOptions) error
 programs) and, with --pid, the target: which allocator will be traced and,
 for each loaded object, whether stacks can be walked through it.
 It exits 2 when a host check fails.`,
+		Example: `  leakscope doctor              # can this host trace at all?
+  leakscope doctor --pid 4242   # and this process: allocator, probe sites, stacks`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {

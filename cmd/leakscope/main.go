@@ -31,8 +31,12 @@ func execute(ctx context.Context, args []string, io ioStreams) int {
 	var budget memoryBudget
 	budget.register(root)
 	defer budget.stop()
+	// After every flag is added: they walk the finished tree.
+	addCompletions(root)
+	addFlagSuggestions(root)
+	refuseBinaryOnTerminal(root)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := suggestCommand(root.ExecuteContext(ctx))
 	if err == nil {
 		return 0
 	}

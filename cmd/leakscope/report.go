@@ -206,7 +206,15 @@ func newDiffCmd(io ioStreams, runF func(context.Context, *diffOptions) error) *c
 	cmd := &cobra.Command{
 		Use:   "diff OLD NEW",
 		Short: "Compare two captures: leaks fixed, new and changed",
-		Args:  cobra.ExactArgs(2),
+		Long: `diff compares what two captures written by run or attach --save still held
+at their end, typically of one program before and after a fix. Sites match
+by kind and the function names of their stacks (addresses differ between
+runs). It lists the leaks fixed (held memory in OLD, nothing in NEW), new
+(held nothing in OLD) and changed (a different live count or size).`,
+		Example: `  leakscope run --save before.capture -- ./server --iterations 1000
+  leakscope run --save after.capture -- ./server-fixed --iterations 1000
+  leakscope diff before.capture after.capture`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Old, opts.New = args[0], args[1]
 			if runF != nil {

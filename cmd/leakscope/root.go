@@ -30,5 +30,7 @@ that hold on to memory.
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.AddCommand(newRunCmd(io, nil), newAttachCmd(io, nil), newReportCmd(io, nil), newDiffCmd(io, nil), newDoctorCmd(io, nil))
+	root.AddCommand(newVersionCmd(io), newManCmd(io))
+	addVersionFlag(root)
 	return root
 }

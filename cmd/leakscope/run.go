@@ -36,7 +36,7 @@ SIGHUP), the command and every process it started get SIGTERM, and SIGKILL
 after --kill-after, as timeout(1) does; --keep-running leaves them running.
 A command that fails by itself (a non-zero exit code, a crash) makes run exit
 3 when no --fail-on rule matched (1) and leakscope had no error (2).`,
-		Example: `  leakscope run -- ./examples/leaky
+		Example: `  leakscope run -- ./bin/examples/leaky     # after make examples
   leakscope run --format json -o leaks.json -- ./server --port 8080`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
