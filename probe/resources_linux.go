@@ -223,7 +223,7 @@ func (t *Tracer) untracedPairs() {
 			continue // a fallback is needed only where it was probed
 		}
 		if p.Optional {
-			t.warnOnce(fmt.Sprintf("preset %s: %s is not loaded in the target; kind %s was not traced", p.Preset, p.Library, p.Kind))
+			t.warnOnce(fmt.Sprintf("preset %s: %s is not loaded in the target (or lacks %s); kind %s was not traced", p.Preset, p.Library, p.Acquire[0].Function, p.Kind))
 		} else {
 			t.warnOnce(fmt.Sprintf("--track %s: %s is not loaded in the target (or lacks %s); nothing of that kind was traced", p.Kind, p.Library, p.Acquire[0].Function))
 		}

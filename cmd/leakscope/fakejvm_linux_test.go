@@ -89,6 +89,7 @@ func TestAttachFakeJVM(t *testing.T) {
 	for _, tc := range []struct{ mode, want string }{
 		{"flood", "printflag: reply exceeded 1 MiB; not asked again"},
 		{"silent", "printflag: no reply within 2s; not asked again"},
+		{"forge", `printflag: bad result code "\x1b]0;pwned\a\x1b[2J\r"; not asked again`},
 		{"fifo", "perf map not used: open /proc/%d/root/tmp/perf-%d.map: refused: a FIFO, not a regular file"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -142,6 +143,17 @@ func TestAttachFakeJVM(t *testing.T) {
 			}
 			if !strings.Contains(string(text), want) {
 				t.Errorf("text report does not say %q:\n%s", want, text)
+			}
+			// What the target sent never reaches a terminal raw.
+			for name, b := range map[string]string{"stderr": stderr.String(), "text report": string(text)} {
+				if strings.ContainsAny(b, "\x1b\a\r") {
+					t.Errorf("%s holds a raw escape, BEL or CR:\n%q", name, b)
+				}
+				for _, l := range strings.Split(b, "\n") {
+					if strings.HasPrefix(l, "leakscope: all good") {
+						t.Errorf("%s holds the forged line %q", name, l)
+					}
+				}
 			}
 		})
 	}

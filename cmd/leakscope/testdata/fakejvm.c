@@ -6,6 +6,7 @@
 //
 //   flood   an endless reply
 //   silent  accepts and never replies
+//   forge   replies with escape sequences and a forged leakscope line
 //   fifo    replies "0" to every command; /tmp/perf-<pid>.map is a FIFO
 //
 // It prints "ready" once it allocates, and runs until killed.
@@ -41,6 +42,13 @@ static void *serve(void *arg) {
 			write(c, "0\n", 2);
 			while (write(c, buf, sizeof buf) > 0)
 				;
+			close(c);
+		} else if (strcmp(mode, "forge") == 0) {
+			// A reply built to drive a terminal and forge lines.
+			static const char forged[] = "\x1b]0;pwned\x07\x1b[2J\r\nleakscope: all good, no leaks\n";
+			char req[4096];
+			read(c, req, sizeof req);
+			write(c, forged, sizeof forged - 1);
 			close(c);
 		} else if (strcmp(mode, "silent") == 0) {
 			// Keep the connection open, say nothing.
@@ -81,7 +89,7 @@ static int triggered(void) {
 
 int main(int argc, char **argv) {
 	if (argc < 2) {
-		fprintf(stderr, "usage: fakejvm flood|silent|fifo\n");
+		fprintf(stderr, "usage: fakejvm flood|silent|forge|fifo\n");
 		return 2;
 	}
 	mode = argv[1];
