@@ -63,7 +63,9 @@ command -v capsh >/dev/null || need="$$need libcap2-bin"; \
 command -v javac >/dev/null || need="$$need openjdk-17-jdk-headless"; \
 [ -f /usr/share/java/netty-buffer.jar ] || need="$$need libnetty-java"; \
 command -v man >/dev/null || need="$$need man-db"; \
-[ -f /usr/share/bash-completion/bash_completion ] || need="$$need bash-completion";
+[ -f /usr/share/bash-completion/bash_completion ] || need="$$need bash-completion"; \
+command -v musl-gcc >/dev/null || need="$$need musl-tools"; \
+[ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need="$$need libjemalloc2";
 endef
 deps:
 	@$(MISSING) \

@@ -138,6 +138,10 @@ type Target struct {
 	// command exited by itself, or was left running (KeptRunning).
 	Ended       string `json:"ended,omitempty"`
 	KeptRunning bool   `json:"kept_running,omitempty"` // run --keep-running left it running
+	// Execs are the command lines of the program images the command
+	// exec'd into after it started (a launch script exec'ing the real
+	// program): the capture followed them.
+	Execs []string `json:"execs,omitempty"`
 	// AttachedAfter is how long the process had been running when
 	// attach began tracing it: what it allocated before is not seen.
 	AttachedAfter time.Duration `json:"attached_after_ns,omitempty"`

@@ -52,6 +52,10 @@ __u32 stop_sent = 0;
  * it and continues the target once its stacks are resolved. */
 __u32 exit_stop = 0;
 __u32 exit_settled = 0;
+/* Set by target_exec when it stopped a launched command that exec'd again
+ * (a launch script, sh -c 'exec ...'): user space probes the new image's
+ * allocator and libraries, clears it and continues the command. */
+__u32 exec_stop = 0;
 
 /* Program images the target exec'd into since tracing began: allocation
  * keys and site keys carry it, so the new image never matches the old's. */
@@ -722,8 +726,13 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		if (last)
 			*last = 0;
 		stop_sent = 0; /* run: stop the new image too until its tables are in */
-		struct range_miss m = {};
-		bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
+		struct range_miss m = { .ip = RANGE_MISS_EXEC };
+		/* Stopped before the new image's first instruction, only if
+		 * user space will hear of it. */
+		if (!bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0) && stop_on_load) {
+			exec_stop = 1;
+			bpf_send_signal(19 /* SIGSTOP */);
+		}
 	}
 	exec_seen = 1;
 	return 0;

@@ -288,7 +288,10 @@ struct range_ctl {
 /* Sent when a frame falls outside the known ranges: user space rereads
  * /proc/PID/maps (a library was just loaded). ip RANGE_MISS_EXIT (no code
  * address) says instead that the target is exiting, stopped: user space
- * names its stacks while it can still read the target's memory.
+ * names its stacks while it can still read the target's memory. ip
+ * RANGE_MISS_EXEC says the target exec'd a new image (again, after run's
+ * shim): user space probes its allocator and libraries, and under run
+ * continues it (exec_stop).
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct range_miss {
 	__u64 ip;
@@ -296,5 +299,6 @@ struct range_miss {
 };
 
 #define RANGE_MISS_EXIT 1
+#define RANGE_MISS_EXEC 2
 
 #endif /* LEAKSCOPE_H */

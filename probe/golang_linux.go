@@ -65,7 +65,7 @@ func goexitReturn(obj *symbolize.Object, vaddr uint64) bool {
 // target describes the traced process as known now.
 func (t *Tracer) target() analyze.Target {
 	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: t.view.runtime, RuntimeVersion: t.view.runtimeVersion,
-		AttachedAfter: t.attachedAfter}
+		AttachedAfter: t.attachedAfter, Execs: t.execs}
 	if tg.Runtime == "" {
 		tg.Runtime = analyze.RuntimeNative
 	}

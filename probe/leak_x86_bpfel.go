@@ -334,6 +334,7 @@ const (
 	leakProgZlibInflateInitEnterMulti = "zlib_inflate_init_enter_multi"
 	leakVarExecGen                    = "exec_gen"
 	leakVarExecSeen                   = "exec_seen"
+	leakVarExecStop                   = "exec_stop"
 	leakVarExitSettled                = "exit_settled"
 	leakVarExitStop                   = "exit_stop"
 	leakVarMaxSites                   = "max_sites"
@@ -469,6 +470,7 @@ type leakMapSpecs struct {
 type leakVariableSpecs struct {
 	ExecGen         *ebpf.VariableSpec `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
+	ExecStop        *ebpf.VariableSpec `ebpf:"exec_stop"`
 	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
 	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
 	MaxSites        *ebpf.VariableSpec `ebpf:"max_sites"`
@@ -569,6 +571,7 @@ func (m *leakMaps) Close() error {
 type leakVariables struct {
 	ExecGen         *ebpf.Variable `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
+	ExecStop        *ebpf.Variable `ebpf:"exec_stop"`
 	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
 	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`
 	MaxSites        *ebpf.Variable `ebpf:"max_sites"`

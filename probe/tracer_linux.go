@@ -48,6 +48,12 @@ type Tracer struct {
 	series    series    // the snapshots so far
 	warnings  []string
 	command   []string
+	// mallocLinks and mallocReleases are the malloc family's links, the
+	// allocations' and free's, apart from links and releases.
+	mallocLinks, mallocReleases []link.Link
+	// execs lists the images a launched command exec'd into after its
+	// first (followExecLocked), as their command lines.
+	execs []string
 	// watchdog continues a launched command if leakscope dies.
 	watchdog *watchdog
 	// attachedAfter is the process's age when attach's probes were on.
@@ -305,9 +311,23 @@ var mallocFamily = []probeSpec{
 }
 
 func (t *Tracer) attach() error {
-	if !t.mallocTraced() {
-		return t.attachExecHook()
+	if t.mallocTraced() {
+		if err := t.attachMalloc(); err != nil {
+			return err
+		}
 	}
+	return t.attachExecHook()
+}
+
+// attachMalloc probes the malloc family of t.alloc. Its links are kept
+// apart (mallocLinks, mallocReleases): an exec into a JVM drops them.
+func (t *Tracer) attachMalloc() error {
+	nl, nr := len(t.links), len(t.releases)
+	defer func() {
+		t.mallocLinks = append(t.mallocLinks, t.links[nl:]...)
+		t.mallocReleases = append(t.mallocReleases, t.releases[nr:]...)
+		t.links, t.releases = t.links[:nl], t.releases[:nr]
+	}()
 	ex, err := link.OpenExecutable(t.alloc.Path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", t.alloc.Display, err)
@@ -338,7 +358,7 @@ func (t *Tracer) attach() error {
 			return err
 		}
 	}
-	return t.attachExecHook()
+	return nil
 }
 
 // attachLoaderHook probes the dynamic linker's _dl_debug_state, which it
@@ -406,12 +426,20 @@ func (t *Tracer) attachExecHook() error {
 		progs = append(progs, t.objs.TargetExit)
 	}
 	for _, p := range progs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
-		if err != nil {
-			return fmt.Errorf("attach %s: %w", p, err)
+		if err := t.attachTracing(p); err != nil {
+			return err
 		}
-		t.links = append(t.links, l)
 	}
+	return nil
+}
+
+// attachTracing attaches a tp_btf program.
+func (t *Tracer) attachTracing(p *ebpf.Program) error {
+	l, err := link.AttachTracing(link.TracingOptions{Program: p})
+	if err != nil {
+		return fmt.Errorf("attach %s: %w", p, err)
+	}
+	t.links = append(t.links, l)
 	return nil
 }
 
@@ -661,9 +689,16 @@ func (t *Tracer) watchMisses() {
 		if err != nil {
 			return // closed
 		}
+		var ip uint64
+		if len(rec.RawSample) >= 8 {
+			ip = binary.LittleEndian.Uint64(rec.RawSample)
+		}
 		t.mu.Lock()
+		if ip == rangeMissExec {
+			t.followExecLocked()
+		}
 		t.refreshLocked()
-		if len(rec.RawSample) >= 8 && binary.LittleEndian.Uint64(rec.RawSample) == rangeMissExit {
+		if ip == rangeMissExit {
 			t.exitingLocked()
 			t.resumeLocked(true)
 		} else {
@@ -673,8 +708,12 @@ func (t *Tracer) watchMisses() {
 	}
 }
 
-// rangeMissExit is RANGE_MISS_EXIT (ebpf/leakscope.h).
-const rangeMissExit = 1
+// rangeMissExit and rangeMissExec are RANGE_MISS_EXIT and
+// RANGE_MISS_EXEC (ebpf/leakscope.h).
+const (
+	rangeMissExit = 1
+	rangeMissExec = 2
+)
 
 // exitingLocked resolves every stack while a launched command that called
 // exit() is stopped (exit_call): with its last names, as the capture will
@@ -700,20 +739,23 @@ func (t *Tracer) exitingLocked() {
 // in exit() (exit_call), whose stop no other record continues. A SIGCONT
 // also discards a stop not delivered yet.
 func (t *Tracer) resumeLocked(exited bool) {
-	var sent, exitStop uint32
+	var sent, exitStop, execStop uint32
 	if err := t.objs.StopSent.Get(&sent); err != nil {
 		return
 	}
 	if err := t.objs.ExitStop.Get(&exitStop); err != nil {
 		return
 	}
+	if err := t.objs.ExecStop.Get(&execStop); err != nil {
+		return
+	}
 	if exitStop != 0 && !exited {
 		return // stopped in exit(): its own record continues it
 	}
-	if sent == 0 && exitStop == 0 {
+	if sent == 0 && exitStop == 0 && execStop == 0 {
 		return
 	}
-	for _, v := range []*ebpf.Variable{t.objs.StopSent, t.objs.ExitStop} {
+	for _, v := range []*ebpf.Variable{t.objs.StopSent, t.objs.ExitStop, t.objs.ExecStop} {
 		if err := v.Set(uint32(0)); err != nil {
 			t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
 		}
@@ -891,18 +933,23 @@ func (t *Tracer) allocDisplay() string {
 // and a block allocated and freed while only its allocation was probed
 // would stay live for good, a false leak.
 func (t *Tracer) detach() {
-	for _, links := range [][]link.Link{t.links, t.releases} {
-		var wg sync.WaitGroup
-		for _, l := range links {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l.Close()
-			}()
-		}
-		wg.Wait()
+	closeLinks(append(t.links, t.mallocLinks...))
+	closeLinks(append(t.releases, t.mallocReleases...))
+	t.links, t.releases, t.mallocLinks, t.mallocReleases = nil, nil, nil, nil
+}
+
+// closeLinks closes links at once, not one after another: each close
+// waits for an RCU grace period.
+func closeLinks(links []link.Link) {
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Close()
+		}()
 	}
-	t.links, t.releases = nil, nil
+	wg.Wait()
 }
 
 func (t *Tracer) close() {

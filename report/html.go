@@ -151,6 +151,9 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 		p.Target += ", " + st
 	}
 	p.Target += ")"
+	for _, e := range c.Target.Execs {
+		p.Target += "; exec'd " + e
+	}
 	p.Scope = c.Target.Scope()
 	if r.Options.MinAge > 0 {
 		p.MinAge = analyze.FormatDuration(r.Options.MinAge)

@@ -56,6 +56,9 @@ type V1Target struct {
 	// that run --keep-running left it running. Added within v1.
 	Ended       string `json:"ended,omitempty"`
 	KeptRunning bool   `json:"kept_running,omitempty"`
+	// Execs are the command lines of the images the command exec'd into
+	// after it started, followed by the capture. Added within v1.
+	Execs []string `json:"execs,omitempty"`
 	// AttachedAfterSeconds is how long the process had run when attach
 	// began: its earlier allocations are not seen; Scope says so in
 	// words. Added within v1.
@@ -182,6 +185,7 @@ func toV1(r *analyze.Result) *V1 {
 
 			Ended:                c.Target.Ended,
 			KeptRunning:          c.Target.KeptRunning,
+			Execs:                c.Target.Execs,
 			AttachedAfterSeconds: c.Target.AttachedAfter.Seconds(),
 			Scope:                c.Target.Scope(),
 		},

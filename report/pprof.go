@@ -131,6 +131,9 @@ func pprofComments(c *analyze.Capture) []string {
 	if st := c.Target.Status(); st != "" {
 		cs = append(cs, "leakscope: target "+termtext.Sanitize(st))
 	}
+	for _, e := range c.Target.Execs {
+		cs = append(cs, "leakscope: exec'd "+termtext.Sanitize(e))
+	}
 	if sc := c.Target.Scope(); sc != "" {
 		cs = append(cs, "leakscope: scope: "+sc)
 	}

@@ -81,6 +81,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 
 	line := func(label, value string) { fmt.Fprintf(b, "%-13s%s\n", label+":", termtext.Sanitize(value)) }
 	line("target", target)
+	for _, e := range t.Execs {
+		line("exec'd", e)
+	}
 	line("started", c.StartedAt.Format(time.RFC3339))
 	line("duration", analyze.FormatDuration(c.Duration))
 	if sc := t.Scope(); sc != "" {

@@ -21,6 +21,17 @@ func Command(pid int) ([]string, error) {
 	return parseCmdline(data), nil
 }
 
+// Environ returns the target's environment from /proc/<pid>/environ, as
+// it was when its program image started.
+func Environ(pid int) ([]string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return nil, procError(pid, "environ", err)
+	}
+	return parseCmdline(data), nil
+}
+
+// parseCmdline splits NUL-terminated strings (cmdline, environ).
 func parseCmdline(data []byte) []string {
 	data = bytes.TrimSuffix(data, []byte{0})
 	if len(data) == 0 {
