@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,6 +91,63 @@ func parseRule(s string) (Rule, error) {
 	return r, nil
 }
 
+// kindRune reports whether r may appear in a kind pattern: a kind's
+// letters, digits, '.', '_' and '-', and path.Match's *, ?, [, ], ^.
+func kindRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-*?[]^", r)
+}
+
+// CheckRuleKinds fails when a rule's kind pattern matches no kind the
+// capture traced: the rule could never match, and a gate built on it
+// would pass whatever leaked (a typo such as kind=maloc). A capture that
+// does not say what it traced (no ProbeSet, no site) is not checked.
+func CheckRuleKinds(rules []Rule, c *Capture) error {
+	kinds := TracedKinds(c)
+	if len(kinds) == 0 {
+		return nil
+	}
+	for _, r := range rules {
+		for _, cond := range r.Conds {
+			if cond.Field != FieldKind {
+				continue
+			}
+			matched := false
+			for _, k := range kinds {
+				if ok, _ := path.Match(cond.Glob, k); ok {
+					matched = true
+					break
+				}
+			}
+			if !matched {
+				return fmt.Errorf("rule %q: kind=%s matches none of the kinds traced (%s), so it could never fail: a typo?",
+					r.String(), cond.Glob, strings.Join(kinds, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// TracedKinds lists the kinds a capture traced: malloc when it was
+// probed, the resource kinds of its probe set, and every kind of its
+// sites; sorted, without repeats.
+func TracedKinds(c *Capture) []string {
+	var kinds []string
+	if p := c.Probes; p != nil {
+		if p.Malloc {
+			kinds = append(kinds, string(KindMalloc))
+		}
+		for _, k := range p.Kinds {
+			k, _, _ = strings.Cut(k, " ") // "jvm.direct (JNI fallback in …)"
+			kinds = append(kinds, k)
+		}
+	}
+	for i := range c.Sites {
+		kinds = append(kinds, string(c.Sites[i].Kind))
+	}
+	slices.Sort(kinds)
+	return slices.Compact(kinds)
+}
+
 func parseCond(s string) (Cond, error) {
 	if s == "" {
 		return Cond{}, errors.New("empty condition")
@@ -115,6 +173,9 @@ func parseCond(s string) (Cond, error) {
 		}
 		if _, err := path.Match(value, ""); err != nil {
 			return Cond{}, fmt.Errorf("kind pattern %q: %w", value, err)
+		}
+		if i := strings.IndexFunc(value, func(r rune) bool { return !kindRune(r) }); i >= 0 {
+			return Cond{}, fmt.Errorf("kind pattern %q holds %q, which no kind has (conditions are separated by ',', e.g. kind=malloc,count>0)", value, value[i:i+1])
 		}
 		c.Glob = value
 		return c, nil

@@ -3,6 +3,8 @@ package analyze
 import (
 	"path"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -220,4 +222,42 @@ func FuzzParseRule(f *testing.F) {
 		}
 		r.Match(Leak{Site: &Site{Kind: KindMalloc}, Trend: &Trend{}})
 	})
+}
+
+// A rule that could never match fails loudly: a kind pattern with
+// another condition glued on, or a kind no probe traced.
+func TestRuleKindsChecked(t *testing.T) {
+	for _, bad := range []string{"kind=malloc;count>0", "kind=malloc count>0", "kind=zlib.*>0"} {
+		if _, err := ParseRule(bad); err == nil || !strings.Contains(err.Error(), "conditions are separated by ','") {
+			t.Errorf("ParseRule(%q) = %v, want the separator explained", bad, err)
+		}
+	}
+	c := &Capture{
+		Probes: &ProbeSet{Malloc: true, Kinds: []string{"zlib.inflate", "zlib.deflate", "jvm.direct (JNI fallback in libzip.so)"}},
+		Sites:  []Site{{Kind: "stdio"}},
+	}
+	if got, want := TracedKinds(c), []string{"jvm.direct", "malloc", "stdio", "zlib.deflate", "zlib.inflate"}; !slices.Equal(got, want) {
+		t.Errorf("TracedKinds = %q, want %q", got, want)
+	}
+	for spec, ok := range map[string]bool{
+		"kind=malloc,count>0": true, "kind=zlib.*": true, "kind=jvm.direct": true, "kind=stdio": true, "count>0": true,
+		"kind=maloc": false, "kind=zlib": false, "bytes>1,kind=openssl.*": false,
+	} {
+		r, err := ParseRule(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckRuleKinds([]Rule{r}, c)
+		if (err == nil) != ok {
+			t.Errorf("CheckRuleKinds(%q) = %v, want ok %v", spec, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "matches none of the kinds traced (jvm.direct, malloc, stdio, zlib.deflate, zlib.inflate)") {
+			t.Errorf("CheckRuleKinds(%q) = %v", spec, err)
+		}
+	}
+	// Nothing known of what was traced: not checked.
+	r, _ := ParseRule("kind=maloc")
+	if err := CheckRuleKinds([]Rule{r}, &Capture{}); err != nil {
+		t.Errorf("an empty capture: %v", err)
+	}
 }

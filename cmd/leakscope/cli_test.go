@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,21 @@ func TestBadRuleAndCapture(t *testing.T) {
 	io, _, errb := streams()
 	if code := execute(context.Background(), []string{"report", corrupt}, io); code != 2 || !strings.Contains(errb.String(), "line 2") {
 		t.Errorf("corrupt capture: exit %d, %q", code, errb.String())
+	}
+}
+
+// A --fail-on rule that could never match is an error, not a passing
+// gate: a kind nothing traced (a typo), or conditions glued by ';'.
+func TestFailOnThatCannotMatch(t *testing.T) {
+	capture := writeTestCapture(t, "growing")
+	for rule, want := range map[string]string{
+		"kind=maloc":          `leakscope: --fail-on: rule "kind=maloc": kind=maloc matches none of the kinds traced`,
+		"kind=malloc;count>0": `conditions are separated by ','`,
+	} {
+		io, _, errb := streams()
+		code := execute(context.Background(), []string{"report", "-o", filepath.Join(t.TempDir(), "r.txt"), "--fail-on", rule, capture}, io)
+		if code != 2 || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), want) {
+			t.Errorf("--fail-on %q: exit %d, stderr %q; want 2 and %q", rule, code, errb.String(), want)
+		}
 	}
 }

@@ -54,6 +54,9 @@ func finish(c *analyze.Capture, opts *captureOptions, io ioStreams) error {
 	if len(opts.rules) == 0 {
 		return nil
 	}
+	if err := analyze.CheckRuleKinds(opts.rules, c); err != nil {
+		return fmt.Errorf("--fail-on: %w", err)
+	}
 	all := analyze.Rank(c, opts.rankOptions(0))
 	matches := analyze.MatchRules(all, opts.rules)
 	for _, m := range matches {
