@@ -124,6 +124,9 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.command = cmdline
+	t.mu.Lock()
+	t.probeUnloadedLocked(maps, isJVM(mapped))
+	t.mu.Unlock()
 	// Taken once the probes are on: what the process allocated before
 	// now is not seen.
 	if age, err := procfs.Age(pid); err == nil {
