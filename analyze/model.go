@@ -142,9 +142,33 @@ type Target struct {
 	// exec'd into after it started (a launch script exec'ing the real
 	// program): the capture followed them.
 	Execs []string `json:"execs,omitempty"`
+	// Stops are the stops the kernel made of run's command while
+	// leakscope updated its tables; nil when there were none (attach).
+	Stops *Stops `json:"stops,omitempty"`
 	// AttachedAfter is how long the process had been running when
 	// attach began tracing it: what it allocated before is not seen.
 	AttachedAfter time.Duration `json:"attached_after_ns,omitempty"`
+}
+
+// Stops counts the stops the kernel made of a command under leakscope run
+// (at its first traced call, around each dlopen and dlclose, at an exec,
+// in exit()) until leakscope had updated its tables and continued it.
+type Stops struct {
+	Count   uint64        `json:"count"`
+	Longest time.Duration `json:"longest_ns"`
+	Total   time.Duration `json:"total_ns"`
+}
+
+// Add counts one stop that lasted d.
+func (s *Stops) Add(d time.Duration) {
+	s.Count++
+	s.Total += d
+	s.Longest = max(s.Longest, d)
+}
+
+// String says "12 stops, the longest 2.1ms, 9.8ms in all".
+func (s *Stops) String() string {
+	return fmt.Sprintf("%d, the longest %s, %s in all", s.Count, FormatDuration(s.Longest), FormatDuration(s.Total))
 }
 
 // Status says how the target ended, or that it did not: "exited with

@@ -683,7 +683,7 @@ UPROBE_TWINS(dl_debug_state)
 		stop_sent = 1;
 		bpf_send_signal(19 /* SIGSTOP */);
 	}
-	struct range_miss m = {};
+	struct range_miss m = { .at_ns = bpf_ktime_get_ns() };
 	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 	return 0;
 }
@@ -701,7 +701,7 @@ UPROBE_TWINS(exit_call)
 	/* Stopped only if user space will hear of it. exit_stop is its own
 	 * flag: a record of another stop, read first, does not continue
 	 * the target (and user space clears only what it handled). */
-	struct range_miss m = { .ip = RANGE_MISS_EXIT };
+	struct range_miss m = { .ip = RANGE_MISS_EXIT, .at_ns = bpf_ktime_get_ns() };
 	if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0))
 		return 0;
 	exit_stop = 1;
@@ -726,7 +726,7 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		if (last)
 			*last = 0;
 		stop_sent = 0; /* run: stop the new image too until its tables are in */
-		struct range_miss m = { .ip = RANGE_MISS_EXEC };
+		struct range_miss m = { .ip = RANGE_MISS_EXEC, .at_ns = bpf_ktime_get_ns() };
 		/* Stopped before the new image's first instruction, only if
 		 * user space will hear of it. */
 		if (!bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0) && stop_on_load) {

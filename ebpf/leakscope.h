@@ -296,6 +296,7 @@ struct range_ctl {
 struct range_miss {
 	__u64 ip;
 	__u64 generation;
+	__u64 at_ns; /* bpf_ktime_get_ns() when sent: how long a stop lasted */
 };
 
 #define RANGE_MISS_EXIT 1

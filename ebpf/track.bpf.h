@@ -92,7 +92,7 @@ static __always_inline void note_range_miss(__u64 ip)
 		return;
 	*last = now;
 	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
-	struct range_miss m = { .ip = ip, .generation = ctl ? ctl->generation : 0 };
+	struct range_miss m = { .ip = ip, .generation = ctl ? ctl->generation : 0, .at_ns = bpf_ktime_get_ns() };
 	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 }
 
@@ -670,7 +670,7 @@ static __always_inline void stop_until_ranges(void)
 		return;
 	stop_sent = 1;
 	bpf_send_signal(19 /* SIGSTOP */);
-	struct range_miss m = {};
+	struct range_miss m = { .at_ns = bpf_ktime_get_ns() };
 	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 }
 

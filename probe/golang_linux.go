@@ -66,6 +66,10 @@ func goexitReturn(obj *symbolize.Object, vaddr uint64) bool {
 func (t *Tracer) target() analyze.Target {
 	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: t.view.runtime, RuntimeVersion: t.view.runtimeVersion,
 		AttachedAfter: t.attachedAfter, Execs: t.execs}
+	if t.stops.Count > 0 {
+		st := t.stops
+		tg.Stops = &st
+	}
 	if tg.Runtime == "" {
 		tg.Runtime = analyze.RuntimeNative
 	}

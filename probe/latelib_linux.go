@@ -15,14 +15,15 @@ var libraryDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
 
 // probeUnloadedLocked probes, before the target loads them, the libraries
 // whose calls leakscope traces: the system zlib (libz.so.1), the library
-// of each declared pair, and for a JVM every library of its JDK
-// (<java.home>/lib/*.so, beside lib/server/libjvm.so). Uprobes go on
-// files, and the kernel installs them as a process maps the file, so a
-// library loaded after attach (libzip.so on a JVM's first use of
-// java.util.zip, a dlopen'ed libz) is traced from its first call, not
-// from the refresh that notices it milliseconds later. Files are found
-// under the target's root.
-func (t *Tracer) probeUnloadedLocked(maps []procfs.Mapping, jvm bool) {
+// of each declared pair, and for a JVM every library of its JDK (jdkLib,
+// <java.home>/lib: its *.so files). Uprobes go on files, and the kernel
+// installs them as a process maps the file, so a library loaded later (a
+// JVM's libzip.so on its first use of java.util.zip, a dlopen'ed libz) is
+// traced from its first call, not from the refresh that notices it
+// milliseconds later. The JDK's libjvm.so is also read and its unwind
+// rows written now: under run, the stop at its load then lasts a few
+// milliseconds instead of ~190. Files are found under the target's root.
+func (t *Tracer) probeUnloadedLocked(jdkLib string) {
 	root := fmt.Sprintf("/proc/%d/root", t.pid)
 	probe := func(display string) {
 		if err := t.attachResources(root+display, display); err != nil {
@@ -44,26 +45,43 @@ func (t *Tracer) probeUnloadedLocked(maps []procfs.Mapping, jvm bool) {
 			probe(path)
 		}
 	}
-	if !jvm {
+	if jdkLib == "" {
 		return
 	}
-	for _, m := range maps {
-		if filepath.Base(m.Path) != "libjvm.so" || m.Deleted {
-			continue
-		}
-		lib := filepath.Dir(filepath.Dir(m.Path))
-		ents, err := os.ReadDir(root + lib)
-		if err != nil {
-			t.warnOnce(fmt.Sprintf("the JDK's libraries in %s are probed only once loaded: %v", lib, err))
-			return
-		}
-		for _, e := range ents {
-			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".so") {
-				probe(lib + "/" + e.Name())
-			}
-		}
+	ents, err := os.ReadDir(root + jdkLib)
+	if err != nil {
+		t.warnOnce(fmt.Sprintf("the JDK's libraries in %s are probed only once loaded: %v", jdkLib, err))
 		return
 	}
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".so") {
+			probe(jdkLib + "/" + e.Name())
+		}
+	}
+	libjvm := procfs.Mapping{Path: jdkLib + "/server/libjvm.so"}
+	if _, err := os.Stat(root + libjvm.Path); err != nil {
+		return
+	}
+	probe(libjvm.Path)
+	t.view.classify(libjvm)
+	if _, done := t.view.unwind[libjvm.Path]; !done && t.opts.Unwind != UnwindFP &&
+		(t.opts.Unwind != UnwindAuto || t.view.fpClass(libjvm) != fpYes) {
+		t.view.unwind[libjvm.Path] = t.uploadRows(libjvm)
+	}
+}
+
+// jdkLibDir is <java.home>/lib of a JVM among objects (libjvm.so in
+// lib/server, or the launcher's libjli.so in lib), "" for none.
+func jdkLibDir(objects []string) string {
+	for _, o := range objects {
+		switch filepath.Base(o) {
+		case "libjvm.so":
+			return filepath.Dir(filepath.Dir(o))
+		case "libjli.so":
+			return filepath.Dir(o)
+		}
+	}
+	return ""
 }
 
 // findLibrary finds a library by name, or by the prefix of its name that

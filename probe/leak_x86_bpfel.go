@@ -120,6 +120,7 @@ type leakRangeMiss struct {
 	_          structs.HostLayout
 	Ip         uint64
 	Generation uint64
+	AtNs       uint64
 }
 
 type leakSiteKey struct {

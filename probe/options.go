@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/track"
 )
 
@@ -123,4 +124,6 @@ type Progress struct {
 	LiveCount uint64
 	LiveBytes uint64
 	Sites     int
+	// Stops are run's stops of the command so far (Count 0 under attach).
+	Stops analyze.Stops
 }

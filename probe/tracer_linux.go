@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -54,6 +55,9 @@ type Tracer struct {
 	// execs lists the images a launched command exec'd into after its
 	// first (followExecLocked), as their command lines.
 	execs []string
+	// stops are the stops the kernel made for leakscope (run), measured
+	// from the stop to the SIGCONT.
+	stops analyze.Stops
 	// watchdog continues a launched command if leakscope dies.
 	watchdog *watchdog
 	// attachedAfter is the process's age when attach's probes were on.
@@ -125,7 +129,7 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	}
 	t.command = cmdline
 	t.mu.Lock()
-	t.probeUnloadedLocked(maps, isJVM(mapped))
+	t.probeUnloadedLocked(jdkLibDir(mapped))
 	t.mu.Unlock()
 	// Taken once the probes are on: what the process allocated before
 	// now is not seen.
@@ -175,6 +179,11 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 	if err := t.attachLoaderHook(objects); err != nil {
 		t.close()
 		return nil, err
+	}
+	if lib := jdkLibDir(objects); waitExec && lib != "" {
+		// A launched JVM: its libjvm.so and the rest of its JDK are
+		// prepared before it runs.
+		t.probeUnloadedLocked(lib)
 	}
 	if waitExec {
 		if err := t.attachExitHook(); err != nil {
@@ -692,20 +701,26 @@ func (t *Tracer) watchMisses() {
 		if err != nil {
 			return // closed
 		}
-		var ip uint64
-		if len(rec.RawSample) >= 8 {
-			ip = binary.LittleEndian.Uint64(rec.RawSample)
+		var m leakRangeMiss
+		if len(rec.RawSample) >= int(unsafe.Sizeof(m)) {
+			m.Ip = binary.LittleEndian.Uint64(rec.RawSample[0:])
+			m.Generation = binary.LittleEndian.Uint64(rec.RawSample[8:])
+			m.AtNs = binary.LittleEndian.Uint64(rec.RawSample[16:])
 		}
 		t.mu.Lock()
-		if ip == rangeMissExec {
+		if m.Ip == rangeMissExec {
 			t.followExecLocked()
 		}
 		t.refreshLocked()
-		if ip == rangeMissExit {
+		var resumed bool
+		if m.Ip == rangeMissExit {
 			t.exitingLocked()
-			t.resumeLocked(true)
+			resumed = t.resumeLocked(true)
 		} else {
-			t.resumeLocked(false)
+			resumed = t.resumeLocked(false)
+		}
+		if resumed && m.AtNs != 0 {
+			t.stops.Add(time.Duration(monotonicNow() - m.AtNs))
 		}
 		t.mu.Unlock()
 	}
@@ -725,7 +740,15 @@ const (
 // already written, never by asking it (the attach protocol would wait on a
 // stopped process, and a SIGQUIT sent now would print a thread dump once
 // it continues).
+//
+// Only a JVM's names and, with malloc not traced, zlib windows come from
+// the target's memory: a native command with malloc traced is resolved
+// from its files after it exited, and its stop in exit() lasts only the
+// refresh before this.
 func (t *Tracer) exitingLocked() {
+	if t.sym.jit.namer == nil && t.mallocTraced() {
+		return
+	}
 	if n := t.sym.jit.namer; n != nil {
 		n.Exiting()
 	}
@@ -741,22 +764,22 @@ func (t *Tracer) exitingLocked() {
 // (dl_debug_state); and, when exited is set, once its stacks are resolved
 // in exit() (exit_call), whose stop no other record continues. A SIGCONT
 // also discards a stop not delivered yet.
-func (t *Tracer) resumeLocked(exited bool) {
+func (t *Tracer) resumeLocked(exited bool) bool {
 	var sent, exitStop, execStop uint32
 	if err := t.objs.StopSent.Get(&sent); err != nil {
-		return
+		return false
 	}
 	if err := t.objs.ExitStop.Get(&exitStop); err != nil {
-		return
+		return false
 	}
 	if err := t.objs.ExecStop.Get(&execStop); err != nil {
-		return
+		return false
 	}
 	if exitStop != 0 && !exited {
-		return // stopped in exit(): its own record continues it
+		return false // stopped in exit(): its own record continues it
 	}
 	if sent == 0 && exitStop == 0 && execStop == 0 {
-		return
+		return false
 	}
 	for _, v := range []*ebpf.Variable{t.objs.StopSent, t.objs.ExitStop, t.objs.ExecStop} {
 		if err := v.Set(uint32(0)); err != nil {
@@ -766,6 +789,7 @@ func (t *Tracer) resumeLocked(exited bool) {
 	if err := unix.Kill(t.pid, unix.SIGCONT); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
 	}
+	return true
 }
 
 // refreshLocked rereads /proc/PID/maps and, when the executable mappings
@@ -842,7 +866,7 @@ func (t *Tracer) Snapshot() (Progress, error) {
 		return Progress{}, err
 	}
 	at := time.Since(t.started)
-	p := Progress{Elapsed: at}
+	p := Progress{Elapsed: at, Stops: t.stops}
 	for i := range points.len() {
 		sp := points.at(i)
 		p.LiveCount += sp.LiveCount

@@ -89,6 +89,7 @@ type htmlPage struct {
 	Duration    string
 	MinAge      string // "" without a min-age filter
 	Scope       string // what the capture cannot have seen (Target.Scope)
+	Stops       string // run's stops of the command (Target.Stops)
 	Outstanding string
 	Sites       int
 	Lost        []htmlCounter // nil when nothing was lost
@@ -155,6 +156,9 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 		p.Target += "; exec'd " + e
 	}
 	p.Scope = c.Target.Scope()
+	if st := c.Target.Stops; st != nil {
+		p.Stops = st.String()
+	}
 	if r.Options.MinAge > 0 {
 		p.MinAge = analyze.FormatDuration(r.Options.MinAge)
 	}

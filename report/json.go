@@ -63,7 +63,18 @@ type V1Target struct {
 	// began: its earlier allocations are not seen; Scope says so in
 	// words. Added within v1.
 	AttachedAfterSeconds float64 `json:"attached_after_seconds,omitempty"`
-	Scope                string  `json:"scope,omitempty"`
+	// Stops are run's stops of the command while leakscope updated its
+	// tables; omitted when there were none. Added within v1.
+	Stops *V1Stops `json:"stops,omitempty"`
+	Scope string   `json:"scope,omitempty"`
+}
+
+// V1Stops counts run's stops of the command: how many, the longest and
+// all of them together, in seconds.
+type V1Stops struct {
+	Count          uint64  `json:"count"`
+	LongestSeconds float64 `json:"longest_seconds"`
+	TotalSeconds   float64 `json:"total_seconds"`
 }
 
 // V1Totals is what all sites still hold, after the min-age filter and the
@@ -201,6 +212,9 @@ func toV1(r *analyze.Result) *V1 {
 		Lost:     V1Lost(c.Lost),
 		Leaks:    make([]V1Leak, 0, len(r.Leaks)),
 		Warnings: nonNil(c.Warnings),
+	}
+	if st := c.Target.Stops; st != nil {
+		v.Target.Stops = &V1Stops{Count: st.Count, LongestSeconds: st.Longest.Seconds(), TotalSeconds: st.Total.Seconds()}
 	}
 	if p := c.Probes; p != nil {
 		v.Probes = &V1Probes{Malloc: p.Malloc, MallocReason: p.MallocReason, Kinds: nonNil(p.Kinds), ZlibBytes: p.ZlibBytes}

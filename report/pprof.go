@@ -137,6 +137,9 @@ func pprofComments(c *analyze.Capture) []string {
 	if sc := c.Target.Scope(); sc != "" {
 		cs = append(cs, "leakscope: scope: "+sc)
 	}
+	if st := c.Target.Stops; st != nil {
+		cs = append(cs, "leakscope: stops "+st.String())
+	}
 	if c.SampleBytes > 0 {
 		cs = append(cs, fmt.Sprintf("leakscope: sample_bytes %d: allocations were sampled, so malloc counts and bytes are estimates", c.SampleBytes))
 	}

@@ -89,6 +89,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if sc := t.Scope(); sc != "" {
 		line("scope", sc)
 	}
+	if st := t.Stops; st != nil {
+		line("stops", st.String()+" (the command waited while leakscope updated its tables)")
+	}
 	if r.Options.MinAge > 0 {
 		line("min age", analyze.FormatDuration(r.Options.MinAge))
 	}

@@ -73,6 +73,11 @@ func TestRunExitStatusCombinations(t *testing.T) {
 			}
 			if c.exitCode >= 0 {
 				r := readReport(t, out)
+				// The kernel stopped the command at least at its first
+				// traced call; the report says how often and how long.
+				if st := r.Target.Stops; st == nil || st.Count == 0 || st.LongestSeconds <= 0 || st.LongestSeconds > st.TotalSeconds {
+					t.Errorf("target.stops = %+v, want the stops counted and timed", st)
+				}
 				if r.Target.ExitCode == nil || *r.Target.ExitCode != c.exitCode || !strings.Contains(r.Target.Ended, c.ended) ||
 					(c.ended == "") != (r.Target.Ended == "") || r.Target.KeptRunning {
 					t.Errorf("target %+v (exit code %v), want exit code %d, ended %q", r.Target, deref(r.Target.ExitCode), c.exitCode, c.ended)

@@ -167,6 +167,9 @@ func (p *progressLine) show(pid int, pr probe.Progress) {
 	}
 	fmt.Fprintf(p.w, "\r\x1b[Kleakscope: pid %d  %s  %d live allocations  %s live  %d sites",
 		pid, pr.Elapsed.Truncate(time.Second), pr.LiveCount, analyze.FormatBytes(pr.LiveBytes), pr.Sites)
+	if pr.Stops.Count > 0 {
+		fmt.Fprintf(p.w, "  longest stop %s", analyze.FormatDuration(pr.Stops.Longest))
+	}
 	p.shown = true
 }
 
