@@ -53,11 +53,13 @@ const (
 // anything else needs a new schema version (delta records did).
 
 type captureHeader struct {
-	Schema    string    `json:"schema"`
-	Target    Target    `json:"target"`
-	StartedAt time.Time `json:"started_at"`
-	Objects   []Object  `json:"objects,omitempty"`
-	Warnings  []string  `json:"warnings,omitempty"`
+	Schema      string    `json:"schema"`
+	Target      Target    `json:"target"`
+	StartedAt   time.Time `json:"started_at"`
+	Objects     []Object  `json:"objects,omitempty"`
+	Warnings    []string  `json:"warnings,omitempty"`
+	Probes      *ProbeSet `json:"probes,omitempty"`
+	SampleBytes uint64    `json:"sample_bytes,omitempty"`
 }
 
 type siteDef struct {
@@ -137,12 +139,14 @@ func (t *siteTotals) UnmarshalJSON(b []byte) error {
 }
 
 type captureEnd struct {
-	Target   Target        `json:"target"`
-	Duration time.Duration `json:"duration_ns"`
-	Sites    []siteTotals  `json:"sites"`
-	Lost     Lost          `json:"lost"`
-	Objects  []Object      `json:"objects,omitempty"`
-	Warnings []string      `json:"warnings,omitempty"`
+	Target      Target        `json:"target"`
+	Duration    time.Duration `json:"duration_ns"`
+	Sites       []siteTotals  `json:"sites"`
+	Lost        Lost          `json:"lost"`
+	Objects     []Object      `json:"objects,omitempty"`
+	Warnings    []string      `json:"warnings,omitempty"`
+	Probes      *ProbeSet     `json:"probes,omitempty"`
+	SampleBytes uint64        `json:"sample_bytes,omitempty"`
 }
 
 type captureRecord struct {
@@ -167,8 +171,9 @@ type CaptureWriter struct {
 	// of them were ~3 MB as a map, held while tracing.
 	defined   []uint64
 	snapshots int
-	last      []SitePoint // the previous snapshot's points by ascending ID, for the next delta
-	err       error       // sticky
+	last      []SitePoint   // the previous snapshot's points by ascending ID, for the next delta
+	lastAt    time.Duration // the previous snapshot's time
+	err       error         // sticky
 }
 
 var errWriterClosed = errors.New("capture writer is closed")
@@ -179,11 +184,13 @@ var errWriterClosed = errors.New("capture writer is closed")
 func NewCaptureWriter(w io.Writer, c *Capture) (*CaptureWriter, error) {
 	cw := &CaptureWriter{w: w}
 	h := captureHeader{
-		Schema:    CaptureSchemaV2,
-		Target:    c.Target,
-		StartedAt: c.StartedAt,
-		Objects:   c.Objects,
-		Warnings:  c.Warnings,
+		Schema:      CaptureSchemaV2,
+		Target:      c.Target,
+		StartedAt:   c.StartedAt,
+		Objects:     c.Objects,
+		Warnings:    c.Warnings,
+		Probes:      c.Probes,
+		SampleBytes: c.SampleBytes,
 	}
 	if err := cw.write("header", h); err != nil {
 		return nil, err
@@ -263,6 +270,7 @@ func (cw *CaptureWriter) WriteSnapshotOf(sites SiteList, s Snapshot) error {
 	cw.define(newIDs)
 	cw.snapshots = n
 	cw.last = cur
+	cw.lastAt = s.At
 	return nil
 }
 
@@ -353,11 +361,13 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 	// Its sites' totals are made as they are encoded: 100k of them were
 	// 9 MB, and a map of their IDs 3 MB more, at the end of a run.
 	end := &captureEnd{
-		Target:   final.Target,
-		Duration: final.Duration,
-		Lost:     final.Lost,
-		Objects:  final.Objects,
-		Warnings: final.Warnings,
+		Target:      final.Target,
+		Duration:    final.Duration,
+		Lost:        final.Lost,
+		Objects:     final.Objects,
+		Warnings:    final.Warnings,
+		Probes:      final.Probes,
+		SampleBytes: final.SampleBytes,
 	}
 	ids := make([]uint64, len(final.Sites))
 	for i := range final.Sites {
@@ -370,6 +380,13 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 		}
 	}
 	ids = nil
+	// The last snapshot, taken as the tracer stopped, goes out too: the
+	// trends of a re-read capture are then the live report's.
+	if n := len(final.Snapshots); n > 0 && (cw.snapshots == 0 || final.Snapshots[n-1].At > cw.lastAt) {
+		if err := cw.WriteSnapshotOf(Sites(final.Sites), final.Snapshots[n-1]); err != nil {
+			return err
+		}
+	}
 	defs, _ := cw.newDefs(Sites(final.Sites))
 	err := cw.writeN("end", len(defs), func(i int) any { return defRecord(&final.Sites[defs[i]]) })
 	if err != nil {
@@ -551,10 +568,12 @@ func encodeEnd(end *captureEnd, n int, totals func(int) siteTotals, null, newlin
 		return err
 	}
 	tail, err := json.Marshal(struct {
-		Lost     Lost     `json:"lost"`
-		Objects  []Object `json:"objects,omitempty"`
-		Warnings []string `json:"warnings,omitempty"`
-	}{end.Lost, end.Objects, end.Warnings})
+		Lost        Lost      `json:"lost"`
+		Objects     []Object  `json:"objects,omitempty"`
+		Warnings    []string  `json:"warnings,omitempty"`
+		Probes      *ProbeSet `json:"probes,omitempty"`
+		SampleBytes uint64    `json:"sample_bytes,omitempty"`
+	}{end.Lost, end.Objects, end.Warnings, end.Probes, end.SampleBytes})
 	if err != nil {
 		return err
 	}
@@ -697,6 +716,9 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 		Sites:     []Site{},
 		Objects:   h.Objects,
 		Warnings:  h.Warnings,
+		Probes:    h.Probes,
+		// The header's gap, for a capture cut short; the end's replaces it.
+		SampleBytes: h.SampleBytes,
 	}
 	index := map[uint64]int{} // site ID to index in c.Sites
 	var end *captureEnd
@@ -942,6 +964,10 @@ func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 	c.Lost = end.Lost
 	c.Objects = end.Objects
 	c.Warnings = end.Warnings
+	if end.Probes != nil {
+		c.Probes = end.Probes
+	}
+	c.SampleBytes = end.SampleBytes
 	return nil
 }
 

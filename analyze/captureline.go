@@ -343,6 +343,10 @@ func (s *scanner) end() *captureEnd {
 			s.sub(&e.Objects)
 		case "warnings":
 			s.sub(&e.Warnings)
+		case "probes":
+			s.sub(&e.Probes)
+		case "sample_bytes":
+			s.sub(&e.SampleBytes)
 		default:
 			s.ok = false
 		}

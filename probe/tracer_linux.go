@@ -934,6 +934,9 @@ func (t *Tracer) Header() *analyze.Capture {
 		StartedAt: t.started,
 		Objects:   t.view.objects(t.allocDisplay()),
 		Probes:    t.probeSet(),
+		// Counts become estimates only at the end (scaleSampled); a
+		// capture cut short says it was sampled all the same.
+		SampleBytes: t.opts.SampleBytes,
 	}
 }
 
