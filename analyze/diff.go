@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"fmt"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -119,4 +120,67 @@ func frameNames(s Stack) []string {
 		}
 	}
 	return names
+}
+
+// DiffMatch is one site of a diff that met a rule.
+type DiffMatch struct {
+	Rule Rule
+	Site *SiteDiff // points into DiffResult.Added or Changed
+}
+
+// CheckDiffRules fails for a rule a diff cannot apply: a diff knows what
+// each site holds at the end of two captures, not ages or rates.
+func CheckDiffRules(rules []Rule) error {
+	for _, r := range rules {
+		for _, c := range r.Conds {
+			if c.Field == FieldAge || c.Field == FieldGrowth {
+				return fmt.Errorf("rule %q: diff compares what sites hold at the end of two captures; it takes kind, count and bytes, not %s", r.String(), c.Field)
+			}
+		}
+	}
+	return nil
+}
+
+// MatchDiffRules returns the new and grown sites that meet a rule, by rule
+// order, then new before changed, in each list's order. A site is tested
+// by its growth: count and bytes are New minus Old (a new site's whole
+// holding); a site that shrank or held as much is never tested.
+func MatchDiffRules(d *DiffResult, rules []Rule) []DiffMatch {
+	var ms []DiffMatch
+	for _, r := range rules {
+		for _, list := range [][]SiteDiff{d.Added, d.Changed} {
+			for i := range list {
+				sd := &list[i]
+				if sd.CountDelta() <= 0 && sd.BytesDelta() <= 0 {
+					continue
+				}
+				if r.matchGrowth(sd) {
+					ms = append(ms, DiffMatch{Rule: r, Site: sd})
+				}
+			}
+		}
+	}
+	return ms
+}
+
+// matchGrowth applies the rule to what a site gained between captures.
+func (r Rule) matchGrowth(sd *SiteDiff) bool {
+	if len(r.Conds) == 0 {
+		return false
+	}
+	for _, c := range r.Conds {
+		ok := false
+		switch c.Field {
+		case FieldKind:
+			ok, _ = path.Match(c.Glob, string(sd.Kind))
+		case FieldCount:
+			ok = sd.CountDelta() > 0 && exceeds(c.Op, uint64(sd.CountDelta()), c.N)
+		case FieldBytes:
+			ok = sd.BytesDelta() > 0 && exceeds(c.Op, uint64(sd.BytesDelta()), c.N)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -55,6 +55,38 @@ func TestDiff(t *testing.T) {
 		t.Errorf("fixed deltas = %d bytes, %d count", f.BytesDelta(), f.CountDelta())
 	}
 
+	// The gate tests what new and grown sites gained.
+	match := func(spec string) []string {
+		r, err := ParseRule(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range MatchDiffRules(d, []Rule{r}) {
+			got = append(got, string(m.Site.Kind)+" "+m.Site.Stack[0])
+		}
+		return got
+	}
+	for spec, want := range map[string][]string{
+		"count>0":                {"zlib.inflate leak_a", "malloc grow", "malloc libx.so+0x1234"},
+		"bytes>100":              {"zlib.inflate leak_a", "malloc grow"},
+		"bytes>=400":             {"zlib.inflate leak_a", "malloc grow"},
+		"bytes>400":              {"zlib.inflate leak_a"},
+		"kind=malloc,count>0":    {"malloc grow", "malloc libx.so+0x1234"},
+		"kind=malloc,bytes>1KiB": nil,
+		"count>1":                nil,
+	} {
+		if got := match(spec); !reflect.DeepEqual(got, want) {
+			t.Errorf("MatchDiffRules(%q) = %q, want %q", spec, got, want)
+		}
+	}
+	for spec, ok := range map[string]bool{"count>0": true, "kind=zlib.*,bytes>1": true, "age>1s": false, "growth>1KiB/s": false} {
+		r, _ := ParseRule(spec)
+		if err := CheckDiffRules([]Rule{r}); (err == nil) != ok {
+			t.Errorf("CheckDiffRules(%q) = %v", spec, err)
+		}
+	}
+
 	same := Diff(old, old)
 	if len(same.Fixed)+len(same.Added)+len(same.Changed) != 0 || same.Unchanged != 4 {
 		t.Errorf("Diff of a capture with itself = %+v", same)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/safefile"
 	"github.com/leakscope/leakscope/probe"
 	"github.com/leakscope/leakscope/report"
 )
@@ -199,6 +201,79 @@ func runReport(ctx context.Context, opts *reportOptions, io ioStreams) error {
 type diffOptions struct {
 	inputOptions
 	Old, New string
+	Format   string   // --format: text or json
+	Output   string   // -o
+	Force    bool     // --force, as for run's outputs
+	FailOn   []string // --fail-on, applied to new and grown sites
+	rules    []analyze.Rule
+}
+
+func (o *diffOptions) validate() error {
+	if o.Format != "text" && o.Format != "json" {
+		return fmt.Errorf("unknown --format %q: diff writes text or json", o.Format)
+	}
+	o.rules = o.rules[:0]
+	for _, spec := range o.FailOn {
+		r, err := analyze.ParseRule(spec)
+		if err != nil {
+			return fmt.Errorf("--fail-on: %w", err)
+		}
+		o.rules = append(o.rules, r)
+	}
+	if err := analyze.CheckDiffRules(o.rules); err != nil {
+		return fmt.Errorf("--fail-on: %w", err)
+	}
+	return nil
+}
+
+// runDiff compares the captures, writes the diff and applies the gate:
+// exit 1 and one stderr line per new or grown site a rule matched.
+func runDiff(ctx context.Context, opts *diffOptions, io ioStreams) error {
+	old, err := readCaptureFile(ctx, opts.Old, opts.inputOptions)
+	if err != nil {
+		return err
+	}
+	cur, err := readCaptureFile(ctx, opts.New, opts.inputOptions)
+	if err != nil {
+		return err
+	}
+	if err := analyze.CheckRuleKinds(opts.rules, cur); err != nil {
+		return fmt.Errorf("--fail-on: %w", err)
+	}
+	d := analyze.Diff(old, cur)
+	matches := analyze.MatchDiffRules(d, opts.rules)
+	var buf bytes.Buffer
+	if opts.Format == "json" {
+		err = report.DiffJSON(&buf, d, matches)
+	} else {
+		err = report.Diff(&buf, d)
+	}
+	if err != nil {
+		return err
+	}
+	if opts.Output == "" || opts.Output == "-" {
+		if _, err := io.Out.Write(buf.Bytes()); err != nil {
+			return err
+		}
+	} else if err := safefile.WriteFile(opts.Output, buf.Bytes(), safefile.Options{Force: opts.Force}); err != nil {
+		return err
+	}
+	for _, m := range matches {
+		top := "?"
+		if len(m.Site.Stack) > 0 {
+			top = m.Site.Stack[0]
+		}
+		what := "new site"
+		if m.Site.Old.Count > 0 {
+			what = "grown site"
+		}
+		printLine(io.Err, "leakscope: --fail-on %q matched a %s: %s, %+d allocations, %+d bytes, in %s",
+			m.Rule.String(), what, m.Site.Kind, m.Site.CountDelta(), m.Site.BytesDelta(), top)
+	}
+	if len(matches) > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
 }
 
 func newDiffCmd(io ioStreams, runF func(context.Context, *diffOptions) error) *cobra.Command {
@@ -210,27 +285,33 @@ func newDiffCmd(io ioStreams, runF func(context.Context, *diffOptions) error) *c
 at their end, typically of one program before and after a fix. Sites match
 by kind and the function names of their stacks (addresses differ between
 runs). It lists the leaks fixed (held memory in OLD, nothing in NEW), new
-(held nothing in OLD) and changed (a different live count or size).`,
+(held nothing in OLD) and changed (a different live count or size).
+
+With --fail-on it is a regression gate between a baseline capture and a new
+one: exit 1 when a site that is new or grew meets a rule, its count and
+bytes being what it gained (count>0: any site holding more allocations than
+in the baseline).`,
 		Example: `  leakscope run --save before.capture -- ./server --iterations 1000
   leakscope run --save after.capture -- ./server-fixed --iterations 1000
-  leakscope diff before.capture after.capture`,
+  leakscope diff before.capture after.capture
+  leakscope diff --fail-on 'bytes>64KiB' --format json -o diff.json baseline.capture new.capture`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Old, opts.New = args[0], args[1]
+			if err := opts.validate(); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			old, err := readCaptureFile(cmd.Context(), opts.Old, opts.inputOptions)
-			if err != nil {
-				return err
-			}
-			cur, err := readCaptureFile(cmd.Context(), opts.New, opts.inputOptions)
-			if err != nil {
-				return err
-			}
-			return report.Diff(io.Out, analyze.Diff(old, cur))
+			return runDiff(cmd.Context(), opts, io)
 		},
 	}
-	opts.inputOptions.addFlags(cmd.Flags())
+	fs := cmd.Flags()
+	opts.inputOptions.addFlags(fs)
+	fs.StringVar(&opts.Format, "format", "text", "diff format: text or json (schema leakscope.diff/v1)")
+	fs.StringVarP(&opts.Output, "output", "o", "", "write the diff to this file (default: standard output)")
+	fs.BoolVar(&opts.Force, "force", false, "write -o even through a symbolic link or over a file another user owns (the entry is replaced)")
+	fs.StringArrayVar(&opts.FailOn, "fail-on", nil, "exit 1 when a new or grown site meets every condition of RULE: kind=GLOB, count>N and bytes>SIZE, applied to what the site gained (repeatable)")
 	return cmd
 }
