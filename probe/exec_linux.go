@@ -20,6 +20,7 @@ import (
 // glibc), exit(), the dynamic linker's hook, zlib and declared pairs. A
 // Java launcher switches --malloc auto to the JVM's probe set.
 func (t *Tracer) followExecLocked() {
+	t.checkExecLocked() // the old image's view goes first
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
 	if err != nil {
 		return // exited already
