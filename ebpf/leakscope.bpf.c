@@ -57,6 +57,10 @@ __u32 exit_settled = 0;
  * allocator and libraries, clears it and continues the command. */
 __u32 exec_stop = 0;
 
+/* Processes the target started (fork, or clone without CLONE_THREAD):
+ * they are not traced, and the report says so. */
+__u32 forks = 0;
+
 /* Program images the target exec'd into since tracing began: allocation
  * keys and site keys carry it, so the new image never matches the old's. */
 __u32 exec_gen = 0;
@@ -760,6 +764,19 @@ int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
 		return 0;
 	bpf_for_each_map_elem(&zwindows, settle_window, NULL, 0);
 	exit_settled = exec_gen + 1;
+	return 0;
+}
+
+/* target_fork counts the processes the target starts; its threads are
+ * traced with it and not counted. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(target_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if ((__u32)parent->tgid != target_tgid || child->tgid != child->pid)
+		return 0;
+	if (wait_exec && !exec_seen)
+		return 0; /* run's shim, before the command */
+	__sync_fetch_and_add(&forks, 1);
 	return 0;
 }
 

@@ -308,6 +308,10 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		return nil, err
 	}
 	t.appendSnapshotLocked(points, end.Sub(t.started))
+	var forks uint32
+	if err := t.objs.Forks.Get(&forks); err == nil && forks > 0 {
+		t.warnOnce(fmt.Sprintf("pid %d started %d other processes (fork) during the capture, which were not traced: what they allocated is not in this report; trace the program that leaks itself (leakscope run -- PROG, or attach --pid to it)", t.pid, forks))
+	}
 
 	c := &analyze.Capture{
 		Target:    t.target(),

@@ -322,6 +322,7 @@ const (
 	leakProgReallocarrayEnter         = "reallocarray_enter"
 	leakProgTargetExec                = "target_exec"
 	leakProgTargetExit                = "target_exit"
+	leakProgTargetFork                = "target_fork"
 	leakProgVallocEnter               = "valloc_enter"
 	leakProgZlibDeflateEndEnter       = "zlib_deflate_end_enter"
 	leakProgZlibDeflateEndEnterMulti  = "zlib_deflate_end_enter_multi"
@@ -338,6 +339,7 @@ const (
 	leakVarExecStop                   = "exec_stop"
 	leakVarExitSettled                = "exit_settled"
 	leakVarExitStop                   = "exit_stop"
+	leakVarForks                      = "forks"
 	leakVarMaxSites                   = "max_sites"
 	leakVarPageSize                   = "page_size"
 	leakVarProbesOnly                 = "probes_only"
@@ -425,6 +427,7 @@ type leakProgramSpecs struct {
 	ReallocarrayEnter         *ebpf.ProgramSpec `ebpf:"reallocarray_enter"`
 	TargetExec                *ebpf.ProgramSpec `ebpf:"target_exec"`
 	TargetExit                *ebpf.ProgramSpec `ebpf:"target_exit"`
+	TargetFork                *ebpf.ProgramSpec `ebpf:"target_fork"`
 	VallocEnter               *ebpf.ProgramSpec `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter       *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateEndEnterMulti  *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter_multi"`
@@ -474,6 +477,7 @@ type leakVariableSpecs struct {
 	ExecStop        *ebpf.VariableSpec `ebpf:"exec_stop"`
 	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
 	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
+	Forks           *ebpf.VariableSpec `ebpf:"forks"`
 	MaxSites        *ebpf.VariableSpec `ebpf:"max_sites"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
 	ProbesOnly      *ebpf.VariableSpec `ebpf:"probes_only"`
@@ -575,6 +579,7 @@ type leakVariables struct {
 	ExecStop        *ebpf.Variable `ebpf:"exec_stop"`
 	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
 	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`
+	Forks           *ebpf.Variable `ebpf:"forks"`
 	MaxSites        *ebpf.Variable `ebpf:"max_sites"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
 	ProbesOnly      *ebpf.Variable `ebpf:"probes_only"`
@@ -624,6 +629,7 @@ type leakPrograms struct {
 	ReallocarrayEnter         *ebpf.Program `ebpf:"reallocarray_enter"`
 	TargetExec                *ebpf.Program `ebpf:"target_exec"`
 	TargetExit                *ebpf.Program `ebpf:"target_exit"`
+	TargetFork                *ebpf.Program `ebpf:"target_fork"`
 	VallocEnter               *ebpf.Program `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter       *ebpf.Program `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateEndEnterMulti  *ebpf.Program `ebpf:"zlib_deflate_end_enter_multi"`
@@ -661,6 +667,7 @@ func (p *leakPrograms) Close() error {
 		p.ReallocarrayEnter,
 		p.TargetExec,
 		p.TargetExit,
+		p.TargetFork,
 		p.VallocEnter,
 		p.ZlibDeflateEndEnter,
 		p.ZlibDeflateEndEnterMulti,

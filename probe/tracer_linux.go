@@ -433,7 +433,7 @@ func (t *Tracer) attachExitHook() error {
 // and, with malloc not traced, target_exit, which counts the windows of
 // its live inflate streams as it exits.
 func (t *Tracer) attachExecHook() error {
-	progs := []*ebpf.Program{t.objs.TargetExec}
+	progs := []*ebpf.Program{t.objs.TargetExec, t.objs.TargetFork}
 	if !t.mallocTraced() && !t.noExitHook {
 		progs = append(progs, t.objs.TargetExit)
 	}
