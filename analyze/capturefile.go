@@ -934,18 +934,18 @@ func addFit(a, b uint64, carry *uint64) uint64 {
 // must add up within 64 bits, so that no total computed from them wraps.
 func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 	seen := make(map[uint64]bool, len(end.Sites))
-	var sum [5]uint64
+	// The sums of every counter, and of the live allocations' sizes,
+	// over all sites; carry is set when one wraps.
+	var count, bytes, allocs, frees, live, carry uint64
 	for _, t := range end.Sites {
-		live := uint64(0)
 		for _, a := range t.Live {
-			live = addFit(live, a.Size, &sum[4])
+			live = addFit(live, a.Size, &carry)
 		}
-		sum[0] = addFit(sum[0], t.LiveCount, &sum[4])
-		sum[1] = addFit(sum[1], t.LiveBytes, &sum[4])
-		sum[2] = addFit(sum[2], t.Allocs, &sum[4])
-		sum[3] = addFit(sum[3], t.Frees, &sum[4])
-		addFit(sum[1], live, &sum[4])
-		if sum[4] != 0 {
+		count = addFit(count, t.LiveCount, &carry)
+		bytes = addFit(bytes, t.LiveBytes, &carry)
+		allocs = addFit(allocs, t.Allocs, &carry)
+		frees = addFit(frees, t.Frees, &carry)
+		if carry != 0 {
 			return errors.New("end record: the sites' counts add up to more than 64 bits hold: not a capture leakscope wrote")
 		}
 		i, ok := index[t.ID]

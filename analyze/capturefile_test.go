@@ -216,6 +216,7 @@ func TestReadCaptureErrors(t *testing.T) {
 		{"not json object", "{hello\n", "read capture: line 1: not a leakscope capture: invalid character 'h'"},
 		{"zeros after a record", header + "\x00\x00", "read capture: line 2: not a leakscope capture: a record begins with '\\x00'"},
 		{"snapshot wraps", header + site + strings.Replace(site, `"id":1`, `"id":2`, 1) + `{"type":"snapshot","snapshot":{"at_ns":1,"sites":[{"id":1,"live_bytes":18446744073709551615},{"id":2,"live_bytes":1}]}}` + "\n", "read capture: line 4: the snapshot's counts add up to more than 64 bits hold"},
+		{"end live sizes wrap", header + site + strings.Replace(site, `"id":1`, `"id":2`, 1) + `{"type":"end","end":{"sites":[{"id":1,"live":[{"size":9223372036854775808,"age_ns":1}]},{"id":2,"live":[{"size":9223372036854775808,"age_ns":1}]}]}}` + "\n", "read capture: line 4: end record: the sites' counts add up to more than 64 bits hold"},
 		{"end wraps", header + site + strings.Replace(site, `"id":1`, `"id":2`, 1) + `{"type":"end","end":{"sites":[{"id":1,"allocs":18446744073709551615},{"id":2,"allocs":2}]}}` + "\n", "read capture: line 4: end record: the sites' counts add up to more than 64 bits hold"},
 		{"report", `{"schema":"leakscope.report/v1"}` + "\n", `read capture: line 1: schema "leakscope.report/v1" is not a leakscope capture`},
 		{"no schema", "{}\n", `read capture: line 1: schema "" is not a leakscope capture`},

@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"path"
 	"path/filepath"
 	"slices"
@@ -24,11 +25,19 @@ type SiteDiff struct {
 	Old, New Held // zero when the capture lacks the site
 }
 
-// CountDelta is New.Count − Old.Count.
-func (d SiteDiff) CountDelta() int64 { return int64(d.New.Count) - int64(d.Old.Count) }
+// CountDelta is New.Count − Old.Count, saturated to int64's range.
+func (d SiteDiff) CountDelta() int64 { return delta64(d.New.Count, d.Old.Count) }
 
-// BytesDelta is New.Bytes − Old.Bytes.
-func (d SiteDiff) BytesDelta() int64 { return int64(d.New.Bytes) - int64(d.Old.Bytes) }
+// BytesDelta is New.Bytes − Old.Bytes, saturated to int64's range.
+func (d SiteDiff) BytesDelta() int64 { return delta64(d.New.Bytes, d.Old.Bytes) }
+
+// delta64 is a − b, saturated: counts from a capture file may be anything.
+func delta64(a, b uint64) int64 {
+	if a >= b {
+		return int64(min(a-b, math.MaxInt64))
+	}
+	return -int64(min(b-a, math.MaxInt64))
+}
 
 // DiffResult sorts the sites of two captures by what changed. Each list is
 // ordered by the size of the byte change, largest first, then by kind and

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"math"
 	"reflect"
 	"testing"
 )
@@ -90,5 +91,16 @@ func TestDiff(t *testing.T) {
 	same := Diff(old, old)
 	if len(same.Fixed)+len(same.Added)+len(same.Changed) != 0 || same.Unchanged != 4 {
 		t.Errorf("Diff of a capture with itself = %+v", same)
+	}
+}
+
+func TestDiffDeltasSaturate(t *testing.T) {
+	huge := SiteDiff{New: Held{Count: 1 << 63, Bytes: ^uint64(0)}}
+	if huge.CountDelta() != math.MaxInt64 || huge.BytesDelta() != math.MaxInt64 {
+		t.Errorf("growth = %d, %d; want both saturated at MaxInt64", huge.CountDelta(), huge.BytesDelta())
+	}
+	gone := SiteDiff{Old: Held{Count: ^uint64(0)}}
+	if gone.CountDelta() != -math.MaxInt64 {
+		t.Errorf("shrink = %d", gone.CountDelta())
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
@@ -82,12 +85,12 @@ func isLibc(path string) bool {
 // with the program's environment, so LD_PRELOAD and LD_LIBRARY_PATH count.
 // It also returns every object the program will load at start, the
 // executable first.
-func allocatorForExec(path string, env []string, cache *symbolize.Cache) (allocator, []string, error) {
-	a, libs, err := predictAllocator(path, env, cache)
+func allocatorForExec(path string, env []string, cache *symbolize.Cache, as *lister) (allocator, []string, error) {
+	a, libs, err := predictAllocator(path, env, cache, as)
 	return a, append([]string{path}, libs...), err
 }
 
-func predictAllocator(path string, env []string, cache *symbolize.Cache) (allocator, []string, error) {
+func predictAllocator(path string, env []string, cache *symbolize.Cache, as *lister) (allocator, []string, error) {
 	obj, err := cache.Object(path)
 	if err != nil {
 		return allocator{}, nil, fmt.Errorf("read %s: %w", path, err)
@@ -102,7 +105,7 @@ func predictAllocator(path string, env []string, cache *symbolize.Cache) (alloca
 		}
 		return allocator{}, nil, fmt.Errorf("%s is static and defines no malloc: %w", path, ErrNoAllocator)
 	}
-	libs, err := listLibraries(interp, path, env)
+	libs, err := as.listLibraries(interp, path, env)
 	if err != nil {
 		return allocator{}, nil, err
 	}
@@ -158,12 +161,20 @@ func interpreter(path string) (string, error) {
 
 // listLibraries runs "INTERP --list PATH" and returns the resolved paths in
 // load order (preloaded libraries first).
-func listLibraries(interp, path string, env []string) ([]string, error) {
+func (as *lister) listLibraries(interp, path string, env []string) ([]string, error) {
 	cmd := exec.Command(interp, "--list", path)
 	cmd.Env = env
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("list libraries of %s with %s: %w", path, interp, err)
+	var out []byte
+	if as == nil {
+		var err error
+		if out, err = cmd.Output(); err != nil {
+			return nil, fmt.Errorf("list libraries of %s with %s: %w", path, interp, err)
+		}
+	} else {
+		var err error
+		if out, err = as.run(cmd, interp, path); err != nil {
+			return nil, err
+		}
 	}
 	var libs []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -171,6 +182,88 @@ func listLibraries(interp, path string, env []string) ([]string, error) {
 		libs = append(libs, parseListLine(sc.Text())...)
 	}
 	return libs, nil
+}
+
+// lister runs the dynamic linker's --list for a program leakscope did not
+// choose (one a traced process exec'd): as the process's own user, only
+// with an interpreter root owns and nobody else may change, with only the
+// environment variables that decide what is loaded (LD_PRELOAD,
+// LD_LIBRARY_PATH: never LD_AUDIT, whose modules run code), bounded in
+// time and output. A nil lister runs it as leakscope's own command
+// (run's command, which the user chose).
+type lister struct {
+	uid, gid uint32
+}
+
+// listerTimeout and listerMaxOutput bound one --list.
+const (
+	listerTimeout   = 3 * time.Second
+	listerMaxOutput = 1 << 20
+)
+
+func (as *lister) run(cmd *exec.Cmd, interp, path string) ([]byte, error) {
+	if err := rootOwned(interp); err != nil {
+		return nil, fmt.Errorf("list libraries of %s: its interpreter %w; not run", path, err)
+	}
+	var env []string
+	for _, kv := range cmd.Env {
+		if strings.HasPrefix(kv, "LD_PRELOAD=") || strings.HasPrefix(kv, "LD_LIBRARY_PATH=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: as.uid, Gid: as.gid, NoSetGroups: true}}
+	out := &cappedBuffer{max: listerMaxOutput}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("list libraries of %s with %s: %w", path, interp, err)
+	}
+	helpers.add(cmd.Process.Pid)
+	defer helpers.remove(cmd.Process.Pid)
+	timer := time.AfterFunc(listerTimeout, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	timer.Stop()
+	switch {
+	case out.over:
+		return nil, fmt.Errorf("list libraries of %s with %s: more than %d bytes of output", path, interp, listerMaxOutput)
+	case err != nil:
+		return nil, fmt.Errorf("list libraries of %s with %s: %w (at most %s)", path, interp, err, listerTimeout)
+	}
+	return out.b, nil
+}
+
+// rootOwned fails unless path and every directory above it are owned by
+// root and writable by no one else: a file nobody else can replace.
+func rootOwned(path string) error {
+	for p := path; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		if sys.Uid != 0 || st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("%s is not root's alone (uid %d, mode %v)", p, sys.Uid, st.Mode())
+		}
+		if p == "/" || p == "." {
+			return nil
+		}
+	}
+}
+
+// cappedBuffer keeps the first max bytes written and notes the rest.
+type cappedBuffer struct {
+	b    []byte
+	max  int
+	over bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if len(c.b)+len(p) > c.max {
+		c.over = true
+		return 0, errors.New("output too long")
+	}
+	c.b = append(c.b, p...)
+	return len(p), nil
 }
 
 // parseListLine extracts the resolved path from one line of ld.so --list:

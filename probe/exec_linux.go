@@ -21,6 +21,9 @@ import (
 // Java launcher switches --malloc auto to the JVM's probe set.
 func (t *Tracer) followExecLocked() {
 	t.checkExecLocked() // the old image's view goes first
+	if t.detaching {
+		return
+	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
 	if err != nil {
 		return // exited already
@@ -45,7 +48,14 @@ func (t *Tracer) followExecLocked() {
 		path = real
 	}
 	t.view.expectExec(path)
-	alloc, objects, err := allocatorForExec(path, env, t.cache)
+	// The program is the traced process's choice, not leakscope's user's:
+	// its dynamic linker is asked about it only as that process's user.
+	st, err := procfs.ReadStatus(t.pid)
+	if err != nil {
+		return
+	}
+	as := &lister{uid: uint32(st.UID[1]), gid: uint32(st.GID[1])}
+	alloc, objects, err := allocatorForExec(path, env, t.cache, as)
 	if err != nil && !errors.Is(err, ErrNoAllocator) {
 		t.warnOnce(fmt.Sprintf("the command exec'd %s: %v; its allocator is not followed", exe, err))
 		return
@@ -77,6 +87,9 @@ func (t *Tracer) followExecLocked() {
 	}
 	if err := t.attachLoaderHook(objects); err != nil {
 		t.warnOnce(fmt.Sprintf("the command exec'd %s: probe its dynamic linker: %v", exe, err))
+	}
+	if lib := jdkLibDir(objects); lib != "" {
+		t.probeUnloadedLocked(lib) // as for a JVM run directly
 	}
 }
 

@@ -53,10 +53,16 @@ func (t *Tracer) probeUnloadedLocked(jdkLib string) {
 		t.warnOnce(fmt.Sprintf("the JDK's libraries in %s are probed only once loaded: %v", jdkLib, err))
 		return
 	}
+	n := 0
 	for _, e := range ents {
-		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".so") {
-			probe(jdkLib + "/" + e.Name())
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".so") {
+			continue
 		}
+		if n++; n > maxJDKLibraries {
+			t.warnOnce(fmt.Sprintf("%s holds more than %d libraries: the rest are probed only once loaded", jdkLib, maxJDKLibraries))
+			break
+		}
+		probe(jdkLib + "/" + e.Name())
 	}
 	libjvm := procfs.Mapping{Path: jdkLib + "/server/libjvm.so"}
 	if _, err := os.Stat(root + libjvm.Path); err != nil {
@@ -69,6 +75,10 @@ func (t *Tracer) probeUnloadedLocked(jdkLib string) {
 		t.view.unwind[libjvm.Path] = t.uploadRows(libjvm)
 	}
 }
+
+// maxJDKLibraries bounds the libraries probed ahead in a JDK's lib
+// directory, which under attach is the target's to fill: a JDK has ~50.
+const maxJDKLibraries = 256
 
 // jdkLibDir is <java.home>/lib of a JVM among objects (libjvm.so in
 // lib/server, or the launcher's libjli.so in lib), "" for none.

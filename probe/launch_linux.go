@@ -130,7 +130,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		elfPath = real
 	}
 	cache := symbolize.NewCache()
-	alloc, objects, err := allocatorForExec(elfPath, env, cache)
+	alloc, objects, err := allocatorForExec(elfPath, env, cache, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -167,13 +167,14 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		return nil, nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	gateR.Close()
-	dog, err := startWatchdog(self, cmd.Process.Pid)
+	dog, err := startWatchdog(self, cmd.Process.Pid, proc.startTicks)
 	if err != nil {
 		gateW.Close() // the shim exits without running the command
 		<-proc.done
 		return nil, nil, err
 	}
 	proc.dog = dog
+	go proc.reapLoop()
 	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, forTarget(opts, objects))
 	if err != nil {
 		gateW.Close() // the shim exits without running the command
@@ -185,6 +186,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	t.command = argv
 	t.view.expectExec(elfPath)
 	if _, err := gateW.Write([]byte{1}); err != nil {
+		gateW.Close()
 		t.close()
 		return nil, nil, fmt.Errorf("release %s: %w", path, err)
 	}

@@ -68,6 +68,9 @@ func pairKind(i int) uint32 { return uint32(leakAllocKindKIND_USER) + uint32(i) 
 // and every declared pair whose library this object is. Each object is
 // checked once, by inode.
 func (t *Tracer) attachResources(path, display string) error {
+	if t.detaching {
+		return nil
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil // not readable: nothing to probe

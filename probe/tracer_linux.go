@@ -58,6 +58,9 @@ type Tracer struct {
 	// stops are the stops the kernel made for leakscope (run), measured
 	// from the stop to the SIGCONT.
 	stops analyze.Stops
+	// detaching is set once detach took the links: nothing is attached
+	// after.
+	detaching bool
 	// watchdog continues a launched command if leakscope dies.
 	watchdog *watchdog
 	// attachedAfter is the process's age when attach's probes were on.
@@ -962,10 +965,18 @@ func (t *Tracer) allocDisplay() string {
 // The release probes go last: the target runs on while the links close,
 // and a block allocated and freed while only its allocation was probed
 // would stay live for good, a false leak.
+//
+// The links are taken under the lock, and detaching stays set: the miss
+// reader (an exec followed, a library loaded) attaches nothing after.
 func (t *Tracer) detach() {
-	closeLinks(append(t.links, t.mallocLinks...))
-	closeLinks(append(t.releases, t.mallocReleases...))
+	t.mu.Lock()
+	t.detaching = true
+	acquires := append(t.links, t.mallocLinks...)
+	releases := append(t.releases, t.mallocReleases...)
 	t.links, t.releases, t.mallocLinks, t.mallocReleases = nil, nil, nil, nil
+	t.mu.Unlock()
+	closeLinks(acquires)
+	closeLinks(releases)
 }
 
 // closeLinks closes links at once, not one after another: each close

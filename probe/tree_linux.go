@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -13,6 +14,37 @@ import (
 
 	"github.com/leakscope/leakscope/probe/procfs"
 )
+
+// helpers are the processes leakscope itself starts while it traces (the
+// dynamic linker's --list of an exec'd program, the watchdog): as children
+// started after the command they would pass for its orphans.
+var helpers helperSet
+
+type helperSet struct {
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+func (h *helperSet) add(pid int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pids == nil {
+		h.pids = map[int]bool{}
+	}
+	h.pids[pid] = true
+}
+
+func (h *helperSet) remove(pid int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.pids, pid)
+}
+
+func (h *helperSet) has(pid int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pids[pid]
+}
 
 // setSubreaper makes leakscope the reaper of the command's orphans: a
 // process whose parent exits (a shell that did not wait, a daemon's
@@ -46,11 +78,17 @@ func (p *Process) tree() []int {
 	}
 	root := p.cmd.Process.Pid
 	var todo []int
-	if _, ok := stats[root]; ok {
-		todo = append(todo, root)
+	select {
+	case <-p.done:
+		// Reaped: the pid may be another process's now. Its children
+		// were reparented to leakscope, and are found below.
+	default:
+		if _, ok := stats[root]; ok {
+			todo = append(todo, root)
+		}
 	}
 	for _, c := range children[os.Getpid()] {
-		if c != root && c != p.dog.pid() && p.startTicks != 0 && stats[c].StartTime >= p.startTicks {
+		if c != root && !helpers.has(c) && p.startTicks != 0 && stats[c].StartTime >= p.startTicks {
 			todo = append(todo, c)
 		}
 	}
@@ -91,15 +129,17 @@ func (p *Process) Terminate(grace time.Duration) Termination {
 		n := 0
 		for _, pid := range p.tree() {
 			if pid == p.cmd.Process.Pid {
-				select {
-				case <-p.done:
-					continue
-				default:
+				// Through exec.Cmd, which signals its own child by a
+				// pidfd: never another process that took the pid.
+				if p.cmd.Process.Signal(sig) == nil {
 					t.Signal = sig
+					if sig != syscall.SIGKILL {
+						_ = p.cmd.Process.Signal(syscall.SIGCONT)
+					}
 				}
-			} else {
-				n++
+				continue
 			}
+			n++
 			_ = unix.Kill(pid, sig)
 			if sig != syscall.SIGKILL {
 				_ = unix.Kill(pid, syscall.SIGCONT)
@@ -139,6 +179,22 @@ func (p *Process) waitDone() {
 	}
 }
 
+// reapLoop reaps the command's exited orphans while it runs: a command
+// that leaves short-lived processes behind does not fill leakscope with
+// zombies. Terminate reaps those that exit after it.
+func (p *Process) reapLoop() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-tick.C:
+			p.reapOrphans()
+		}
+	}
+}
+
 // reapOrphans waits for the orphans reparented to leakscope that have
 // exited, never for the command itself (its Wait is exec.Cmd's).
 func (p *Process) reapOrphans() {
@@ -150,7 +206,7 @@ func (p *Process) reapOrphans() {
 		}
 		for _, f := range strings.Fields(string(data)) {
 			pid, err := strconv.Atoi(f)
-			if err != nil || pid == p.cmd.Process.Pid {
+			if err != nil || pid == p.cmd.Process.Pid || helpers.has(pid) {
 				continue
 			}
 			st, err := procfs.ReadStat(pid)

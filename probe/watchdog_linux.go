@@ -30,30 +30,31 @@ const watchdogArg = "__leakscope_watchdog"
 // leaves quietly; end of file without it says leakscope died.
 func runWatchdog(argv []string) {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
-	_, _ = unix.Setsid() // away from the terminal's signals and hang-up
-	if len(argv) != 2 {
+	if len(argv) != 3 {
 		os.Exit(2)
 	}
 	owner, err1 := strconv.Atoi(argv[0])
 	target, err2 := strconv.Atoi(argv[1])
-	if err1 != nil || err2 != nil {
+	startTicks, err3 := strconv.ParseUint(argv[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		os.Exit(2)
 	}
 	ownerFD, err := unix.PidfdOpen(owner, 0)
-	if err != nil || os.Getppid() != owner {
+	if err == nil && os.Getppid() != owner {
+		unix.Close(ownerFD)
+		err = unix.ESRCH
+	}
+	if err != nil {
 		ownerFD = -1 // leakscope is gone already
 	}
 	targetFD, err := unix.PidfdOpen(target, 0)
 	if err != nil {
 		os.Exit(0) // the command is gone: nothing to continue
 	}
-	// The command is leakscope's child: had leakscope died and the
-	// command been reaped, the pid would have no process or another
-	// parent.
-	if ownerFD >= 0 {
-		if ppid := parentOf(target); ppid != owner && ppid != 0 {
-			os.Exit(0)
-		}
+	// Only the command itself: the process with its pid that started
+	// when it did (a pid is reused only after its process was reaped).
+	if st, err := procfs.ReadStat(target); err != nil || st.StartTime != startTicks {
+		os.Exit(0)
 	}
 	gate := os.NewFile(3, "watchdog")
 	released := make(chan bool, 1)
@@ -95,15 +96,6 @@ func runWatchdog(argv []string) {
 	os.Exit(0)
 }
 
-// parentOf is pid's parent, 0 when it cannot be read.
-func parentOf(pid int) int {
-	st, err := procfs.ReadStat(pid)
-	if err != nil {
-		return 0
-	}
-	return st.PPid
-}
-
 // watchdog is a started watchdog: release tells it leakscope has
 // continued the command and leaves.
 type watchdog struct {
@@ -111,22 +103,30 @@ type watchdog struct {
 	gate *os.File
 }
 
-// startWatchdog starts the watchdog of the command, pid.
-func startWatchdog(self string, pid int) (*watchdog, error) {
+// startWatchdog starts the watchdog of the command, pid, which started at
+// startTicks (/proc/PID/stat): the watchdog continues only that process.
+func startWatchdog(self string, pid int, startTicks uint64) (*watchdog, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start the watchdog: %w", err)
 	}
-	cmd := exec.Command(self, watchdogArg, strconv.Itoa(os.Getpid()), strconv.Itoa(pid))
+	cmd := exec.Command(self, watchdogArg, strconv.Itoa(os.Getpid()), strconv.Itoa(pid), strconv.FormatUint(startTicks, 10))
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.Env = []string{}
+	// A session of its own from its first instruction: a Ctrl-C or a
+	// hang-up of leakscope's terminal never reaches it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
 		return nil, fmt.Errorf("start the watchdog: %w", err)
 	}
 	r.Close()
-	go cmd.Wait() //nolint:errcheck // reaped; its status says nothing
+	helpers.add(cmd.Process.Pid)
+	go func() {
+		_ = cmd.Wait() // reaped here; its status says nothing
+		helpers.remove(cmd.Process.Pid)
+	}()
 	return &watchdog{cmd: cmd, gate: w}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,11 +49,11 @@ func TestReportRefusesHostileInputs(t *testing.T) {
 		{"oversized", []string{"report", sparse}, "is 2.0 GiB, more than --max-input 1.0 GiB: raise --max-input"},
 		{"over a lowered limit", []string{"report", "--max-input", "1KiB", good}, "more than --max-input 1.0 KiB"},
 		{"zeros under the limit", []string{"report", sparseSmall}, "not a leakscope capture: a record begins with '\\x00'"},
-		{"FIFO", []string{"report", fifo}, "is a FIFO, not a capture file"},
-		{"device", []string{"report", "/dev/zero"}, "is a device, not a capture file"},
-		{"directory", []string{"report", dir}, "is a directory, not a capture file"},
-		{"diff FIFO", []string{"diff", good, fifo}, "is a FIFO, not a capture file"},
-		{"diff device", []string{"diff", "/dev/urandom", good}, "is a device, not a capture file"},
+		{"FIFO", []string{"report", fifo}, "is not a capture file: give the file run or attach --save wrote: open " + fifo + ": refused: a FIFO, not a regular file"},
+		{"device", []string{"report", "/dev/zero"}, "refused: a character device, not a regular file"},
+		{"directory", []string{"report", dir}, "refused: a directory, not a regular file"},
+		{"diff FIFO", []string{"diff", good, fifo}, "refused: a FIFO, not a regular file"},
+		{"diff device", []string{"diff", "/dev/urandom", good}, "refused: a character device, not a regular file"},
 		{"-o FIFO without a reader", []string{"report", "-o", fifo, good}, "a FIFO or socket with no reader"},
 		{"bad limit", []string{"report", "--max-input", "lots", good}, `--max-input "lots": want a positive size`},
 	}
@@ -85,5 +86,24 @@ func TestReadCaptureInterrupted(t *testing.T) {
 	_, err := readCaptureFile(ctx, relCapture(t), inputOptions{MaxInput: defaultMaxInput})
 	if err == nil || !strings.Contains(err.Error(), "interrupted while reading") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A capture of exactly --max-input bytes is read whole.
+func TestReportAtExactlyMaxInput(t *testing.T) {
+	good := relCapture(t)
+	st, err := os.Stat(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io, _, errb := streams()
+	limit := strconv.FormatInt(st.Size(), 10) + "B"
+	if code := execute(context.Background(), []string{"report", "--max-input", limit, good}, io); code != 0 {
+		t.Errorf("--max-input %s on a file of that size: exit %d, %s", limit, code, errb.String())
+	}
+	io, _, errb = streams()
+	limit = strconv.FormatInt(st.Size()-1, 10) + "B"
+	if code := execute(context.Background(), []string{"report", "--max-input", limit, good}, io); code != 2 || !strings.Contains(errb.String(), "raise --max-input") {
+		t.Errorf("--max-input %s: exit %d, %s", limit, code, errb.String())
 	}
 }

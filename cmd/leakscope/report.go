@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,6 +15,7 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/safefile"
 	"github.com/leakscope/leakscope/probe"
+	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/report"
 )
 
@@ -119,11 +119,14 @@ func readCaptureFile(ctx context.Context, path string, in inputOptions) (*analyz
 }
 
 // openRegular opens an input file the user named, refusing (with what,
-// the file that was expected) anything but a regular file: a FIFO is
-// not waited on, a device is not read without end.
+// the file that was expected) anything but a regular file: it is first
+// opened with O_PATH and checked (procfs.OpenFile), so a FIFO is not
+// waited on and a device is never opened (opening some has effects).
 func openRegular(path, what string) (*os.File, os.FileInfo, error) {
-	// O_NONBLOCK: opening a FIFO must not wait for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := procfs.OpenFile(nil, path, procfs.FileLimits{Owner: procfs.AnyOwner, FollowLink: true})
+	if errors.Is(err, procfs.ErrUnsafeFile) {
+		return nil, nil, fmt.Errorf("%s is not %s: %w", path, what, err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -132,25 +135,7 @@ func openRegular(path, what string) (*os.File, os.FileInfo, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s is %s, not %s", path, fileKind(st.Mode()), what)
-	}
 	return f, st, nil
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
 }
 
 // interruptible reads f until ctx ends, and no more than left bytes (a
@@ -166,6 +151,11 @@ func (r *interruptible) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	if r.left <= 0 {
+		// Exactly the limit read: the end, unless the file grew.
+		var b [1]byte
+		if n, _ := r.f.Read(b[:]); n == 0 {
+			return 0, io.EOF
+		}
 		return 0, errors.New("the file grew past --max-input while it was read")
 	}
 	if int64(len(p)) > r.left {

@@ -352,7 +352,7 @@ func (d *dir) open(name, path string, opts Options, mode int) (*file, error) {
 				d.close()
 				return nil, fmt.Errorf("%s is %w (uid %d): not written; use another path or pass --force", path, ErrOtherUser, st.Uid)
 			}
-			return d.special(name, path, unix.O_NOFOLLOW, mode)
+			return d.special(name, path, unix.O_NOFOLLOW, mode, &st)
 		}
 		// A symbolic link: another user's is refused, or with --force
 		// replaced (never followed); a trusted one is followed.
@@ -387,7 +387,7 @@ func (d *dir) open(name, path string, opts Options, mode int) (*file, error) {
 			// /proc/self/fd/1 and its like lead to no path: let the
 			// kernel follow them; only root writes /proc.
 			unix.Close(fd)
-			return d.special(name, path, 0, mode)
+			return d.special(name, path, 0, mode, nil)
 		}
 		target, err := readLink(fd, &st, path, opts)
 		unix.Close(fd)
@@ -440,10 +440,11 @@ func (d *dir) newFile(name, path string) (*file, error) {
 }
 
 // special opens an existing device or FIFO without blocking (flags:
-// O_NOFOLLOW, or 0 for a link of /proc). In modeCheck it is only checked
+// O_NOFOLLOW, or 0 for a link of /proc); want, when set, is what the
+// entry was when it was checked, and must still be. In modeCheck it is only checked
 // for write access: opening a FIFO and closing it would end its reader's
 // input.
-func (d *dir) special(name, path string, flags, mode int) (*file, error) {
+func (d *dir) special(name, path string, flags, mode int, want *unix.Stat_t) (*file, error) {
 	defer d.close()
 	if mode == modeCheck {
 		if err := unix.Faccessat(d.fd, name, unix.W_OK, unix.AT_EACCESS); err != nil {
@@ -462,6 +463,11 @@ func (d *dir) special(name, path string, flags, mode int) (*file, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if want != nil && (st.Dev != want.Dev || st.Ino != want.Ino) {
+		// Swapped since the check (another user's FIFO in its place).
+		unix.Close(fd)
+		return nil, fmt.Errorf("write %s: changed while it was opened; try again", path)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		if flags&unix.O_NOFOLLOW != 0 {
