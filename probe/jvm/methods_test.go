@@ -338,11 +338,11 @@ func TestLineFromBCI(t *testing.T) {
 	// (bci 0, line 10) escaped, (4, 11), (9, 13), (30, 100) escaped, end.
 	table := []byte{0xff, 0, 20, 4<<3 | 1, 5<<3 | 2, 0xff, 42, 174, 0}
 	for bci, want := range map[int]int{0: 10, 3: 10, 4: 11, 8: 11, 9: 13, 29: 13, 30: 100, 31: 100} {
-		if got := lineFromBCI(table, bci); got != want {
+		if got := lineFromBCI(table, bci, 0); got != want {
 			t.Errorf("bci %d: line %d, want %d", bci, got, want)
 		}
 	}
-	if got := lineFromBCI([]byte{0xff, 0xc0}, 0); got != 0 {
+	if got := lineFromBCI([]byte{0xff, 0xc0}, 0, 0); got != 0 {
 		t.Errorf("cut table: line %d, want 0", got)
 	}
 	if got := signed(3); got != -2 {
