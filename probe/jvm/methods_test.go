@@ -313,18 +313,22 @@ func FuzzMethods(f *testing.F) {
 func TestCompressedStream(t *testing.T) {
 	for _, tc := range []struct {
 		b    []byte
+		x    byte // 1: JDK 21 and later, the zero byte excluded
 		want int32
 		err  bool
 	}{
-		{[]byte{5}, 5, false},
-		{[]byte{191}, 191, false},
-		{[]byte{200, 0}, 200, false},
-		{[]byte{232, 12}, 1000, false},
-		{[]byte{192, 192, 192, 192, 1}, 192 + 192<<6 + 192<<12 + 192<<18 + 1<<24, false}, // five bytes at most
-		{[]byte{232}, 0, true},
-		{nil, 0, true},
+		{[]byte{6}, 1, 5, false},
+		{[]byte{233, 13}, 1, 1000, false},
+		{[]byte{0}, 1, 0, true}, // excluded
+		{[]byte{5}, 0, 5, false},
+		{[]byte{191}, 0, 191, false},
+		{[]byte{200, 0}, 0, 200, false},
+		{[]byte{232, 12}, 0, 1000, false},
+		{[]byte{192, 192, 192, 192, 1}, 0, 192 + 192<<6 + 192<<12 + 192<<18 + 1<<24, false}, // five bytes at most
+		{[]byte{232}, 0, 0, true},
+		{nil, 0, 0, true},
 	} {
-		c := compressedStream{b: tc.b}
+		c := compressedStream{b: tc.b, x: tc.x}
 		if got := c.int(); got != tc.want || c.err != tc.err {
 			t.Errorf("%v: %d (err %v), want %d (err %v)", tc.b, got, c.err, tc.want, tc.err)
 		}
