@@ -160,11 +160,13 @@ demo: build examples
 	./$(BIN) run --top 3 -- ./$(EXAMPLES)/leaky
 
 ## demo-java: the Kafka incident: a JVM (no flags) leaking GZIPInputStreams, traced by
-## leakscope run; needs a JDK (javac, java) and root
+## leakscope run; needs a JDK (javac, java) and root; JAVA picks the JVM it runs on
+## (make demo-java JAVA=/usr/lib/jvm/temurin-25-jdk-amd64/bin/java)
+JAVA ?= java
 demo-java: build
 	@mkdir -p bin/java
 	javac -d bin/java examples/java/KafkaRecovery.java
-	./$(BIN) run --top 1 -- java -cp bin/java KafkaRecovery
+	./$(BIN) run --top 1 -- $(JAVA) -cp bin/java KafkaRecovery
 
 ## test: every test; the BPF tests run as root and skip with a reason otherwise,
 ## and so do those whose Debian package is missing, which this names first

@@ -200,27 +200,34 @@ func doctorJVM(pid int, maps []procfs.Mapping) []Check {
 	on, known := jvm.CommandLineFlag(pid, "PreserveFramePointer")
 	flag := detail(on, "-XX:+PreserveFramePointer", detail(known, "-XX:-PreserveFramePointer", "-XX:+PreserveFramePointer not on the command line"))
 	// The VMStructs tables are read from memory: no attach.
-	var code jvm.Code
+	var m *jvm.Methods
 	var vmErr error
 	if mem, err := jvm.OpenMemory(pid); err != nil {
 		vmErr = err
 	} else {
-		var m *jvm.Methods
-		if m, vmErr = jvm.NewMethods(mem, vm.Object, vm.Bias); vmErr == nil {
-			code = m.Code()
-		}
+		m, vmErr = jvm.NewMethods(mem, vm.Object, vm.Bias)
 		mem.Close()
 	}
-	walked := vmErr == nil || on
+	walked := (vmErr == nil && m.Walks()) || on
 	var how string
 	switch {
+	case vmErr == nil && m.Walks():
+		code := m.Code()
+		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size and named from the code heap%s%s (%d code heaps, interpreter at %#x); no JVM flag needed",
+			flag, detail(len(m.Gaps()) == 0, ", with inlined methods", ""), detail(code.ConstMethodSize != 0, " and source lines", ""), len(code.Heaps), code.Interpreter[0])
+	case vmErr == nil && on:
+		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*; compiled frames are walked by frame pointer and named from the perf map", flag)
 	case vmErr == nil:
-		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size and named from the code heap, with inlined methods%s (%d code heaps, interpreter at %#x); no JVM flag needed",
-			flag, detail(code.ConstMethodSize != 0, " and source lines", ""), len(code.Heaps), code.Interpreter[0])
+		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*; stacks end at the first compiled Java frame, saying so (restart the JVM with -XX:+PreserveFramePointer to walk compiled frames)", flag)
 	case on:
-		how = fmt.Sprintf("%s: stacks run through compiled Java code; interpreted frames stay [interpreted] (VMStructs: %v)", flag, vmErr)
+		how = fmt.Sprintf("%s: stacks run through compiled Java code; interpreted frames stay [interpreted] (VMStructs of %s: %v)", flag, vm.Build(), vmErr)
 	default:
-		how = fmt.Sprintf("%s and VMStructs unreadable (%v): stacks end at the first compiled Java frame, saying so (restart the JVM with -XX:+PreserveFramePointer)", flag, vmErr)
+		how = fmt.Sprintf("%s and VMStructs of %s unreadable (%v): interpreted frames stay [interpreted] whatever the flags; stacks end at the first compiled Java frame, saying so (-XX:+PreserveFramePointer would let them go on)", flag, vm.Build(), vmErr)
+	}
+	if vmErr == nil {
+		for _, g := range m.Gaps() {
+			how += fmt.Sprintf("; %s: %v", vm.Build(), g)
+		}
 	}
 	cs = append(cs, Check{"Java stacks", walked, "JVM: " + how})
 	return cs

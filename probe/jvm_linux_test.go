@@ -115,11 +115,11 @@ func startJava(t *testing.T, java, class string, args ...string) (*exec.Cmd, *sy
 	return cmd, stderr
 }
 
-// attachKafka traces the example from its gate to its summary line.
-func attachKafka(t *testing.T, flags ...string) *analyze.Capture {
+// attachKafka traces the example on jdk from its gate to its summary line.
+func attachKafka(t *testing.T, jdk testutil.JDK, flags ...string) *analyze.Capture {
 	t.Helper()
-	java, classes := kafkaClasses(t)
-	return attachGated(t, java, classes, "KafkaRecovery", kafkaSummaryStart, flags...)
+	_, classes := kafkaClasses(t)
+	return attachGated(t, jdk.Java, classes, "KafkaRecovery", kafkaSummaryStart, flags...)
 }
 
 // attachGated attaches to a gated Java example once it has warmed up and
@@ -155,12 +155,13 @@ func attachGatedWith(t *testing.T, opts Options, java, classes, class, summary s
 }
 
 // zlibLeak checks that the leak is there: zlib.inflate, exactly the leaked
-// streams and their bytes, in a JVM capture; at rank 1 if rank1.
-func zlibLeak(t *testing.T, c *analyze.Capture, rank1 bool) *analyze.Site {
+// streams and their bytes, in a capture of a JVM of jdk; at rank 1 if
+// rank1.
+func zlibLeak(t *testing.T, c *analyze.Capture, jdk testutil.JDK, rank1 bool) *analyze.Site {
 	t.Helper()
 	checkNoLoss(t, c)
-	if c.Target.Runtime != analyze.RuntimeJVM || !strings.HasPrefix(c.Target.RuntimeVersion, "17") {
-		t.Errorf("target runtime %q %q, want jvm 17.x", c.Target.Runtime, c.Target.RuntimeVersion)
+	if c.Target.Runtime != analyze.RuntimeJVM || !strings.HasPrefix(c.Target.RuntimeVersion, jdk.Feature+".") {
+		t.Errorf("target runtime %q %q, want jvm %s.x", c.Target.Runtime, c.Target.RuntimeVersion, jdk.Feature)
 	}
 	res := analyze.Rank(c, analyze.Options{})
 	if len(res.Leaks) == 0 {
@@ -207,8 +208,8 @@ func hasInOrder(fns []string, want ...string) bool {
 func checkNamedJavaStack(t *testing.T, s *analyze.Site, lines bool) {
 	t.Helper()
 	fns := functions(*s)
-	if !hasInOrder(fns, "java.util.zip.Inflater.init", "java.util.zip.GZIPInputStream.<init>", "KafkaRecovery.recoverSegment") {
-		t.Errorf("stack %v does not name Inflater.init, GZIPInputStream.<init> and KafkaRecovery.recoverSegment", fns)
+	if !hasInOrder(fns, "java.util.zip.Inflater.init", "java.util.zip.Inflater.<init>", "java.util.zip.GZIPInputStream.<init>", "KafkaRecovery.recoverSegment") {
+		t.Errorf("stack %v does not name Inflater.init, Inflater.<init>, GZIPInputStream.<init> and KafkaRecovery.recoverSegment", fns)
 	}
 	if s.Stack.Truncated != "" {
 		t.Errorf("stack %v truncated: %s", fns, s.Stack.Truncated)
@@ -230,11 +231,50 @@ func checkNamedJavaStack(t *testing.T, s *analyze.Site, lines bool) {
 		"KafkaRecovery.recoverLog":     "n += recoverSegment(batch, true)",
 	} {
 		want := sourceLine(t, filepath.Join("..", "examples", "java", "KafkaRecovery.java"), call)
+		seen := false
 		for _, f := range s.Stack.Frames {
-			if f.Function == fn && (f.File != "KafkaRecovery.java" || f.Line != want) {
-				t.Errorf("%s at %s:%d, want KafkaRecovery.java:%d", fn, f.File, f.Line, want)
+			if f.Function == fn {
+				seen = true
+				if f.File != "KafkaRecovery.java" || f.Line != want {
+					t.Errorf("%s at %s:%d, want KafkaRecovery.java:%d", fn, f.File, f.Line, want)
+				}
 			}
 		}
+		if !seen {
+			t.Errorf("stack %v has no %s", fns, fn)
+		}
+	}
+	// The JDK's own frames carry lines too.
+	for _, f := range s.Stack.Frames {
+		if f.Function == "java.util.zip.Inflater.<init>" && (f.File != "Inflater.java" || f.Line == 0) {
+			t.Errorf("java.util.zip.Inflater.<init> at %s:%d, want a line of Inflater.java", f.File, f.Line)
+		}
+	}
+}
+
+// checkKafkaFetches checks that serveFetch's streams, all closed, are in
+// no leak row, and that want of them were seen (0: any number, traced
+// from exec, the warm-up's included).
+func checkKafkaFetches(t *testing.T, c *analyze.Capture, want uint64) {
+	t.Helper()
+	var fetched uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindZlibInflate && hasInOrder(functions(s), "KafkaRecovery.serveFetch") {
+			fetched += s.Allocs
+			if s.LiveCount != 0 {
+				t.Errorf("serveFetch site holds %d streams: %v", s.LiveCount, functions(s))
+			}
+		}
+	}
+	for _, l := range analyze.Rank(c, analyze.Options{}).Leaks {
+		if hasInOrder(functions(*l.Site), "KafkaRecovery.serveFetch") {
+			t.Errorf("leak row %v holds serveFetch's closed streams", functions(*l.Site))
+		}
+	}
+	if want != 0 && fetched != want {
+		t.Errorf("serveFetch streams seen = %d, want %d", fetched, want)
+	} else if want == 0 && (fetched < kafkaClosed || fetched > kafkaClosed+kafkaWarmup) {
+		t.Errorf("serveFetch streams seen = %d, want %d to %d", fetched, kafkaClosed, kafkaClosed+kafkaWarmup)
 	}
 }
 
@@ -261,26 +301,19 @@ func sourceLine(t *testing.T, path, text string) int {
 }
 
 func TestJVMAttachPreserveFramePointer(t *testing.T) {
-	c := attachKafka(t, "-XX:+PreserveFramePointer")
-	site := zlibLeak(t, c, true)
+	testutil.ForEachJDK(t, testJVMAttachPreserveFramePointer)
+}
+
+func testJVMAttachPreserveFramePointer(t *testing.T, jdk testutil.JDK) {
+	c := attachKafka(t, jdk, "-XX:+PreserveFramePointer")
+	site := zlibLeak(t, c, jdk, true)
 	checkNamedJavaStack(t, site, true)
 	if site.Allocs != kafkaLeaked || site.Frees != 0 {
 		t.Errorf("leak site: %d inits, %d ends; want %d, 0", site.Allocs, site.Frees, kafkaLeaked)
 	}
 	// serveFetch's streams were all closed; attached after the warm-up,
 	// leakscope saw exactly the 100 after the gate.
-	var fetched uint64
-	for _, s := range c.Sites {
-		if s.Kind == analyze.KindZlibInflate && hasInOrder(functions(s), "KafkaRecovery.serveFetch") {
-			fetched += s.Allocs
-			if s.LiveCount != 0 {
-				t.Errorf("serveFetch site holds %d streams: %v", s.LiveCount, functions(s))
-			}
-		}
-	}
-	if fetched != kafkaClosed {
-		t.Errorf("serveFetch streams seen = %d, want %d", fetched, kafkaClosed)
-	}
+	checkKafkaFetches(t, c, kafkaClosed)
 	// A JVM is traced without the malloc family by default, and the
 	// capture says so; the stream bytes above were computed.
 	if p := c.Probes; p == nil || p.Malloc || p.MallocReason != "--malloc auto: JVM target" {
@@ -297,9 +330,13 @@ func TestJVMAttachPreserveFramePointer(t *testing.T) {
 // (bytes from zlib's mallocs), and libzip's own calloc of each z_stream is
 // a malloc row with the same Java stack.
 func TestJVMAttachMallocOn(t *testing.T) {
-	java, classes := kafkaClasses(t)
-	c := attachGatedWith(t, Options{Malloc: MallocOn}, java, classes, "KafkaRecovery", kafkaSummaryStart, "-XX:+PreserveFramePointer")
-	zlibLeak(t, c, true)
+	testutil.ForEachJDK(t, testJVMAttachMallocOn)
+}
+
+func testJVMAttachMallocOn(t *testing.T, jdk testutil.JDK) {
+	_, classes := kafkaClasses(t)
+	c := attachGatedWith(t, Options{Malloc: MallocOn}, jdk.Java, classes, "KafkaRecovery", kafkaSummaryStart, "-XX:+PreserveFramePointer")
+	zlibLeak(t, c, jdk, true)
 	var zs []string
 	for _, s := range c.Sites {
 		fns := functions(s)
@@ -319,8 +356,12 @@ func TestJVMAttachMallocOn(t *testing.T) {
 // their frame, both from the JVM's VMStructs: the stack is as complete as
 // with the flag, and the counts as exact.
 func TestJVMAttachNoFlags(t *testing.T) {
-	c := attachKafka(t)
-	site := zlibLeak(t, c, true)
+	testutil.ForEachJDK(t, testJVMAttachNoFlags)
+}
+
+func testJVMAttachNoFlags(t *testing.T, jdk testutil.JDK) {
+	c := attachKafka(t, jdk)
+	site := zlibLeak(t, c, jdk, true)
 	checkNamedJavaStack(t, site, true)
 	if fns := functions(*site); len(fns) < 2 || fns[1] != "java.util.zip.Inflater.init" {
 		t.Errorf("stack %v: want the native method's wrapper, java.util.zip.Inflater.init, above libzip", fns)
@@ -340,6 +381,12 @@ func TestJVMAttachNoFlags(t *testing.T) {
 	if inits != kafkaLeaked+kafkaClosed || fetched != kafkaClosed {
 		t.Errorf("inflate streams seen = %d (%d named serveFetch), want %d (%d)", inits, fetched, kafkaLeaked+kafkaClosed, kafkaClosed)
 	}
+	checkKafkaFetches(t, c, kafkaClosed)
+	for _, w := range c.Warnings {
+		if strings.Contains(w, "VMStructs") {
+			t.Errorf("warning about a JVM leakscope reads fully: %s", w)
+		}
+	}
 }
 
 // TestJVMLaunch traces the JVM from its first instruction: libjvm.so is
@@ -349,32 +396,29 @@ func TestJVMAttachNoFlags(t *testing.T) {
 // 2 MiB in one row); the leak outranks them because it keeps growing, so
 // the test snapshots through start-up and the leak, as leakscope run does.
 func TestJVMLaunch(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		flags []string
-	}{
-		{"PreserveFramePointer", []string{"-XX:+PreserveFramePointer"}},
-		{"NoFlags", nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) { testJVMLaunch(t, tc.flags...) })
-	}
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) {
+		for _, tc := range []struct {
+			name  string
+			flags []string
+		}{
+			{"PreserveFramePointer", []string{"-XX:+PreserveFramePointer"}},
+			{"NoFlags", nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) { testJVMLaunch(t, jdk, tc.flags...) })
+		}
+	})
 }
 
-func testJVMLaunch(t *testing.T, flags ...string) {
-	java, classes := kafkaClasses(t)
-	c := launchGated(t, java, classes, "KafkaRecovery", kafkaSummaryStart, flags...)
-	site := zlibLeak(t, c, true)
+func testJVMLaunch(t *testing.T, jdk testutil.JDK, flags ...string) {
+	_, classes := kafkaClasses(t)
+	c := launchGated(t, jdk.Java, classes, "KafkaRecovery", kafkaSummaryStart, flags...)
+	site := zlibLeak(t, c, jdk, true)
 	checkNamedJavaStack(t, site, true)
+	if site.Allocs != kafkaLeaked || site.Frees != 0 {
+		t.Errorf("leak site: %d inits, %d ends; want %d, 0", site.Allocs, site.Frees, kafkaLeaked)
+	}
 	// Traced from exec: the warm-up's streams too, all closed.
-	var fetched uint64
-	for _, s := range c.Sites {
-		if s.Kind == analyze.KindZlibInflate && hasInOrder(functions(s), "KafkaRecovery.serveFetch") {
-			fetched += s.Allocs
-		}
-	}
-	if fetched > kafkaClosed+kafkaWarmup {
-		t.Errorf("serveFetch streams seen = %d, want at most %d", fetched, kafkaClosed+kafkaWarmup)
-	}
+	checkKafkaFetches(t, c, 0)
 }
 
 // launchGated runs a gated Java example with the JVM flags given under
@@ -412,19 +456,22 @@ func launchGated(t *testing.T, java, classes, class, summary string, flags ...st
 // interpreted and compiled, with lines. With -XX:+DumpPerfMapAtExit as well
 // (the perf map it writes at exit was the only way before).
 func TestJVMLaunchExitsRightAfterLeaking(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		flags []string
-	}{
-		{"NoFlags", nil},
-		{"DumpPerfMapAtExit", []string{"-XX:+PreserveFramePointer", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) { testJVMLaunchExits(t, tc.flags...) })
-	}
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) {
+		for _, tc := range []struct {
+			name  string
+			flags []string
+		}{
+			{"NoFlags", nil},
+			{"DumpPerfMapAtExit", []string{"-XX:+PreserveFramePointer", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) { testJVMLaunchExits(t, jdk, tc.flags...) })
+		}
+	})
 }
 
-func testJVMLaunchExits(t *testing.T, flags ...string) {
-	java, classes := kafkaClasses(t)
+func testJVMLaunchExits(t *testing.T, jdk testutil.JDK, flags ...string) {
+	_, classes := kafkaClasses(t)
+	java := jdk.Java
 	stderr := &syncBuffer{}
 	gate := filepath.Join(t.TempDir(), "go")
 	argv := append(append([]string{java}, flags...), "-cp", classes, "KafkaRecovery", "--wait-file", gate)
@@ -452,13 +499,18 @@ func testJVMLaunchExits(t *testing.T, flags ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNamedJavaStack(t, zlibLeak(t, c, false), true)
+	checkNamedJavaStack(t, zlibLeak(t, c, jdk, false), true)
 }
 
 // TestDoctorJVM: the doctor names the JVM and says how its stacks will be
 // walked, from its command line and VMStructs (it does not attach).
 func TestDoctorJVM(t *testing.T) {
-	java, classes := kafkaClasses(t)
+	testutil.ForEachJDK(t, testDoctorJVM)
+}
+
+func testDoctorJVM(t *testing.T, jdk testutil.JDK) {
+	_, classes := kafkaClasses(t)
+	java := jdk.Java
 	for _, pfp := range []bool{false, true} {
 		var flags []string
 		want := "JVM: -XX:+PreserveFramePointer not on the command line: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size"
@@ -469,7 +521,7 @@ func TestDoctorJVM(t *testing.T) {
 		cmd, _ := startGated(t, java, classes, "KafkaRecovery", filepath.Join(t.TempDir(), "never"), flags...)
 		var jvmOK, fp bool
 		for _, c := range Doctor(cmd.Process.Pid) {
-			if c.Name == "JVM" && c.OK && strings.Contains(c.Detail, "HotSpot 17") {
+			if c.Name == "JVM" && c.OK && strings.Contains(c.Detail, "HotSpot "+jdk.Feature+".") {
 				jvmOK = true
 			}
 			if c.Name == "Java stacks" && c.OK && strings.HasPrefix(c.Detail, want) {

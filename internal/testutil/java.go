@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -68,4 +69,71 @@ func JavaClassesWith(tb testing.TB, classpath string, sources ...string) string 
 		tb.Fatal(err)
 	}
 	return dir
+}
+
+// JDK is a Java runtime the JVM tests run on.
+type JDK struct {
+	Name    string // for subtest names: "jdk17", "temurin25"
+	Java    string // its java launcher
+	Feature string // its feature release from its release file: "17", "25"
+}
+
+// OtherJDKs are the JDKs the JVM tests run on besides java on PATH, where
+// installed: Temurin 25 is on most, not all, machines of this kind.
+var OtherJDKs = []string{"/usr/lib/jvm/temurin-25-jdk-amd64"}
+
+// ForEachJDK runs f as a subtest for each JDK on this machine: java on
+// PATH (RequireJava), and each of OtherJDKs, a subtest skipped with its
+// path when that JDK is not installed. Classes compiled by JavaClasses
+// (javac on PATH, the oldest) run on all of them.
+func ForEachJDK(t *testing.T, f func(t *testing.T, jdk JDK)) {
+	t.Helper()
+	java := RequireJava(t)
+	path := JDK{Java: java, Feature: feature(javaHome(java))}
+	path.Name = "jdk" + path.Feature
+	t.Run(path.Name, func(t *testing.T) { f(t, path) })
+	for _, home := range OtherJDKs {
+		jdk := JDK{Java: filepath.Join(home, "bin", "java"), Feature: feature(home)}
+		jdk.Name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(home), "-amd64"), "-jdk")
+		jdk.Name = strings.ReplaceAll(jdk.Name, "-", "")
+		if realHome(home) == realHome(javaHome(java)) {
+			continue // java on PATH is this one
+		}
+		t.Run(jdk.Name, func(t *testing.T) {
+			if _, err := os.Stat(jdk.Java); err != nil {
+				t.Skipf("%s is not installed", home)
+			}
+			f(t, jdk)
+		})
+	}
+}
+
+// javaHome is the Java home of the launcher java: the directory above
+// its bin/, symbolic links resolved.
+func javaHome(java string) string {
+	return filepath.Dir(filepath.Dir(realHome(java)))
+}
+
+func realHome(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// feature reads the feature release (JAVA_VERSION="25.0.3" → "25") from
+// the release file of the Java home; "" if unknown.
+func feature(home string) string {
+	b, err := os.ReadFile(filepath.Join(home, "release"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "JAVA_VERSION="); ok {
+			v = strings.Trim(v, "\"")
+			v, _, _ = strings.Cut(v, ".")
+			return v
+		}
+	}
+	return ""
 }

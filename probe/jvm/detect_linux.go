@@ -52,6 +52,14 @@ func Find(pid int, maps []procfs.Mapping) (*VM, bool) {
 	return vm, true
 }
 
+// Build names the JVM as its warnings do: "HotSpot 25.0.1+8-LTS".
+func (vm *VM) Build() string {
+	if vm.Version == "" {
+		return "HotSpot of unknown version"
+	}
+	return "HotSpot " + vm.Version
+}
+
 // hotSpot reports whether the ELF object at p exports gHotSpotVMStructs.
 func hotSpot(p string) bool {
 	r, err := procfs.OpenFile(nil, p, procfs.ObjectLimits)

@@ -25,6 +25,14 @@ type Methods struct {
 	blobs map[uint64]string // CodeBlob::_name pointer → the name
 	lines lineLayout
 	where map[methodBCI]Method
+	gaps  []Gap
+	// walks: compiled frames can be walked and named (useCode complete).
+	walks bool
+	// u5 is the UNSIGNED5 coding of the JVM's compressed streams (see
+	// compressedStream): guessed from its tables, then learned from the
+	// first scope chain that decodes only one way.
+	u5      byte
+	u5Known bool
 }
 
 // Method is a Java method at a bytecode: named, and placed in its source
@@ -40,19 +48,17 @@ type methodBCI struct {
 	bci    int
 }
 
-// lineLayout is what reading line numbers takes; ok is false when this
-// JVM's VMStructs lack part of it (names still work).
+// lineLayout is what reading line numbers takes beyond methodLayout; ok is
+// false when this JVM's VMStructs lack part of it (names still work).
 type lineLayout struct {
-	ok                                  bool
-	flags, codeSize, sourceFile, cmSize uint64
-	hasLineTable                        uint16
-	invocationEntryBCI                  int
+	ok           bool
+	hasLineTable uint64
 }
 
 // Code describes a JVM's code cache for the kernel's stack walk.
 type Code struct {
 	Interpreter [2]uint64 // the template interpreter, [start, end)
-	Cache       [2]uint64 // the whole code cache, [start, end)
+	Cache       [2]uint64 // the whole code cache, [start, end); zero if not walked
 	Heaps       []CodeHeap
 	// Where a Method's bytecodes start: *(Method* + ConstMethodOffset) +
 	// ConstMethodSize; both 0 when line numbers cannot be read.
@@ -75,62 +81,14 @@ type CodeHeap struct {
 // maxCodeHeaps bounds the heaps read: HotSpot has at most three.
 const maxCodeHeaps = 4
 
-// methodLayout holds the offsets and sizes Methods reads with.
-type methodLayout struct {
-	constMethod, constants, nameIndex, poolHolder, poolLength uint64
-	poolSize, klassName, symLength, symBody                   uint64
-	interpCode, stubBuffer, bufferLimit                       uint64
-	heaps, lowBound, highBound, arrayLen, arrayData           uint64
-	heapMemory, heapSegmap, heapLog2, spaceLow, spaceHigh     uint64
-	frameSize, heapBlock                                      uint64
-	codeBegin, codeEnd, blobName, cmMethod, scopesData        uint64
-	metadataOff, scopesPcsOff, dependenciesOff, pcOffset      uint64
-	scopeOffset, pcDescSize, compileID                        uint64
-}
-
-// layoutFields are the fields (and one size) Methods needs, by the name
-// gHotSpotVMStructs gives them.
-var layoutFields = []struct {
-	name string
-	dst  func(*methodLayout) *uint64
-}{
-	{"Method::_constMethod", func(l *methodLayout) *uint64 { return &l.constMethod }},
-	{"ConstMethod::_constants", func(l *methodLayout) *uint64 { return &l.constants }},
-	{"ConstMethod::_name_index", func(l *methodLayout) *uint64 { return &l.nameIndex }},
-	{"ConstantPool::_pool_holder", func(l *methodLayout) *uint64 { return &l.poolHolder }},
-	{"ConstantPool::_length", func(l *methodLayout) *uint64 { return &l.poolLength }},
-	{"Klass::_name", func(l *methodLayout) *uint64 { return &l.klassName }},
-	{"Symbol::_length", func(l *methodLayout) *uint64 { return &l.symLength }},
-	{"Symbol::_body", func(l *methodLayout) *uint64 { return &l.symBody }},
-	{"AbstractInterpreter::_code", func(l *methodLayout) *uint64 { return &l.interpCode }},
-	{"StubQueue::_stub_buffer", func(l *methodLayout) *uint64 { return &l.stubBuffer }},
-	{"StubQueue::_buffer_limit", func(l *methodLayout) *uint64 { return &l.bufferLimit }},
-	{"CodeCache::_heaps", func(l *methodLayout) *uint64 { return &l.heaps }},
-	{"CodeCache::_low_bound", func(l *methodLayout) *uint64 { return &l.lowBound }},
-	{"CodeCache::_high_bound", func(l *methodLayout) *uint64 { return &l.highBound }},
-	{"GrowableArrayBase::_len", func(l *methodLayout) *uint64 { return &l.arrayLen }},
-	{"GrowableArray<int>::_data", func(l *methodLayout) *uint64 { return &l.arrayData }},
-	{"CodeHeap::_memory", func(l *methodLayout) *uint64 { return &l.heapMemory }},
-	{"CodeHeap::_segmap", func(l *methodLayout) *uint64 { return &l.heapSegmap }},
-	{"CodeHeap::_log2_segment_size", func(l *methodLayout) *uint64 { return &l.heapLog2 }},
-	{"VirtualSpace::_low", func(l *methodLayout) *uint64 { return &l.spaceLow }},
-	{"VirtualSpace::_high_boundary", func(l *methodLayout) *uint64 { return &l.spaceHigh }},
-	{"CodeBlob::_frame_size", func(l *methodLayout) *uint64 { return &l.frameSize }},
-	{"CodeBlob::_code_begin", func(l *methodLayout) *uint64 { return &l.codeBegin }},
-	{"CodeBlob::_code_end", func(l *methodLayout) *uint64 { return &l.codeEnd }},
-	{"CodeBlob::_name", func(l *methodLayout) *uint64 { return &l.blobName }},
-	{"CompiledMethod::_method", func(l *methodLayout) *uint64 { return &l.cmMethod }},
-	{"CompiledMethod::_scopes_data_begin", func(l *methodLayout) *uint64 { return &l.scopesData }},
-	{"nmethod::_metadata_offset", func(l *methodLayout) *uint64 { return &l.metadataOff }},
-	{"nmethod::_scopes_pcs_offset", func(l *methodLayout) *uint64 { return &l.scopesPcsOff }},
-	{"nmethod::_dependencies_offset", func(l *methodLayout) *uint64 { return &l.dependenciesOff }},
-	{"PcDesc::_pc_offset", func(l *methodLayout) *uint64 { return &l.pcOffset }},
-	{"PcDesc::_scope_decode_offset", func(l *methodLayout) *uint64 { return &l.scopeOffset }},
-}
+// invocationEntryBCI is HotSpot's InvocationEntryBci (-1 in every release)
+// when the tables do not give it.
+const invocationEntryBCI = -1
 
 // NewMethods reads the VMStructs tables of the JVM whose memory is mem and
 // whose libjvm.so, at path (readable by leakscope), is loaded with bias,
-// and finds its interpreter. It fails while the JVM is still starting.
+// and finds its interpreter. It fails while the JVM is still starting, and
+// with a *LayoutError when its tables lack what naming any frame takes.
 func NewMethods(mem Memory, path string, bias uint64) (*Methods, error) {
 	syms, err := VMSymbols(path)
 	if err != nil {
@@ -143,72 +101,101 @@ func NewMethods(mem Memory, path string, bias uint64) (*Methods, error) {
 	return newMethods(mem, vs)
 }
 
+// LayoutError says that a JVM's VMStructs lack fields every Java frame's
+// name needs: leakscope does not know this JVM's layout. It is permanent.
+type LayoutError struct {
+	Names []string // each field, by the names HotSpot gave it
+}
+
+func (e *LayoutError) Error() string {
+	return "this JVM's VMStructs describe no " + strings.Join(e.Names, " nor ")
+}
+
 func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 	m := &Methods{r: reader{mem}, names: map[uint64]string{}, blobs: map[uint64]string{}, where: map[methodBCI]Method{}}
-	m.lines = linesLayout(vs)
-	if f, ok := vs.Fields["nmethod::_compile_id"]; ok && !f.Static && f.Offset < 1<<16 {
-		m.off.compileID = f.Offset
+	l, missing := resolve(vs)
+	if n := missing[useNames]; len(n) > 0 {
+		return nil, &LayoutError{Names: n}
 	}
-	for _, f := range layoutFields {
-		v, ok := vs.Fields[f.name]
-		if !ok {
-			return nil, fmt.Errorf("this JVM's VMStructs do not describe %s", f.name)
-		}
-		if v.Static {
-			*f.dst(&m.off) = v.Address
-		} else {
-			*f.dst(&m.off) = v.Offset
-		}
-	}
-	size := vs.Sizes["ConstantPool"]
-	m.off.poolSize = size
-	m.off.heapBlock = vs.Sizes["HeapBlock"]
-	m.off.pcDescSize = vs.Sizes["PcDesc"]
+	m.off = l
+	m.lines, missing = linesLayout(vs, &m.off, missing)
 	// Sizes are read from the target: bound them before reading with them.
 	for _, c := range []struct {
 		name    string
 		v, most uint64
-	}{{"ConstantPool", size, 4096}, {"HeapBlock", m.off.heapBlock, 64}, {"PcDesc", m.off.pcDescSize, 64}} {
+		u       use
+	}{
+		{"ConstantPool", l.poolSize, 4096, useNames},
+		{"HeapBlock", l.heapBlock, 64, useCode},
+		{"PcDesc", l.pcDescSize, 64, useInline},
+	} {
 		if c.v == 0 || c.v > c.most {
-			return nil, fmt.Errorf("this JVM's VMStructs give an implausible size of %s (%d)", c.name, c.v)
+			if c.u == useNames {
+				return nil, fmt.Errorf("this JVM's VMStructs give an implausible size of %s (%d)", c.name, c.v)
+			}
+			missing[c.u] = append(missing[c.u], fmt.Sprintf("plausible sizeof(%s) (%d)", c.name, c.v))
 		}
 	}
-	code, err := m.r.u64(m.off.interpCode)
+	if e, ok := vs.Constants["InvocationEntryBci"]; ok {
+		m.off.blob.entryBCI = int(e)
+	} else {
+		m.off.blob.entryBCI = invocationEntryBCI
+	}
+	// JDK 21 and later exclude the zero byte from UNSIGNED5 (JDK 20
+	// already, from one build on): the tables give no flag for that,
+	// so guess from a change of the same time, ConstMethod's flags
+	// struct, until a scope chain tells (scopes).
+	if l.flags.name == "ConstMethod::_flags._flags" {
+		m.u5 = 1
+	}
+	m.gaps = gaps(missing)
+	m.walks = len(missing[useCode]) == 0
+	code, err := m.r.u64(m.off.interpCode.off)
 	if err != nil {
 		return nil, fmt.Errorf("read the interpreter's code queue: %w", err)
 	}
 	if code == 0 {
 		return nil, errors.New("the JVM has not generated its interpreter yet (still starting?)")
 	}
-	buf, err := m.r.u64(code + m.off.stubBuffer)
+	buf, err := m.r.u64(code + m.off.stubBuffer.off)
 	if err != nil {
 		return nil, fmt.Errorf("read the interpreter's code: %w", err)
 	}
-	limit, err := m.r.u32(code + m.off.bufferLimit)
+	limit, err := m.r.uint(code+m.off.bufferLimit.off, m.off.bufferLimit.width)
 	if err != nil {
 		return nil, fmt.Errorf("read the interpreter's code size: %w", err)
 	}
 	if buf == 0 || limit == 0 || limit > 1<<30 {
 		return nil, fmt.Errorf("implausible interpreter code at %#x, %d bytes", buf, limit)
 	}
-	m.code.Interpreter = [2]uint64{buf, buf + uint64(limit)}
+	m.code.Interpreter = [2]uint64{buf, buf + limit}
 	if m.lines.ok {
-		m.code.ConstMethodOffset, m.code.ConstMethodSize = uint32(m.off.constMethod), uint32(m.lines.cmSize)
+		m.code.ConstMethodOffset, m.code.ConstMethodSize = uint32(m.off.constMethod.off), uint32(m.off.cmSize)
 	}
-	if err := m.readHeaps(); err != nil {
-		return nil, err
+	if m.walks {
+		if err := m.readHeaps(); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
 
+// Gaps lists what this JVM's tables lack beyond naming frames, and what
+// leakscope cannot do without it; nil when it lacks nothing.
+func (m *Methods) Gaps() []Gap { return m.gaps }
+
+// Walks reports whether compiled frames are walked by their frame size
+// and named from the code heap.
+func (m *Methods) Walks() bool { return m.walks }
+
 // readHeaps reads the code cache's bounds and heaps; they are reserved
 // when the JVM starts and do not move.
 func (m *Methods) readHeaps() error {
-	lo, err := m.r.u64(m.off.lowBound)
+	lo, err := m.r.u64(m.off.lowBound.off)
 	if err != nil {
 		return fmt.Errorf("read the code cache's bounds: %w", err)
 	}
-	hi, err := m.r.u64(m.off.highBound)
+	hi, err := m.r.u64(m.off.highBound.off)
 	if err != nil {
 		return fmt.Errorf("read the code cache's bounds: %w", err)
 	}
@@ -216,15 +203,15 @@ func (m *Methods) readHeaps() error {
 		return fmt.Errorf("implausible code cache [%#x, %#x)", lo, hi)
 	}
 	m.code.Cache = [2]uint64{lo, hi}
-	arr, err := m.r.u64(m.off.heaps)
+	arr, err := m.r.u64(m.off.heaps.off)
 	if err != nil || arr == 0 {
 		return fmt.Errorf("read the code heaps: %v", err)
 	}
-	n, err := m.r.u32(arr + m.off.arrayLen)
+	n, err := m.r.uint(arr+m.off.arrayLen.off, m.off.arrayLen.width)
 	if err != nil {
 		return fmt.Errorf("read the code heaps: %w", err)
 	}
-	data, err := m.r.u64(arr + m.off.arrayData)
+	data, err := m.r.u64(arr + m.off.arrayData.off)
 	if err != nil {
 		return fmt.Errorf("read the code heaps: %w", err)
 	}
@@ -237,29 +224,29 @@ func (m *Methods) readHeaps() error {
 			return fmt.Errorf("read code heap %d: %w", i, err)
 		}
 		var h CodeHeap
-		var log2 uint32
+		var log2 uint64
 		for _, f := range []struct {
 			dst  *uint64
 			addr uint64
 		}{
-			{&h.Low, heap + m.off.heapMemory + m.off.spaceLow},
-			{&h.High, heap + m.off.heapMemory + m.off.spaceHigh},
-			{&h.Segmap, heap + m.off.heapSegmap + m.off.spaceLow},
+			{&h.Low, heap + m.off.heapMemory.off + m.off.spaceLow.off},
+			{&h.High, heap + m.off.heapMemory.off + m.off.spaceHigh.off},
+			{&h.Segmap, heap + m.off.heapSegmap.off + m.off.spaceLow.off},
 		} {
 			if *f.dst, err = m.r.u64(f.addr); err != nil {
 				return fmt.Errorf("read code heap %d: %w", i, err)
 			}
 		}
-		if log2, err = m.r.u32(heap + m.off.heapLog2); err != nil {
+		if log2, err = m.r.uint(heap+m.off.heapLog2.off, m.off.heapLog2.width); err != nil {
 			return fmt.Errorf("read code heap %d: %w", i, err)
 		}
 		if h.Low < lo || h.High > hi || h.Low >= h.High || h.Segmap == 0 || log2 < 4 || log2 > 16 {
 			return fmt.Errorf("implausible code heap %d: [%#x, %#x), segment map %#x, 2^%d-byte segments", i, h.Low, h.High, h.Segmap, log2)
 		}
-		h.Log2Segment = log2
+		h.Log2Segment = uint32(log2)
 		h.BlobOffset = uint32(m.off.heapBlock)
-		h.FrameSizeOffset = uint32(m.off.frameSize)
-		h.CompileIDOffset = uint32(m.off.compileID)
+		h.FrameSizeOffset = uint32(m.off.frameSize.off)
+		h.CompileIDOffset = uint32(m.off.compileID.off)
 		m.code.Heaps = append(m.code.Heaps, h)
 	}
 	return nil
@@ -293,26 +280,26 @@ func (m *Methods) name(ptr uint64) (string, error) {
 	if ptr == 0 {
 		return "", errors.New("null")
 	}
-	cm, err := m.r.u64(ptr + m.off.constMethod)
+	cm, err := m.r.u64(ptr + m.off.constMethod.off)
 	if err != nil {
 		return "", err
 	}
-	cp, err := m.r.u64(cm + m.off.constants)
+	cp, err := m.r.u64(cm + m.off.constants.off)
 	if err != nil {
 		return "", err
 	}
-	idx, err := m.r.u16(cm + m.off.nameIndex)
+	idx, err := m.r.uint(cm+m.off.nameIndex.off, m.off.nameIndex.width)
 	if err != nil {
 		return "", err
 	}
-	n, err := m.r.u32(cp + m.off.poolLength)
+	n, err := m.r.uint(cp+m.off.poolLength.off, m.off.poolLength.width)
 	if err != nil {
 		return "", err
 	}
-	if idx == 0 || uint32(idx) >= n {
+	if idx == 0 || idx >= n {
 		return "", fmt.Errorf("name index %d outside its constant pool of %d", idx, n)
 	}
-	nameSym, err := m.r.u64(cp + m.off.poolSize + uint64(idx)*8)
+	nameSym, err := m.r.u64(cp + m.off.poolSize + idx*8)
 	if err != nil {
 		return "", err
 	}
@@ -320,11 +307,11 @@ func (m *Methods) name(ptr uint64) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("method name: %w", err)
 	}
-	holder, err := m.r.u64(cp + m.off.poolHolder)
+	holder, err := m.r.u64(cp + m.off.poolHolder.off)
 	if err != nil {
 		return "", err
 	}
-	klassSym, err := m.r.u64(holder + m.off.klassName)
+	klassSym, err := m.r.u64(holder + m.off.klassName.off)
 	if err != nil {
 		return "", err
 	}
@@ -341,14 +328,14 @@ func (m *Methods) symbol(ptr uint64) (string, error) {
 	if ptr == 0 {
 		return "", errors.New("null symbol")
 	}
-	n, err := m.r.u16(ptr + m.off.symLength)
+	n, err := m.r.uint(ptr+m.off.symLength.off, m.off.symLength.width)
 	if err != nil {
 		return "", err
 	}
-	if n == 0 {
-		return "", errors.New("empty symbol")
+	if n == 0 || n > maxSymbolLen {
+		return "", fmt.Errorf("implausible symbol length %d", n)
 	}
-	b, err := m.r.read(ptr+m.off.symBody, int(n))
+	b, err := m.r.read(ptr+m.off.symBody.off, int(n))
 	if err != nil {
 		return "", err
 	}
@@ -393,37 +380,45 @@ const (
 // read as it is now: code freed and reused since pc was recorded is named
 // as what is there now.
 func (m *Methods) Blob(pc uint64) (Frame, error) {
+	if !m.walks {
+		return Frame{}, errors.New("this JVM's code heap is not read (see Gaps)")
+	}
 	blob, err := m.findBlob(pc)
 	if err != nil {
 		return Frame{}, err
 	}
-	begin, err := m.r.u64(blob + m.off.codeBegin)
-	if err != nil {
-		return Frame{}, err
-	}
-	end, err := m.r.u64(blob + m.off.codeEnd)
+	begin, end, err := m.codeRange(blob)
 	if err != nil {
 		return Frame{}, err
 	}
 	if pc < begin || pc >= end {
 		return Frame{}, fmt.Errorf("%#x is outside the code of its blob at %#x", pc, blob)
 	}
-	np, err := m.r.u64(blob + m.off.blobName)
+	np, err := m.r.u64(blob + m.off.blobName.off)
 	if err != nil {
 		return Frame{}, err
 	}
 	bn, ok := m.blobs[np]
 	if !ok {
-		if bn, err = m.r.stringAt(blob + m.off.blobName); err != nil {
+		if bn, err = m.r.stringAt(blob + m.off.blobName.off); err != nil {
 			return Frame{}, err
 		}
 		m.blobs[np] = bn
 	}
-	// A compiled method, or a native method's wrapper ("native nmethod").
-	if bn != "nmethod" && bn != "native nmethod" {
+	// A compiled method, or a native method's wrapper ("native nmethod"):
+	// by the blob's kind where the tables give it, else by its name.
+	isMethod := bn == "nmethod" || bn == "native nmethod"
+	if m.off.blobKind.ok() {
+		k, err := m.r.uint(blob+m.off.blobKind.off, m.off.blobKind.width)
+		if err != nil {
+			return Frame{}, err
+		}
+		isMethod = k == m.off.nmethodKind
+	}
+	if !isMethod {
 		return Frame{Name: bn, Kind: KindStub, Chained: true}, nil
 	}
-	method, err := m.r.u64(blob + m.off.cmMethod)
+	method, err := m.r.u64(blob + m.off.method.off)
 	if err != nil {
 		return Frame{}, err
 	}
@@ -434,9 +429,9 @@ func (m *Methods) Blob(pc uint64) (Frame, error) {
 	f := Frame{Name: name, Kind: KindMethod, Chained: true}
 	// Inlining and lines are refinements: without them the frame is
 	// still named.
-	scopes, _ := m.scopes(blob, pc-begin)
+	scopes, _ := m.scopes(blob, pc-begin, method)
 	n := len(scopes)
-	if n == 0 || scopes[n-1].method != method {
+	if n == 0 {
 		return f, nil
 	}
 	chain := make([]Method, 0, n)
@@ -452,6 +447,26 @@ func (m *Methods) Blob(pc uint64) (Frame, error) {
 		f.Inlined = chain[:n-1]
 	}
 	return f, nil
+}
+
+// codeRange returns where the code of the blob at blob is, [begin, end):
+// at pointers in the blob (JDK 9-22) or offsets from it (JDK 23 on).
+func (m *Methods) codeRange(blob uint64) (begin, end uint64, err error) {
+	begin, err = m.r.uint(blob+m.off.codeBegin.off, m.off.codeBegin.width)
+	if err != nil {
+		return 0, 0, err
+	}
+	end, err = m.r.uint(blob+m.off.codeEnd.off, m.off.codeEnd.width)
+	if err != nil {
+		return 0, 0, err
+	}
+	if m.off.blob.codeOffsets {
+		if begin >= 1<<31 || end >= 1<<31 {
+			return 0, 0, fmt.Errorf("implausible code offsets %#x, %#x in the blob at %#x", begin, end, blob)
+		}
+		begin, end = blob+begin, blob+end
+	}
+	return begin, end, nil
 }
 
 // scope is one level of a compiled call's scope chain.
@@ -489,58 +504,171 @@ func (m *Methods) findBlob(pc uint64) (uint64, error) {
 	return 0, fmt.Errorf("%#x is in no code heap", pc)
 }
 
+// Limits on what one nmethod's debug information may hold.
+const (
+	maxMetadata  = 1 << 16 // Metadata* slots
+	maxScopeData = 1 << 24 // bytes of scopes
+)
+
+// debugInfo is where an nmethod keeps its debug information.
+type debugInfo struct {
+	pcs, pcsEnd uint64 // its PcDescs, [pcs, pcsEnd)
+	scopes      uint64 // its serialized scopes
+	meta        uint64 // its Metadata* table (a scope's method index - 1)
+	metaLen     uint64 // slots in meta; 0 if unknown
+}
+
+// debug finds the debug information of the nmethod at blob, as its JVM
+// lays it out (blobLayout).
+func (m *Methods) debug(blob uint64) (debugInfo, error) {
+	l := &m.off
+	if !l.pcOffset.ok() || !l.scopeOffset.ok() || !l.scopesPcs.ok() || !l.pcsEnd.ok() || !l.scopesData.ok() || l.pcDescSize == 0 || l.pcDescSize > 64 {
+		return debugInfo{}, errors.New("this JVM's scopes are not read (see Gaps)")
+	}
+	var d debugInfo
+	get := func(s slot) (uint64, error) { return m.r.uint(blob+s.off, s.width) }
+	pcs, err := get(l.scopesPcs)
+	if err != nil {
+		return d, err
+	}
+	end, err := get(l.pcsEnd)
+	if err != nil {
+		return d, err
+	}
+	data, err := get(l.scopesData)
+	if err != nil {
+		return d, err
+	}
+	if l.blob.immutable {
+		// JDK 23 and later: offsets from the immutable data block.
+		base, err := m.r.u64(blob + l.immutableData.off)
+		if err != nil {
+			return d, err
+		}
+		d.pcs, d.pcsEnd, d.scopes = base+pcs, base+end, base+data
+	} else {
+		// Offsets from the blob; the scopes at a pointer.
+		d.pcs, d.pcsEnd, d.scopes = blob+pcs, blob+end, data
+	}
+	switch {
+	case l.blob.mutableMetadata:
+		// JDK 25 on: after the relocations in the mutable data.
+		base, err := m.r.u64(blob + l.mutableData.off)
+		if err != nil {
+			return d, err
+		}
+		reloc, err := get(l.relocationSize)
+		if err != nil {
+			return d, err
+		}
+		d.meta = base + reloc
+		if l.mutableDataSize.ok() {
+			if size, err := get(l.mutableDataSize); err == nil && size >= reloc {
+				d.metaLen = (size - reloc) / 8
+			}
+		}
+	case l.metadata.ok() && l.blob.immutable:
+		// JDK 23, 24: an offset from the data section.
+		off, err := get(l.metadata)
+		if err != nil {
+			return d, err
+		}
+		_, dataBegin, err := m.codeRange(blob)
+		if err != nil {
+			return d, err
+		}
+		d.meta = dataBegin + off
+	case l.metadata.ok():
+		off, err := get(l.metadata)
+		if err != nil {
+			return d, err
+		}
+		d.meta = blob + off
+	default:
+		return d, errors.New("this JVM's nmethod metadata is not found (see Gaps)")
+	}
+	if d.metaLen == 0 || d.metaLen > maxMetadata {
+		d.metaLen = maxMetadata
+	}
+	return d, nil
+}
+
 // scopes returns, innermost first, the scope chain (method and bytecode
 // index) of the call whose return address is at offset off in the nmethod
-// at blob.
-func (m *Methods) scopes(blob, off uint64) ([]scope, error) {
-	var offs [3]uint32
-	for i, f := range []uint64{m.off.scopesPcsOff, m.off.dependenciesOff, m.off.metadataOff} {
-		v, err := m.r.u32(blob + f)
-		if err != nil {
-			return nil, err
-		}
-		offs[i] = v
+// at blob, compiled from method: the chain ends at method, or it is not
+// the nmethod's.
+func (m *Methods) scopes(blob, off, method uint64) ([]scope, error) {
+	d, err := m.debug(blob)
+	if err != nil {
+		return nil, err
 	}
-	pcs, pcsEnd, meta := blob+uint64(offs[0]), blob+uint64(offs[1]), blob+uint64(offs[2])
-	if pcsEnd < pcs || pcsEnd-pcs > maxPcDescs*m.off.pcDescSize {
-		return nil, fmt.Errorf("implausible PcDescs [%#x, %#x)", pcs, pcsEnd)
+	if d.pcsEnd < d.pcs || d.pcsEnd-d.pcs > maxPcDescs*m.off.pcDescSize {
+		return nil, fmt.Errorf("implausible PcDescs [%#x, %#x)", d.pcs, d.pcsEnd)
 	}
-	descs, err := m.r.read(pcs, int(pcsEnd-pcs))
+	descs, err := m.r.read(d.pcs, int(d.pcsEnd-d.pcs))
 	if err != nil {
 		return nil, err
 	}
 	decode := int64(-1)
-	for p := uint64(0); p+m.off.pcDescSize <= uint64(len(descs)); p += m.off.pcDescSize {
-		if uint64(binary.LittleEndian.Uint32(descs[p+m.off.pcOffset:])) == off {
-			decode = int64(int32(binary.LittleEndian.Uint32(descs[p+m.off.scopeOffset:])))
+	po, so := m.off.pcOffset.off, m.off.scopeOffset.off
+	for p := uint64(0); p+m.off.pcDescSize <= uint64(len(descs)) && po+4 <= m.off.pcDescSize && so+4 <= m.off.pcDescSize; p += m.off.pcDescSize {
+		if uint64(binary.LittleEndian.Uint32(descs[p+po:])) == off {
+			decode = int64(int32(binary.LittleEndian.Uint32(descs[p+so:])))
 			break
 		}
 	}
-	if decode <= 0 {
+	if decode <= 0 || decode >= maxScopeData {
 		return nil, errors.New("no scope for this call")
 	}
-	data, err := m.r.u64(blob + m.off.scopesData)
-	if err != nil {
-		return nil, err
+	if m.u5Known {
+		return m.decodeScopes(d, decode, method, m.u5)
 	}
+	// The coding is not known yet: the one chain of the two that ends at
+	// the nmethod's own method tells.
+	guess, other := m.u5, 1-m.u5
+	c1, err1 := m.decodeScopes(d, decode, method, guess)
+	c2, err2 := m.decodeScopes(d, decode, method, other)
+	switch {
+	case err1 == nil && err2 != nil:
+		m.u5Known = true
+		return c1, nil
+	case err1 != nil && err2 == nil:
+		m.u5, m.u5Known = other, true
+		m.where = map[methodBCI]Method{} // lines read with the guess
+		return c2, nil
+	}
+	return c1, err1
+}
+
+// decodeScopes decodes the scope chain at offset decode of d's scopes with
+// UNSIGNED5 coding x, and checks it ends at method.
+func (m *Methods) decodeScopes(d debugInfo, decode int64, method uint64, x byte) ([]scope, error) {
 	var chain []scope
 	for decode > 0 && len(chain) < maxScopes {
-		b, err := m.readUpTo(data+uint64(decode), 16)
+		b, err := m.readUpTo(d.scopes+uint64(decode), 16)
 		if err != nil {
 			return nil, err
 		}
-		st := compressedStream{b: b}
+		st := compressedStream{b: b, x: x}
 		sender, idx, bci := st.int(), st.int(), st.int()
-		if st.err || idx <= 0 {
+		if st.err || idx <= 0 || uint64(idx) > d.metaLen || sender < 0 || int64(sender) >= maxScopeData {
 			return nil, errors.New("corrupt scope")
 		}
-		method, err := m.r.u64(meta + uint64(idx-1)*8)
+		ptr, err := m.r.u64(d.meta + uint64(idx-1)*8)
 		if err != nil {
 			return nil, err
 		}
 		// DebugInfoReadStream::read_bci: stored + InvocationEntryBci.
-		chain = append(chain, scope{method, int(bci) + m.lines.invocationEntryBCI})
+		chain = append(chain, scope{ptr, int(bci) + m.off.blob.entryBCI})
 		decode = int64(sender)
+	}
+	if len(chain) == 0 || chain[len(chain)-1].method != method {
+		return nil, errors.New("the scope chain does not end at the nmethod's method")
+	}
+	for _, sc := range chain {
+		if _, err := m.Name(sc.method); err != nil {
+			return nil, err
+		}
 	}
 	return chain, nil
 }
@@ -556,10 +684,13 @@ func (m *Methods) readUpTo(addr uint64, n int) ([]byte, error) {
 }
 
 // compressedStream reads HotSpot's CompressedReadStream ints: UNSIGNED5
-// (Pack200's coding) with 192 one-byte codes, at most five bytes.
+// (Pack200's coding) with 192 one-byte codes, at most five bytes, each
+// byte x more than its digit: JDK 21 and later exclude the zero byte
+// (x = 1), earlier ones nothing (x = 0).
 type compressedStream struct {
 	b   []byte
 	pos int
+	x   byte
 	err bool
 }
 
@@ -568,13 +699,13 @@ func (c *compressedStream) int() int32 {
 	var sum uint32
 	shift := uint(0)
 	for i := 0; ; i++ {
-		if c.pos >= len(c.b) {
+		if c.pos >= len(c.b) || c.b[c.pos] < c.x {
 			c.err = true
 			return 0
 		}
 		b := uint32(c.b[c.pos])
 		c.pos++
-		sum += b << shift
+		sum += (b - uint32(c.x)) << shift
 		if b < l || i == maxI {
 			return int32(sum)
 		}
@@ -582,28 +713,23 @@ func (c *compressedStream) int() int32 {
 	}
 }
 
-// linesLayout finds in vs what line numbers need; a JVM that lacks any of
-// it still names methods.
-func linesLayout(vs *VMStructs) lineLayout {
-	l := lineLayout{cmSize: vs.Sizes["ConstMethod"]}
-	for name, dst := range map[string]*uint64{
-		"ConstMethod::_flags":                   &l.flags,
-		"ConstMethod::_code_size":               &l.codeSize,
-		"ConstantPool::_source_file_name_index": &l.sourceFile,
-	} {
-		f, ok := vs.Fields[name]
-		if !ok || f.Static {
-			return l
-		}
-		*dst = f.Offset
+// linesLayout finds in vs what line numbers need beyond l; a JVM that
+// lacks any of it still names methods. It adds what is lacking to
+// missing.
+func linesLayout(vs *VMStructs, l *methodLayout, missing map[use][]string) (lineLayout, map[use][]string) {
+	if len(missing[useLines]) > 0 {
+		return lineLayout{}, missing
 	}
-	has, ok1 := vs.Constants["ConstMethod::_has_linenumber_table"]
-	entry, ok2 := vs.Constants["InvocationEntryBci"]
-	if !ok1 || !ok2 || has <= 0 || has > 0xffff || l.cmSize == 0 || l.cmSize > 4096 {
-		return l
+	has, ok := constant(vs, hasLineTableNames)
+	if !ok || has <= 0 || has > 0xffff {
+		missing[useLines] = append(missing[useLines], strings.Join(hasLineTableNames, " or "))
+		return lineLayout{}, missing
 	}
-	l.hasLineTable, l.invocationEntryBCI, l.ok = uint16(has), int(entry), true
-	return l
+	if l.cmSize == 0 || l.cmSize > 4096 {
+		missing[useLines] = append(missing[useLines], fmt.Sprintf("plausible sizeof(ConstMethod) (%d)", l.cmSize))
+		return lineLayout{}, missing
+	}
+	return lineLayout{ok: true, hasLineTable: uint64(has)}, missing
 }
 
 // maxLineTable bounds the compressed line number table read for a method.
@@ -630,43 +756,45 @@ func (m *Methods) At(ptr uint64, bci int) (Method, error) {
 }
 
 func (m *Methods) line(ptr uint64, bci int) (string, int, error) {
-	cm, err := m.r.u64(ptr + m.off.constMethod)
+	l := &m.off
+	cm, err := m.r.u64(ptr + l.constMethod.off)
 	if err != nil {
 		return "", 0, err
 	}
-	cp, err := m.r.u64(cm + m.off.constants)
+	cp, err := m.r.u64(cm + l.constants.off)
 	if err != nil {
 		return "", 0, err
 	}
 	file := ""
-	if idx, err := m.r.u16(cp + m.lines.sourceFile); err == nil && idx != 0 {
-		if n, err := m.r.u32(cp + m.off.poolLength); err == nil && uint32(idx) < n {
-			if sym, err := m.r.u64(cp + m.off.poolSize + uint64(idx)*8); err == nil {
+	if idx, err := m.r.uint(cp+l.sourceFile.off, l.sourceFile.width); err == nil && idx != 0 {
+		if n, err := m.r.uint(cp+l.poolLength.off, l.poolLength.width); err == nil && idx < n {
+			if sym, err := m.r.u64(cp + l.poolSize + idx*8); err == nil {
 				file, _ = m.symbol(sym)
 			}
 		}
 	}
-	flags, err := m.r.u16(cm + m.lines.flags)
+	flags, err := m.r.uint(cm+l.flags.off, l.flags.width)
 	if err != nil || flags&m.lines.hasLineTable == 0 || bci < 0 {
 		return file, 0, err
 	}
-	size, err := m.r.u16(cm + m.lines.codeSize)
-	if err != nil || bci >= int(size) {
+	size, err := m.r.uint(cm+l.codeSize.off, l.codeSize.width)
+	if err != nil || uint64(bci) >= size {
 		return file, 0, err
 	}
-	table, err := m.readUpTo(cm+m.lines.cmSize+uint64(size), maxLineTable)
+	table, err := m.readUpTo(cm+l.cmSize+size, maxLineTable)
 	if err != nil {
 		return file, 0, err
 	}
-	return file, lineFromBCI(table, bci), nil
+	return file, lineFromBCI(table, bci, m.u5), nil
 }
 
 // lineFromBCI reads a compressed line number table (HotSpot's
 // CompressedLineNumberReadStream: a pair per byte, bci delta << 3 | line
-// delta, or 0xFF and two signed UNSIGNED5 deltas; 0 ends it) and returns
-// the line of bci: the pair at bci, else the last one before it; 0 if none.
-func lineFromBCI(table []byte, bci int) int {
-	st := compressedStream{b: table}
+// delta, or 0xFF and two signed UNSIGNED5 deltas with coding x; 0 ends it)
+// and returns the line of bci: the pair at bci, else the last one before
+// it; 0 if none.
+func lineFromBCI(table []byte, bci int, x byte) int {
+	st := compressedStream{b: table, x: x}
 	cur, line, best, bestBCI := 0, 0, 0, -1
 	for st.pos < len(st.b) {
 		next := st.b[st.pos]

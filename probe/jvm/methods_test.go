@@ -313,18 +313,22 @@ func FuzzMethods(f *testing.F) {
 func TestCompressedStream(t *testing.T) {
 	for _, tc := range []struct {
 		b    []byte
+		x    byte // 1: JDK 21 and later, the zero byte excluded
 		want int32
 		err  bool
 	}{
-		{[]byte{5}, 5, false},
-		{[]byte{191}, 191, false},
-		{[]byte{200, 0}, 200, false},
-		{[]byte{232, 12}, 1000, false},
-		{[]byte{192, 192, 192, 192, 1}, 192 + 192<<6 + 192<<12 + 192<<18 + 1<<24, false}, // five bytes at most
-		{[]byte{232}, 0, true},
-		{nil, 0, true},
+		{[]byte{6}, 1, 5, false},
+		{[]byte{233, 13}, 1, 1000, false},
+		{[]byte{0}, 1, 0, true}, // excluded
+		{[]byte{5}, 0, 5, false},
+		{[]byte{191}, 0, 191, false},
+		{[]byte{200, 0}, 0, 200, false},
+		{[]byte{232, 12}, 0, 1000, false},
+		{[]byte{192, 192, 192, 192, 1}, 0, 192 + 192<<6 + 192<<12 + 192<<18 + 1<<24, false}, // five bytes at most
+		{[]byte{232}, 0, 0, true},
+		{nil, 0, 0, true},
 	} {
-		c := compressedStream{b: tc.b}
+		c := compressedStream{b: tc.b, x: tc.x}
 		if got := c.int(); got != tc.want || c.err != tc.err {
 			t.Errorf("%v: %d (err %v), want %d (err %v)", tc.b, got, c.err, tc.want, tc.err)
 		}
@@ -338,11 +342,11 @@ func TestLineFromBCI(t *testing.T) {
 	// (bci 0, line 10) escaped, (4, 11), (9, 13), (30, 100) escaped, end.
 	table := []byte{0xff, 0, 20, 4<<3 | 1, 5<<3 | 2, 0xff, 42, 174, 0}
 	for bci, want := range map[int]int{0: 10, 3: 10, 4: 11, 8: 11, 9: 13, 29: 13, 30: 100, 31: 100} {
-		if got := lineFromBCI(table, bci); got != want {
+		if got := lineFromBCI(table, bci, 0); got != want {
 			t.Errorf("bci %d: line %d, want %d", bci, got, want)
 		}
 	}
-	if got := lineFromBCI([]byte{0xff, 0xc0}, 0); got != 0 {
+	if got := lineFromBCI([]byte{0xff, 0xc0}, 0, 0); got != 0 {
 		t.Errorf("cut table: line %d, want 0", got)
 	}
 	if got := signed(3); got != -2 {

@@ -88,6 +88,7 @@ type Namer struct {
 	methods      *Methods
 	mem          *os.File
 	methodsTried time.Time
+	methodsOff   bool // the JVM's tables lack what naming takes: not read again
 	// blobs caches Blob's answers by address for blobTTL: stacks share
 	// their JIT frames, and each answer costs several reads of the
 	// JVM's memory; code freed and reused is named afresh after that.
@@ -191,7 +192,7 @@ func (n *Namer) loadMethods() bool {
 	n.mu.Lock()
 	exited := n.exited
 	n.mu.Unlock()
-	if exited || (!n.methodsTried.IsZero() && time.Since(n.methodsTried) < methodsRetry) {
+	if exited || n.methodsOff || (!n.methodsTried.IsZero() && time.Since(n.methodsTried) < methodsRetry) {
 		return false
 	}
 	n.methodsTried = time.Now()
@@ -209,11 +210,21 @@ func (n *Namer) loadMethods() bool {
 		n.mem = mem
 	}
 	m, err := NewMethods(n.mem, n.VM.Object, n.VM.Bias)
-	if err != nil {
+	var layout *LayoutError
+	switch {
+	case errors.As(err, &layout):
+		// Permanent: this JVM's layout is not one leakscope knows.
+		n.warnOnce("JVM %d (%s): Java frames stay unnamed ([interpreted]): %v", n.VM.Pid, n.VM.Build(), err)
+		n.methodsOff = true
+		return false
+	case err != nil:
 		if alive(n.VM.Pid) && time.Since(n.started) > 30*time.Second {
 			n.warnOnce("interpreted Java frames of JVM %d stay unnamed: %v", n.VM.Pid, err)
 		}
 		return false
+	}
+	for _, g := range m.Gaps() {
+		n.warnOnce("JVM %d (%s): %v", n.VM.Pid, n.VM.Build(), g)
 	}
 	n.methods = m
 	return true
@@ -265,6 +276,8 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 		if lo, hi := n.methods.Interpreter(); addr >= lo && addr < hi {
 			return Frame{Name: Interpreted, Kind: KindInterpreter, Chained: true}
 		}
+	}
+	if n.methods != nil && n.methods.Walks() {
 		// The code heap names the blob itself: no perf map, no attach.
 		if a, ok := n.blobs[addr]; ok && time.Since(a.at) < blobTTL {
 			return a.f
@@ -288,7 +301,7 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 	}
 	f := Frame{Name: s.Name, Kind: s.Kind}
 	switch {
-	case preserveFP && fpKnown, n.methods != nil:
+	case preserveFP && fpKnown, n.methods != nil && n.methods.Walks():
 		// The kernel walks compiled frames by their code blob's frame
 		// size once it knows the code heaps (see Code).
 		f.Chained = true
@@ -307,6 +320,13 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 		why := "JVM runs without -XX:+PreserveFramePointer"
 		if !fpKnown {
 			why = "JVM's -XX:+PreserveFramePointer could not be checked"
+		}
+		// The flag is the remedy only because the tables are not: say
+		// which fields leakscope could not find.
+		if n.methodsOff {
+			why = fmt.Sprintf("JVM's VMStructs (%s) do not describe its frames and it runs without -XX:+PreserveFramePointer", n.VM.Build())
+		} else if n.methods != nil {
+			why = fmt.Sprintf("JVM's VMStructs (%s) do not describe its code heap and it runs without -XX:+PreserveFramePointer", n.VM.Build())
 		}
 		f.Cut = fmt.Sprintf("%s: callers of %s are unknown (restart it with -XX:+PreserveFramePointer)", why, what)
 	}

@@ -38,6 +38,7 @@ type VMField struct {
 	Offset  uint64 // of a non-static field within its object
 	Address uint64 // of a static field
 	Static  bool
+	Type    string // its C++ type ("int", "uint16_t", "address"), "" if not given
 }
 
 // VMStructs holds the fields and type sizes one JVM describes.
@@ -66,6 +67,10 @@ var vmSymbols = []string{
 	"gHotSpotVMIntConstantEntryNameOffset",
 	"gHotSpotVMIntConstantEntryValueOffset",
 }
+
+// typeStringSymbol gives where a field's type name is in a gHotSpotVMStructs
+// entry; optional: without it, fields have the widths leakscope assumes.
+const typeStringSymbol = "gHotSpotVMStructEntryTypeStringOffset"
 
 // VMSymbols returns the addresses (file virtual addresses) of the variables
 // ReadVMStructs needs, from libjvm.so at path.
@@ -117,6 +122,12 @@ func ReadVMStructs(mem Memory, syms map[string]uint64, bias uint64) (*VMStructs,
 	structs, sStride, sType, sField, sStatic, sOff, sAddr := v[0], v[1], v[2], v[3], v[4], v[5], v[6]
 	types, tStride, tType, tSize := v[7], v[8], v[9], v[10]
 	consts, cStride, cName, cValue := v[11], v[12], v[13], v[14]
+	sTypeString, haveTypeString := uint64(0), false
+	if _, ok := syms[typeStringSymbol]; ok {
+		if x, err := get(typeStringSymbol); err == nil && x < sStride {
+			sTypeString, haveTypeString = x, true
+		}
+	}
 	if sStride == 0 || tStride == 0 || structs == 0 || types == 0 {
 		return nil, errors.New("the JVM has not filled in its VMStructs tables yet (still starting?)")
 	}
@@ -145,6 +156,11 @@ func ReadVMStructs(mem Memory, syms map[string]uint64, bias uint64) (*VMStructs,
 			return nil, err
 		}
 		f := VMField{Static: static != 0}
+		if haveTypeString {
+			// A type name is a refinement: a field without one is
+			// read at the width leakscope assumes.
+			f.Type, _ = r.stringAt(e + sTypeString)
+		}
 		if f.Static {
 			f.Address, err = r.u64(e + sAddr)
 		} else {
@@ -194,6 +210,16 @@ func ReadVMStructs(mem Memory, syms map[string]uint64, bias uint64) (*VMStructs,
 	return vs, nil
 }
 
+// Width returns the size in bytes of field f's type when the tables give
+// it as 1, 2, 4 or 8, else def.
+func (vs *VMStructs) Width(f VMField, def uint8) uint8 {
+	switch n := vs.Sizes[f.Type]; n {
+	case 1, 2, 4, 8:
+		return uint8(n)
+	}
+	return def
+}
+
 // reader reads little-endian values and C strings from a process.
 type reader struct{ m Memory }
 
@@ -219,6 +245,26 @@ func (r reader) u32(addr uint64) (uint32, error) {
 		return 0, err
 	}
 	return binary.LittleEndian.Uint32(b), nil
+}
+
+// uint reads an unsigned little-endian value of width 1, 2, 4 or 8 bytes.
+func (r reader) uint(addr uint64, width uint8) (uint64, error) {
+	if width != 1 && width != 2 && width != 4 && width != 8 {
+		return 0, fmt.Errorf("read %d-byte value at %#x: unsupported width", width, addr)
+	}
+	b, err := r.read(addr, int(width))
+	if err != nil {
+		return 0, err
+	}
+	switch width {
+	case 1:
+		return uint64(b[0]), nil
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b)), nil
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b)), nil
+	}
+	return binary.LittleEndian.Uint64(b), nil
 }
 
 func (r reader) u16(addr uint64) (uint16, error) {
