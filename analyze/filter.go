@@ -19,7 +19,7 @@ const (
 	// kind. The empty Grouping means the same.
 	GroupByStack Grouping = "stack"
 	// GroupByFrame merges the sites of one kind whose first frame outside
-	// allocators and runtimes (GroupFrame) is the same.
+	// allocators and runtimes (Culprit) is the same.
 	GroupByFrame Grouping = "frame"
 )
 
@@ -37,7 +37,7 @@ func ParseFilter(flag, expr string) (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// allocatorFrames are the functions GroupFrame looks past, each a regular
+// allocatorFrames are the functions Culprit looks past first, each a regular
 // expression matched against a frame's whole function name: allocators and
 // the wrappers around them, and runtimes' own frames, which many unrelated
 // call stacks share. Keep docs/json-report.md in step.
@@ -73,23 +73,6 @@ var allocatorFrames = []string{
 }
 
 var allocatorFrame = regexp.MustCompile(`^(?:` + strings.Join(allocatorFrames, "|") + `)$`)
-
-// GroupFrame returns the frame GroupByFrame groups s by: the first frame,
-// leaf first, whose function is not an allocator, an allocation wrapper or
-// a runtime's (the malloc family and glibc's internal names for it,
-// xmalloc and friends, g_malloc*, CRYPTO_*alloc, zcalloc and zlib's
-// *Init_ wrappers, operator new and std allocators, HotSpot's os::malloc,
-// AllocateHeap and Unsafe_AllocateMemory0, [interpreted], Go's runtime.*
-// and cgo's _cgo_* and pkg._Cfunc_* stubs). A frame without a function is
-// never skipped. ok is false when every frame is skipped or s has none.
-func GroupFrame(s Stack) (f Frame, ok bool) {
-	for _, f := range s.Frames {
-		if f.Function == "" || !allocatorFrame.MatchString(f.Function) {
-			return *f, true
-		}
-	}
-	return Frame{}, false
-}
 
 // frameName is what Focus and Ignore match: the frame's function, or the
 // base name of its module when no symbol covers it ("" for neither).
@@ -207,14 +190,14 @@ func filter(c *Capture, o Options) (*Capture, map[uint64]string) {
 	return &out, notes
 }
 
-// group merges the sites o keeps that share a kind and a GroupFrame, in
+// group merges the sites o keeps that share a kind and a Culprit, in
 // order of their first member, and records in into under which ID each
 // kept site is now listed. A merged site has the ID, kind and stack of its
 // largest member (by live bytes, then live count, then lowest ID), the
 // sums of its members' totals and their live allocations. When a member
 // holds live allocations without their ages, the merged site lists none,
 // so it is counted by its totals, as a site without ages is. A site with no
-// GroupFrame stays alone. The notes say, per merged site ID, "N stacks
+// Culprit stays alone. The notes say, per merged site ID, "N stacks
 // grouped by FRAME".
 func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]string) {
 	type key struct {
@@ -224,13 +207,14 @@ func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]
 	}
 	var keys []key
 	members := map[key][]*Site{}
+	culprits := NewCulprits(o.CulpritSkip)
 	for i := range sites {
 		s := &sites[i]
 		if !o.keep(s) {
 			continue
 		}
 		k := key{kind: s.Kind, alone: s.ID}
-		if f, ok := GroupFrame(s.Stack); ok {
+		if f, ok := culprits.Find(s.Stack); ok {
 			k = key{kind: s.Kind, frame: groupLabel(f)}
 		}
 		if _, ok := members[k]; !ok {

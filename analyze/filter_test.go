@@ -382,7 +382,7 @@ func TestParseFilter(t *testing.T) {
 	}
 }
 
-func TestGroupFrame(t *testing.T) {
+func TestCulpritSkipsAllocatorsAndRuntimes(t *testing.T) {
 	skipped := []string{
 		"malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
 		"valloc", "pvalloc", "strdup", "strndup", "__libc_malloc", "__GI___libc_malloc", "_int_malloc",
@@ -396,29 +396,31 @@ func TestGroupFrame(t *testing.T) {
 		"AllocateHeap(unsigned long, MEMFLAGS, AllocFailStrategy::AllocFailEnum)", "Unsafe_AllocateMemory0", "[interpreted]",
 		"runtime.cgocall", "runtime.asmcgocall.abi0", "runtime.mallocgc", "_cgo_6cc2654a8ed3_Cfunc_malloc", "x_cgo_thread_start",
 		"crosscall2", "main._Cfunc_malloc", "main._Cfunc__CMalloc", "main._cgo_cmalloc",
+		"inflate", "Java_java_util_zip_Inflater_init", "java.nio.DirectByteBuffer.<init>", "std::string::_M_create(unsigned long&, unsigned long)",
+		"sqlite3Malloc", "JavaCalls::call_helper(JavaValue*, methodHandle const&, JavaCallArguments*, JavaThread*)",
 	}
 	kept := []string{
-		"leak_slowly", "my_malloc", "xmalloc_pool", "mallocate", "g_malloc_pool", "CRYPTO_free_ex_data", "inflate",
-		"operator delete(void*)", "os::free(void*)", "runtimeStats", "main.run", "Java_java_util_zip_Inflater_init",
-		"java.nio.DirectByteBuffer.<init>",
+		"leak_slowly", "my_malloc", "xmalloc_pool", "mallocate", "g_malloc_pool", "CRYPTO_free_ex_data", "inflater",
+		"operator delete(void*)", "os::free(void*)", "runtimeStats", "main.run", "javax_helper",
+		"com.example.Cache.put", "KafkaRecovery.recoverSegment",
 	}
 	for _, fn := range skipped {
-		if f, ok := GroupFrame(stack(fn, "caller")); !ok || f.Function != "caller" {
-			t.Errorf("GroupFrame(%s, caller) = %s, want caller", fn, f.Function)
+		if f, ok := Culprit(stack(fn, "caller"), nil); !ok || f.Function != "caller" {
+			t.Errorf("Culprit(%s, caller) = %s, want caller", fn, f.Function)
 		}
 	}
 	for _, fn := range kept {
-		if f, ok := GroupFrame(stack(fn, "caller")); !ok || f.Function != fn {
-			t.Errorf("GroupFrame(%s, caller) = %s, want %s", fn, f.Function, fn)
+		if f, ok := Culprit(stack(fn, "caller"), nil); !ok || f.Function != fn {
+			t.Errorf("Culprit(%s, caller) = %s, want %s", fn, f.Function, fn)
 		}
 	}
-	if f, ok := GroupFrame(Stack{Frames: []*Frame{{Function: "malloc"}, {Module: "/lib/x.so", Offset: 0x10}}}); !ok || f.Offset != 0x10 {
+	if f, ok := Culprit(Stack{Frames: []*Frame{{Function: "malloc"}, {Module: "/lib/x.so", Offset: 0x10}}}, nil); !ok || f.Offset != 0x10 {
 		t.Errorf("an unnamed frame was skipped: %+v, %v", f, ok)
 	}
-	if _, ok := GroupFrame(stack("runtime.cgocall", "runtime.goexit")); ok {
+	if _, ok := Culprit(stack("runtime.cgocall", "runtime.goexit"), nil); ok {
 		t.Errorf("a stack of runtime frames has a group frame")
 	}
-	if _, ok := GroupFrame(Stack{}); ok {
+	if _, ok := Culprit(Stack{}, nil); ok {
 		t.Errorf("an empty stack has a group frame")
 	}
 }

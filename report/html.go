@@ -199,8 +199,8 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 			hl.Growth = formatGrowth(l.Trend.Growth)
 			hl.GrowthSort = strconv.FormatFloat(l.Trend.Growth, 'g', -1, 64)
 		}
-		if len(s.Stack.Frames) > 0 {
-			hl.TopFrame = shortFrame(*s.Stack.Frames[0])
+		if l.Culprit != nil {
+			hl.TopFrame = shortFrame(*l.Culprit)
 		}
 		for _, f := range s.Stack.Frames {
 			hl.Frames = append(hl.Frames, frame(*f))

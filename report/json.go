@@ -108,6 +108,10 @@ type V1Leak struct {
 	Reasons          []string  `json:"reasons"`
 	Truncated        string    `json:"truncated,omitempty"`
 	Frames           []V1Frame `json:"frames"` // leaf first
+	// Culprit names who is responsible: the first frame of the program's
+	// own code (analyze.Culprit); omitted for a stack without frames.
+	// Added within v1.
+	Culprit *V1Culprit `json:"culprit,omitempty"`
 
 	// Growth fields are present only when the capture has enough
 	// snapshots for a trend (analyze.MinTrendPoints).
@@ -153,6 +157,14 @@ type V1Frame struct {
 	// Inlined marks a function the compiler inlined into the next
 	// frame's; omitted when false. Added within v1.
 	Inlined bool `json:"inlined,omitempty"`
+}
+
+// V1Culprit is a leak's culprit frame.
+type V1Culprit struct {
+	Function string `json:"function"` // "" when no symbol covers it
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Module   string `json:"module"`
 }
 
 // JSON writes r as a v1 JSON report, indented by two spaces.
@@ -268,6 +280,9 @@ func toV1(r *analyze.Result) *V1 {
 				Offset:   hex(f.Offset),
 				Inlined:  f.Inlined,
 			})
+		}
+		if f := l.Culprit; f != nil {
+			jl.Culprit = &V1Culprit{Function: f.Function, File: f.File, Line: f.Line, Module: f.Module}
 		}
 		v.Leaks = append(v.Leaks, jl)
 	}

@@ -88,14 +88,24 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 		}
 	}
 	locs := make([]*profile.Location, 0, nloc)
-	labels := map[analyze.Kind]map[string][]string{}
+	// Samples of one kind and culprit share their label map.
+	type labelKey struct{ kind, culprit string }
+	labels := map[labelKey]map[string][]string{}
+	culprits := analyze.NewCulprits(r.Options.CulpritSkip)
 	p.Sample = make([]*profile.Sample, len(c.Sites))
 	for i := range c.Sites {
 		s := &c.Sites[i]
-		label, ok := labels[s.Kind]
+		k := labelKey{kind: string(s.Kind)}
+		if f, ok := culprits.FindOr(s.Stack); ok {
+			k.culprit = shortFrame(f)
+		}
+		label, ok := labels[k]
 		if !ok {
-			label = map[string][]string{"kind": {string(s.Kind)}}
-			labels[s.Kind] = label
+			label = map[string][]string{"kind": {k.kind}}
+			if k.culprit != "" {
+				label["culprit"] = []string{k.culprit}
+			}
+			labels[k] = label
 		}
 		v := values[4*i : 4*i+4 : 4*i+4]
 		v[0], v[1], v[2], v[3] = clampInt64(max(s.Allocs, s.LiveCount)), clampInt64(s.LiveBytes), clampInt64(s.LiveCount), clampInt64(s.LiveBytes)

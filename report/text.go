@@ -98,6 +98,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if f := r.Options.Filters(); f != "" {
 		line("filters", f+"; totals cover only what they keep")
 	}
+	if cs := r.Options.CulpritSkip; cs != nil {
+		line("culprits", fmt.Sprintf("also past frames matching %q (--culprit-skip)", cs.String()))
+	}
 	if p := c.Probes; p != nil {
 		line("probes", p.String())
 		if !p.Malloc && p.ZlibBytes != "" {
@@ -146,7 +149,7 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 		tablewriter.WithPadding(tw.Padding{Right: "  ", Overwrite: true}),
 		tablewriter.WithTrimSpace(tw.Off),
 	)
-	table.Header("RANK", "KIND", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "TOP FRAME")
+	table.Header("RANK", "KIND", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "CULPRIT")
 	for _, l := range leaks {
 		s := l.Site
 		oldest := "-"
@@ -154,8 +157,8 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 			oldest = analyze.FormatDuration(l.OldestAge)
 		}
 		top := "-"
-		if len(s.Stack.Frames) > 0 {
-			top = termtext.Sanitize(shortFrame(*s.Stack.Frames[0]))
+		if l.Culprit != nil {
+			top = termtext.Sanitize(shortFrame(*l.Culprit))
 		}
 		err := table.Append(
 			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), strconv.FormatUint(l.Count, 10),

@@ -43,6 +43,8 @@ type captureOptions struct {
 	ReportDir      string // --report-dir: every format plus junit.xml; see reportdir.go
 	Focus, Ignore  string // --focus, --ignore: regular expressions on frames
 	focus, ignore  *regexp.Regexp
+	CulpritSkip    string // --culprit-skip: frames a culprit is never
+	culpritSkip    *regexp.Regexp
 	Kinds          []string // --kind: path.Match patterns on a site's kind
 	GroupBy        string   // --group-by: stack or frame
 	Force          bool     // --force: write through other users' links and over their files
@@ -87,6 +89,7 @@ func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Focus, "focus", "", "keep only the stacks with a frame whose function (or object, when unnamed) matches this regular expression; totals cover what is kept")
 	fs.StringVar(&o.Ignore, "ignore", "", "drop the stacks with a frame whose function (or object, when unnamed) matches this regular expression")
 	fs.StringArrayVar(&o.Kinds, "kind", nil, "keep only the leaks whose kind matches this pattern, e.g. 'zlib.*' (repeatable)")
+	fs.StringVar(&o.CulpritSkip, "culprit-skip", "", "also skip the frames whose function (or object, when unnamed) matches this regular expression when naming a leak's culprit, e.g. a third-party library's package")
 	fs.StringVar(&o.GroupBy, "group-by", string(analyze.GroupByStack), "one leak per call stack (stack) or per first frame outside allocators and runtimes (frame)")
 	o.addGoroutinesFlag(fs)
 }
@@ -157,8 +160,13 @@ func (o *captureOptions) validate() error {
 // parseFilters checks --kind and --group-by and compiles --focus and
 // --ignore; an empty expression filters nothing.
 func (o *captureOptions) parseFilters() error {
-	o.focus, o.ignore = nil, nil
+	o.focus, o.ignore, o.culpritSkip = nil, nil, nil
 	var err error
+	if o.CulpritSkip != "" {
+		if o.culpritSkip, err = analyze.ParseFilter("--culprit-skip", o.CulpritSkip); err != nil {
+			return err
+		}
+	}
 	if o.Focus != "" {
 		if o.focus, err = analyze.ParseFilter("--focus", o.Focus); err != nil {
 			return err
@@ -193,6 +201,8 @@ func (o *captureOptions) rankOptions(top int) analyze.Options {
 		Focus:   o.focus,
 		Ignore:  o.ignore,
 		GroupBy: analyze.Grouping(o.GroupBy),
+
+		CulpritSkip: o.culpritSkip,
 	}
 }
 

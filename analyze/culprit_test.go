@@ -1,0 +1,51 @@
+package analyze
+
+import (
+	"regexp"
+	"testing"
+)
+
+func TestCulprit(t *testing.T) {
+	fr := func(fn, module, file string) *Frame { return &Frame{Function: fn, Module: module, File: file} }
+	libc := "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	stdcxx := "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
+	app := "/srv/app"
+	jit := "[jit]"
+	for _, tt := range []struct {
+		name  string
+		stack []*Frame
+		skip  string
+		want  string // the culprit's function, or module when unnamed
+	}{
+		{"C through xmalloc", []*Frame{fr("xmalloc", app, "x.c"), fr("parse_header", app, "p.c"), fr("main", app, "m.c")}, "", "parse_header"},
+		{"C++ operator new in a stripped libstdc++", []*Frame{{Module: stdcxx, Offset: 0x9abc}, fr("Cache::put(std::string const&)", app, "cache.cc")}, "", "Cache::put(std::string const&)"},
+		{"C++ template with its return type", []*Frame{fr("operator new(unsigned long)", stdcxx, ""), fr("void std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>(__gnu_cxx::__normal_iterator<int*, std::vector<int, std::allocator<int> > >, int const&)", app, "vector.tcc"), fr("grow_table(int)", app, "t.cc")}, "", "grow_table(int)"},
+		{"an app method taking std:: arguments stays", []*Frame{fr("malloc", libc, ""), fr("Cache::put(int, std::string const&)", app, "c.cc")}, "", "Cache::put(int, std::string const&)"},
+		{"C++ vector storage", []*Frame{fr("operator new(unsigned long)", stdcxx, ""), fr("std::vector<int, std::allocator<int> >::_M_realloc_insert(int const&)", app, "v.h"), fr("Loader::load()", app, "l.cc")}, "", "Loader::load()"},
+		{"JVM through the JDK", []*Frame{fr("Java_java_util_zip_Inflater_init", "/usr/lib/jvm/x/lib/libzip.so", ""), fr("java.util.zip.Inflater.init", jit, "Inflater.java"), fr("java.util.zip.Inflater.<init>", jit, "Inflater.java"), fr("java.util.zip.GZIPInputStream.<init>", jit, "GZIPInputStream.java"), fr("KafkaRecovery.recoverSegment", jit, "KafkaRecovery.java")}, "", "KafkaRecovery.recoverSegment"},
+		{"JVM direct memory", []*Frame{fr("Unsafe_AllocateMemory0", "/usr/lib/jvm/x/lib/server/libjvm.so", ""), fr("jdk.internal.misc.Unsafe.allocateMemory", jit, "Unsafe.java"), fr("java.nio.DirectByteBuffer.<init>", jit, "DirectByteBuffer.java"), fr("com.example.Cache.put", jit, "Cache.java")}, "", "com.example.Cache.put"},
+		{"Go through cgo and database/sql", []*Frame{fr("sqlite3MemMalloc", app, "sqlite3-binding.c"), fr("sqlite3Malloc", app, "sqlite3-binding.c"), fr("sqlite3_prepare_v2", app, "sqlite3-binding.c"), fr("_cgo_7f_Cfunc__sqlite3_prepare_v2", app, ""), fr("runtime.asmcgocall", app, "asm_amd64.s"), fr("github.com/mattn/go-sqlite3._Cfunc__sqlite3_prepare_v2", app, "_cgo_gotypes.go"), fr("github.com/mattn/go-sqlite3.(*SQLiteConn).prepare", app, "sqlite3.go"), fr("database/sql.(*DB).prepareDC", app, "sql.go"), fr("main.leakStatements", app, "main.go")}, "", "github.com/mattn/go-sqlite3.(*SQLiteConn).prepare"},
+		{"Go, with the driver skipped too", []*Frame{fr("sqlite3Malloc", app, "s.c"), fr("github.com/mattn/go-sqlite3.(*SQLiteConn).prepare", app, "sqlite3.go"), fr("database/sql.(*DB).prepareDC", app, "sql.go"), fr("main.leakStatements", app, "main.go")}, `^github\.com/mattn/go-sqlite3\.`, "main.leakStatements"},
+		{"Go main and a dotted module stay", []*Frame{fr("runtime.mallocgc", app, "malloc.go"), fr("encoding/json.Marshal", app, "encode.go"), fr("example.com/app/store.Put", app, "store.go")}, "", "example.com/app/store.Put"},
+		{"zlib statically linked (node)", []*Frame{fr("zcalloc", "/usr/bin/node", "zutil.c"), fr("inflateInit2_", "/usr/bin/node", "inflate.c"), fr("node::ZlibContext::Init()", "/usr/bin/node", "node_zlib.cc")}, "", "node::ZlibContext::Init()"},
+		{"an unnamed frame of the program is its own", []*Frame{fr("malloc", libc, ""), {Module: app, Offset: 0x1234}}, "", app},
+		{"a C function named like a Go package is kept", []*Frame{fr("malloc", libc, ""), fr("net.connect", app, "conn.c")}, "", "net.connect"},
+		{"everything skipped: none", []*Frame{fr("malloc", libc, ""), fr("__libc_start_call_main", libc, "")}, "", ""},
+	} {
+		var skip *regexp.Regexp
+		if tt.skip != "" {
+			skip = regexp.MustCompile(tt.skip)
+		}
+		f, ok := Culprit(Stack{Frames: tt.stack}, skip)
+		got := f.Function
+		if got == "" {
+			got = f.Module
+		}
+		if !ok {
+			got = ""
+		}
+		if got != tt.want {
+			t.Errorf("%s: culprit %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
