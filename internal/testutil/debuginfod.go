@@ -50,10 +50,16 @@ func Debuginfod(tb testing.TB, dir string, ids ...string) string {
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
+	// /metrics answers once the server listens; then each file, once
+	// the scan indexed it.
+	paths := []string{"/metrics"}
 	for _, id := range ids {
+		paths = append(paths, "/buildid/"+id+"/debuginfo")
+	}
+	for _, p := range paths {
 		for {
 			// It answers GET only.
-			resp, err := client.Get(url + "/buildid/" + id + "/debuginfo")
+			resp, err := client.Get(url + p)
 			if err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -63,11 +69,11 @@ func Debuginfod(tb testing.TB, dir string, ids ...string) string {
 			}
 			select {
 			case <-exited:
-				tb.Fatalf("debuginfod exited before serving %s:\n%s", id, log())
+				tb.Fatalf("debuginfod exited before serving %s:\n%s", p, log())
 			default:
 			}
 			if time.Now().After(deadline) {
-				tb.Fatalf("debuginfod did not serve build id %s within 60s (last: %v):\n%s", id, err, log())
+				tb.Fatalf("debuginfod did not serve %s within 60s (last: %v):\n%s", p, err, log())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
