@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestDebuginfodOption: --debuginfod wins over DEBUGINFOD_URLS, '' turns
+// TestDebuginfodOption: --debuginfod wins over DEBUGINFOD_URLS, an empty one turns
 // fetching off, and the cache is under $XDG_CACHE_HOME.
 func TestDebuginfodOption(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", "/var/cache/test")
