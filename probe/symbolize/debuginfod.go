@@ -23,8 +23,8 @@ const (
 	// DefaultDebuginfodTimeout bounds one request, from connecting to the
 	// last byte of the body.
 	DefaultDebuginfodTimeout = 10 * time.Second
-	// DefaultDebuginfodBudget bounds the time all requests of one
-	// Debuginfod take together.
+	// DefaultDebuginfodBudget bounds the requests of one Debuginfod: none
+	// is made, or runs, later than this after the first one started.
 	DefaultDebuginfodBudget = 60 * time.Second
 	// DefaultDebuginfodMaxBytes caps one downloaded debug file: it is
 	// held in memory until it is checked (libstdc++'s is ~20 MB, libc's
