@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -301,6 +302,9 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.resumeLocked(true)
 	t.watchdog.release() // continued, and no probe is left to stop it
 	defer t.closeRuntimeLocked()
+	// Debug files still on their way from debuginfod get a bounded wait:
+	// the stacks are named for the last time below.
+	t.cache.WaitDebug(DebuginfodWait)
 	t.refreshLocked()
 	t.retryNamesLocked(true) // a JVM still alive names its newest code
 	points, err := t.readSitesLocked()
@@ -308,6 +312,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		return nil, err
 	}
 	t.appendSnapshotLocked(points, end.Sub(t.started))
+	t.warnUnnamedLocked(points)
 	var forks uint32
 	if err := t.objs.Forks.Get(&forks); err == nil && forks > 0 {
 		t.warnOnce(fmt.Sprintf("pid %d started %d other processes (fork) during the capture, which were not traced: what they allocated is not in this report; trace the program that leaks itself (leakscope run -- PROG, or attach --pid to it)", t.pid, forks))
@@ -543,4 +548,50 @@ func (t *Tracer) checkExecLocked() {
 	}
 	t.execGen = gen
 	t.view.newImage()
+}
+
+// warnUnnamedLocked says, per object, how many frames of the capture's
+// sites have no function name because the object has no symbols and its
+// debug file was not found or fetched, and why.
+func (t *Tracer) warnUnnamedLocked(points readPoints) {
+	count := map[string]int{}
+	seen := map[*analyze.Frame]bool{}
+	for i := range points.len() {
+		rs := t.sites.slots[points.slot(i)].stack
+		if rs == nil {
+			continue
+		}
+		for _, fi := range rs.frames {
+			f := rs.tab.frames[fi]
+			if f.Function != "" || !strings.HasPrefix(f.Module, "/") || seen[f] {
+				continue
+			}
+			seen[f] = true
+			count[f.Module]++
+		}
+	}
+	modules := make([]string, 0, len(count))
+	for m := range count {
+		modules = append(modules, m)
+	}
+	slices.Sort(modules)
+	for _, m := range modules {
+		obj := t.view.objs[m]
+		if obj == nil {
+			continue
+		}
+		info := obj.Debuginfo()
+		if !info.Missing {
+			continue
+		}
+		why := "its debug file was not fetched"
+		switch {
+		case info.Pending:
+			why = fmt.Sprintf("its debug file was still being fetched from debuginfod after %s", DebuginfodWait)
+		case info.Err != nil:
+			why = info.Err.Error()
+		}
+		t.warnOnce(fmt.Sprintf("%d frame(s) in %s are unnamed: it has no symbols (build id %s) and no debug file in /usr/lib/debug; %s",
+			count[m], m, obj.BuildID, why))
+	}
 }

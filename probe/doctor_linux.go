@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leakscope/leakscope/internal/safefile"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
 	"github.com/leakscope/leakscope/probe/unwind"
@@ -29,8 +30,9 @@ const (
 )
 
 // Doctor checks the host and, when pid > 0, the target: what will work and
-// what will not, in plain words.
-func Doctor(pid int) []Check {
+// what will not, in plain words. dbg is the debuginfod configuration a
+// capture would use (nil: none).
+func Doctor(pid int, dbg *symbolize.Debuginfod) []Check {
 	var cs []Check
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	cs = append(cs, Check{"kernel BTF", err == nil, detail(err == nil,
@@ -69,10 +71,25 @@ func Doctor(pid int) []Check {
 	cs = append(cs, Check{"zlib windows", true, detail(exitHookSupported(),
 		"with malloc not traced, an inflate stream's window is read from its state while the target lives and counted by the kernel as it exits (sched_process_exit has group_dead)",
 		"with malloc not traced, an inflate stream's window is read from its state while the target lives; this kernel's sched_process_exit has no group_dead (it runs after the memory is gone), so for a target that exits first the last read stands (--malloc on counts windows from zlib's mallocs)")})
+	cs = append(cs, doctorDebuginfod(dbg))
 	if pid > 0 {
 		cs = append(cs, doctorTarget(pid)...)
 	}
 	return cs
+}
+
+// doctorDebuginfod says where the debug files of stripped objects would
+// come from, and checks that their cache can be created.
+func doctorDebuginfod(dbg *symbolize.Debuginfod) Check {
+	if dbg == nil {
+		return Check{"debuginfod", false, "not configured: code in stripped objects without a debug file in /usr/lib/debug stays unnamed (set DEBUGINFOD_URLS or pass --debuginfod URLS)"}
+	}
+	d, err := safefile.MkdirAll(dbg.CacheDir, safefile.Options{})
+	if err != nil {
+		return Check{"debuginfod", false, fmt.Sprintf("%s: cache: %v", strings.Join(dbg.URLs, " "), err)}
+	}
+	d.Close()
+	return Check{"debuginfod", true, fmt.Sprintf("debug files of stripped objects on a stack are fetched from %s into %s", strings.Join(dbg.URLs, " "), dbg.CacheDir)}
 }
 
 func detail(ok bool, yes, no string) string {
@@ -156,6 +173,16 @@ func doctorTarget(pid int) []Check {
 		}
 		cs = append(cs, Check{"frame pointers", ok,
 			fmt.Sprintf("%s: %s, %.0f%% of functions: %s", o.Path, o.FramePointer, 100*o.FPShare, what)})
+	}
+	var bare []string
+	for _, o := range objs {
+		if obj := view.objs[o.Path]; obj != nil && obj.Debuginfo().Missing {
+			bare = append(bare, o.Path)
+		}
+	}
+	if len(bare) > 0 {
+		cs = append(cs, Check{"debug info", false, fmt.Sprintf("%s: no .symtab or no DWARF, and no debug file in /usr/lib/debug: "+
+			"their frames have no name or no file:line unless debuginfod supplies the file (see the debuginfod check)", strings.Join(bare, ", "))})
 	}
 	return append(cs, doctorJVM(pid, view.current)...)
 }

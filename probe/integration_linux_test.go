@@ -450,7 +450,7 @@ func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildExample(t, "leaky", false)
 	cmd := startExample(t, bin, "--pause-before", "20000")
-	checks := Doctor(cmd.Process.Pid)
+	checks := Doctor(cmd.Process.Pid, nil)
 	byName := map[string][]Check{}
 	for _, c := range checks {
 		byName[c.Name] = append(byName[c.Name], c)

@@ -520,7 +520,7 @@ func testDoctorJVM(t *testing.T, jdk testutil.JDK) {
 		}
 		cmd, _ := startGated(t, java, classes, "KafkaRecovery", filepath.Join(t.TempDir(), "never"), flags...)
 		var jvmOK, fp bool
-		for _, c := range Doctor(cmd.Process.Pid) {
+		for _, c := range Doctor(cmd.Process.Pid, nil) {
 			if c.Name == "JVM" && c.OK && strings.Contains(c.Detail, "HotSpot "+jdk.Feature+".") {
 				jvmOK = true
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/symbolize"
 	"github.com/leakscope/leakscope/probe/track"
 )
 
@@ -58,6 +59,11 @@ type Options struct {
 	Malloc string
 	// mallocWhy says how Malloc was decided (forTarget), for the report.
 	mallocWhy string
+	// Debuginfod fetches the debug files of objects on a stack that have
+	// no symbols or DWARF and no local debug file, in the background: a
+	// frame is named once its file arrived, and Stop waits for files
+	// still on their way at most DebuginfodWait. nil fetches nothing.
+	Debuginfod *symbolize.Debuginfod
 	// Warnf receives notices worth a user's attention (a library that
 	// could not be read, a range table that overflowed). May be nil.
 	Warnf func(format string, args ...any)
@@ -75,6 +81,11 @@ const (
 	DefaultMaxStacks      = 1 << 16
 	DefaultMaxUnwindRows  = 1 << 20
 )
+
+// DebuginfodWait bounds how long Stop waits for debug files still being
+// fetched (Options.Debuginfod) before the capture's stacks are named for
+// the last time.
+const DebuginfodWait = 15 * time.Second
 
 // Malloc modes (Options.Malloc).
 const (

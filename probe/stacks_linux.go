@@ -54,6 +54,11 @@ type resolvedStack struct {
 	seen              int32
 	pending, unmapped bool
 	lost              bool // lostStack
+	// debug is true when a frame lay in an object whose debug file was
+	// being fetched (symbolize.Cache.UseDebuginfod); dgen is the cache's
+	// DebugGeneration then.
+	debug bool
+	dgen  uint32
 }
 
 // stack is rs as a capture holds it: its frames are the table's shared
@@ -88,11 +93,12 @@ func (t *frameTable) share(f analyze.Frame) uint32 {
 	return i
 }
 
-// stale reports whether rs may resolve better now: mappings or JIT names
-// appeared since it was built.
+// stale reports whether rs may resolve better now: mappings, JIT names
+// or debug files appeared since it was built.
 func (r *stackResolver) stale(rs *resolvedStack) bool {
 	return (rs.unmapped && len(r.view.history) != int(rs.seen)) ||
-		(rs.pending && r.jit.namer != nil && r.jit.namer.Generation() != rs.gen)
+		(rs.pending && r.jit.namer != nil && r.jit.namer.Generation() != rs.gen) ||
+		(rs.debug && uint32(r.view.cache.DebugGeneration()) != rs.dgen)
 }
 
 // stackResolver turns kernel stacks into symbolized, validated stacks. The
@@ -128,18 +134,22 @@ type frameInfo struct {
 	call bool // a call instruction precedes it (or Go's goexit return)
 	isGo bool
 	sfs  []symbolize.Frame
+	// fetched is the object's Fetched when sfs were made: a debug file
+	// that arrived since names them better.
+	fetched bool
 }
 
 func (r *stackResolver) frameInfo(obj *symbolize.Object, vaddr uint64) frameInfo {
 	k := frameKey{obj, vaddr}
-	if fi, ok := r.frames[k]; ok {
+	if fi, ok := r.frames[k]; ok && fi.fetched == obj.Fetched() {
 		return fi
 	}
 	// A return address belongs to the call before it (vaddr - 1).
 	fi := frameInfo{
-		call: obj.CallPrecedes(vaddr) || goexitReturn(obj, vaddr),
-		isGo: obj.GoCode(vaddr - 1),
-		sfs:  obj.Frames(vaddr - 1),
+		fetched: obj.Fetched(),
+		call:    obj.CallPrecedes(vaddr) || goexitReturn(obj, vaddr),
+		isGo:    obj.GoCode(vaddr - 1),
+		sfs:     obj.Frames(vaddr - 1),
 	}
 	r.frames[k] = fi
 	return fi
@@ -182,7 +192,8 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	prevGo := false // the previous return address was in Go code
 	native := true  // the previous frame (first: the probed function) was native code
 	pending, jitCut := false, ""
-	unmapped := false
+	unmapped, debug := false, false
+	dgen := uint32(r.view.cache.DebugGeneration()) // before any frame asks
 	for i := 0; i < n; i++ {
 		addr := raw.Ips[i]
 		if addr&stackJVMMethod != 0 {
@@ -209,6 +220,8 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 				vaddr := obj.VAddr(addr, m.Start, m.Offset)
 				f.Offset = vaddr
 				fi := r.frameInfo(obj, vaddr)
+				// Its debug file on the way, or arrived since fi.
+				debug = debug || obj.Debuginfo().Pending || fi.fetched != obj.Fetched()
 				if i > 0 && !fi.call {
 					reason = fmt.Sprintf("walk stopped at 0x%x in %s: not a return address (%s)",
 						addr, filepath.Base(m.Path), noFPCause(frames[len(frames)-1]))
@@ -291,6 +304,9 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	}
 	if unmapped {
 		rs.unmapped, rs.seen = true, int32(len(r.view.history))
+	}
+	if debug {
+		rs.debug, rs.dgen = true, dgen
 	}
 	return rs
 }

@@ -153,6 +153,7 @@ func gone(pid int) bool {
 // on them before it runs. Mapped objects are found in /proc/PID/maps.
 func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cache, waitExec bool, opts Options) (*Tracer, error) {
 	opts = opts.withDefaults()
+	cache.UseDebuginfod(opts.Debuginfod)
 	t := &Tracer{
 		pid:     pid,
 		opts:    opts,

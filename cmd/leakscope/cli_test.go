@@ -58,6 +58,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--progress", "sometimes", "--", "true"}, `unknown --progress "sometimes"`},
 		{[]string{"run", "--malloc", "maybe", "--", "true"}, `unknown --malloc "maybe"`},
 		{[]string{"attach", "--pid", "1", "--malloc", "off", "--sample-bytes", "512KiB"}, "--sample-bytes samples malloc calls"},
+		{[]string{"run", "--debuginfod", "ftp://host", "--", "true"}, `--debuginfod: debuginfod URL "ftp://host": want http://HOST or https://HOST`},
+		{[]string{"doctor", "--debuginfod", "host:8002"}, `--debuginfod: debuginfod URL "host:8002"`},
 		{[]string{"run"}, "requires at least 1 arg"},
 		{[]string{"report", "--memory-limit", "lots", "x.capture"}, `--memory-limit "lots": want a size such as 72MiB`},
 		{[]string{"run", "--", "/nonexistent/leakscope-no-such-command"}, "no such file"},

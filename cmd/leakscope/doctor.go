@@ -10,7 +10,8 @@ import (
 )
 
 type doctorOptions struct {
-	Pid int
+	Pid        int
+	Debuginfod debuginfodOption
 }
 
 func newDoctorCmd(io ioStreams, runF func(context.Context, *doctorOptions) error) *cobra.Command {
@@ -20,7 +21,8 @@ func newDoctorCmd(io ioStreams, runF func(context.Context, *doctorOptions) error
 		Short: "Check what will and won't work on this host and target",
 		Long: `doctor checks the host (kernel BTF, privileges, uprobes, loading the BPF
 programs) and, with --pid, the target: which allocator will be traced and,
-for each loaded object, whether stacks can be walked through it.
+for each loaded object, whether stacks can be walked through it and named
+(debug info, and the debuginfod servers of --debuginfod or DEBUGINFOD_URLS).
 It exits 2 when a host check fails.`,
 		Example: `  leakscope doctor              # can this host trace at all?
   leakscope doctor --pid 4242   # and this process: allocator, probe sites, stacks`,
@@ -33,18 +35,27 @@ It exits 2 when a host check fails.`,
 		},
 	}
 	cmd.Flags().IntVarP(&opts.Pid, "pid", "p", 0, "also check this process")
+	opts.Debuginfod.addFlag(cmd.Flags())
 	return cmd
 }
 
 func runDoctor(opts *doctorOptions, io ioStreams) error {
+	dbg, notice, err := opts.Debuginfod.source()
+	if err != nil {
+		return err
+	}
+	if notice != "" {
+		printLine(io.Err, "leakscope: warning: %s", notice)
+	}
 	failed := 0
-	for _, c := range probe.Doctor(opts.Pid) {
+	for _, c := range probe.Doctor(opts.Pid, dbg) {
 		mark := "ok  "
 		if !c.OK {
 			mark = "FAIL"
-			if c.Name == "frame pointers" || c.Name == "JVM" { // stacks or names suffer, counts do not
+			switch c.Name {
+			case "frame pointers", "JVM", "debuginfod", "debug info": // stacks or names suffer, counts do not
 				mark = "note"
-			} else {
+			default:
 				failed++
 			}
 		}

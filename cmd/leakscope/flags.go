@@ -13,6 +13,7 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 
 	"github.com/leakscope/leakscope/probe"
+	"github.com/leakscope/leakscope/probe/symbolize"
 	"github.com/leakscope/leakscope/probe/track"
 )
 
@@ -48,6 +49,9 @@ type captureOptions struct {
 	Kinds          []string // --kind: path.Match patterns on a site's kind
 	GroupBy        string   // --group-by: stack or frame
 	Force          bool     // --force: write through other users' links and over their files
+	Debuginfod     debuginfodOption
+	debuginfod     *symbolize.Debuginfod // nil: no server
+	debuginfodNote string                // DEBUGINFOD_URLS entries dropped
 
 	Goroutines goroutineDump // --goroutines: see goroutines.go
 }
@@ -78,6 +82,7 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Save, "save", "", "also write the capture to this file as it happens (re-render it with leakscope report)")
 	fs.BoolVar(&o.ProbesOnly, "probes-only", false, "attach every probe, but with programs that return at once: nothing is counted; measures what the probes alone cost the target (make bench)")
 	_ = fs.MarkHidden("probes-only")
+	o.Debuginfod.addFlag(fs)
 	o.addReportFlags(fs)
 }
 
@@ -103,6 +108,10 @@ func (o *captureOptions) validate() error {
 		return fmt.Errorf("unknown --format %q: use text, json, html or pprof", o.Format)
 	}
 	if err := o.parseTrack(); err != nil {
+		return err
+	}
+	var err error
+	if o.debuginfod, o.debuginfodNote, err = o.Debuginfod.source(); err != nil {
 		return err
 	}
 	if err := o.parseFilters(); err != nil {
@@ -241,7 +250,11 @@ func (o *captureOptions) parseTrack() error {
 // probeOptions are the tracer's options; ctx (Ctrl-C, SIGTERM) bounds the
 // tracer's own I/O with the target.
 func (o *captureOptions) probeOptions(ctx context.Context, warnf func(string, ...any)) probe.Options {
+	if o.debuginfodNote != "" && warnf != nil {
+		warnf("%s", o.debuginfodNote)
+	}
 	return probe.Options{
+		Debuginfod:     o.debuginfod,
 		Context:        ctx,
 		Track:          o.pairs,
 		Unwind:         o.Unwind,

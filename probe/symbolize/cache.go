@@ -1,11 +1,13 @@
 package symbolize
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"regexp"
 	"sync"
+	"time"
 )
 
 // Cache parses each ELF object once. Objects are keyed by build ID, so libc
@@ -18,6 +20,7 @@ type Cache struct {
 	byID    map[string]*Object
 	byFile  map[fileKey]*Object
 	objects []*Object
+	fetch   fetcher // debug files from debuginfod; see UseDebuginfod
 }
 
 // fileKey identifies a file without reading it, so a second request for
@@ -83,6 +86,9 @@ func (c *Cache) ObjectIn(root, path string) (*Object, error) {
 		return nil, err
 	}
 	c.byFile[key] = o
+	if o.cache == nil {
+		o.cache = c
+	}
 	if o.BuildID != "" {
 		if _, ok := c.byID[o.BuildID]; ok {
 			return o, nil // an alias of a loaded object
@@ -99,6 +105,7 @@ func (c *Cache) ObjectIn(root, path string) (*Object, error) {
 // returns 0, 0 unless it was computed before. Do not call it while
 // another goroutine still queries the cache's objects.
 func (c *Cache) Close() error {
+	c.fetch.stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, o := range c.objects {
@@ -107,3 +114,25 @@ func (c *Cache) Close() error {
 	c.objects, c.byID, c.byFile = nil, nil, nil
 	return nil
 }
+
+// UseDebuginfod makes d the source of the debug files the cache's objects
+// lack (nil: none). An object asks for its file the first time Symbolize
+// needs it; the file is fetched in the background and names the object's
+// code once it arrived (see Fetched). Call it before symbolizing.
+func (c *Cache) UseDebuginfod(d *Debuginfod) {
+	f := &c.fetch
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.src = d
+	if f.ctx == nil {
+		f.ctx, f.cancel = context.WithCancel(context.Background())
+	}
+}
+
+// DebugGeneration counts the objects that gained names from a fetched
+// debug file: when it changed, names returned before may be better now.
+func (c *Cache) DebugGeneration() uint64 { return c.fetch.gen.Load() }
+
+// WaitDebug waits at most timeout for the debug files being fetched, and
+// reports whether none is left to wait for.
+func (c *Cache) WaitDebug(timeout time.Duration) bool { return c.fetch.wait(timeout) }

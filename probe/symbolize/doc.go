@@ -10,8 +10,9 @@
 // libc reached through several paths (or several containers) is read once.
 //
 // Symbols come from .symtab and .dynsym, completed from a separate debug file
-// found by build ID or .gnu_debuglink; file and line come from DWARF line
-// tables when present. C++ and Rust names are demangled. Go code is named
+// found by build ID or .gnu_debuglink, or else fetched by build ID from
+// debuginfod servers in the background (Cache.UseDebuginfod, Debuginfod);
+// file and line come from DWARF line tables when present. C++ and Rust names are demangled. Go code is named
 // from the binary's own .gopclntab, stripped or not, with the functions the
 // compiler inlined at each address (Frames).
 package symbolize

@@ -66,3 +66,38 @@ func FuzzObject(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckDebugData feeds arbitrary bytes to the check of a file a
+// debuginfod server sent. It must never panic, and must accept only ELF
+// whose build ID is the one asked for.
+func FuzzCheckDebugData(f *testing.F) {
+	seed, err := os.ReadFile("testdata/tiny.elf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := NewCache()
+	o, err := c.Object("testdata/tiny.elf")
+	c.Close()
+	if err != nil || o.BuildID == "" {
+		f.Fatalf("testdata/tiny.elf: build id %q, %v", o.BuildID, err)
+	}
+	f.Add(seed, o.BuildID)
+	f.Add(seed, "00"+o.BuildID[2:])
+	f.Add(seed[:64], o.BuildID)
+	f.Add([]byte("<html>"), o.BuildID)
+
+	f.Fuzz(func(t *testing.T, data []byte, id string) {
+		if err := checkDebugData(data, id); err != nil {
+			return
+		}
+		path := filepath.Join(t.TempDir(), "debuginfo")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d := openDebugFile(path, "", func(d *debugFile) bool { return matchBuildID(d, id) })
+		if d == nil {
+			t.Fatalf("accepted data that is not the debug file of %q", id)
+		}
+		d.close()
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/leakscope/leakscope/probe/procfs"
 )
@@ -38,10 +39,20 @@ type Object struct {
 	funcs    funcIndex
 	gotab    *goTable // nil unless a Go binary's .gopclntab was read
 
-	dwarfELF   *elf.File // source of DWARF, nil when none; dropped once indexed
-	dwarfDebug *debugFile
-	linesOnce  sync.Once
-	lines      lineTable
+	lines lineIndex
+
+	// cache is the Cache the object was opened through, nil for none:
+	// it fetches the object's debug file when Symbolize needs one
+	// (askDebug).
+	cache *Cache
+	// needSyms and needLines are set by load when the object lacks
+	// .symtab or DWARF and no local debug file supplied them; wantDebug
+	// when either is and the object has a build ID to fetch one by.
+	needSyms, needLines, wantDebug bool
+	debug                          debugState
+	// fetched holds what a debug file fetched after load supplied: nil
+	// until it arrived. Set once, read without locks.
+	fetched atomic.Pointer[fetchedNames]
 
 	fpOnce  sync.Once
 	fpShare float64
@@ -113,10 +124,10 @@ func (o *Object) load(ef *elf.File, root string) error {
 		return fmt.Errorf("read dynamic symbols of %s: %w", o.Path, err)
 	}
 	if hasDWARF(ef) {
-		o.dwarfELF = ef
+		o.lines.elf = ef
 	}
 
-	if symSyms == nil || o.dwarfELF == nil {
+	if symSyms == nil || o.lines.elf == nil {
 		link, _ := readDebuglink(ef) // a bad debuglink only loses the debug file
 		if d := findDebugFile(o.Path, root, o.BuildID, link); d != nil {
 			used := false
@@ -125,17 +136,19 @@ func (o *Object) load(ef *elf.File, root string) error {
 					symSyms, used = s, true
 				}
 			}
-			if o.dwarfELF == nil && hasDWARF(d.elf) {
-				o.dwarfELF, o.dwarfDebug, used = d.elf, d, true
+			if o.lines.elf == nil && hasDWARF(d.elf) {
+				o.lines.elf, o.lines.debug, used = d.elf, d, true
 			}
 			if used {
 				o.DebugPath = d.path
 			}
-			if o.dwarfDebug == nil {
+			if o.lines.debug == nil {
 				d.close()
 			}
 		}
 	}
+	o.needSyms, o.needLines = symSyms == nil, o.lines.elf == nil
+	o.wantDebug = o.BuildID != "" && (o.needSyms || o.needLines)
 	o.syms = newSymtab(symSyms, dynSyms)
 	o.funcs = newFuncIndex(symSyms, dynSyms)
 	o.loadGo(ef, symSyms)
@@ -155,7 +168,10 @@ func hasDWARF(f *elf.File) bool {
 
 func (o *Object) close() {
 	o.file.Close()
-	o.dwarfDebug.close()
+	o.lines.debug.close()
+	if f := o.fetched.Load(); f != nil && f.lines != nil {
+		f.lines.debug.close()
+	}
 }
 
 // Symbolize returns the function containing vaddr (demangled), and the
@@ -180,38 +196,62 @@ func (o *Object) Symbolize(vaddr uint64) (function, file string, line int) {
 			line = 0
 		}
 	}()
+	if o.wantDebug {
+		o.askDebug()
+	}
 	if o.gotab != nil {
 		if fn, file, line, ok := o.gotab.symbolize(vaddr); ok {
 			return fn, file, line
 		}
 	}
-	if s, ok := o.syms.lookup(vaddr, o.sectionOf); ok {
+	syms, lines := &o.syms, &o.lines
+	if f := o.fetched.Load(); f != nil {
+		if f.syms != nil {
+			syms = f.syms
+		}
+		if f.lines != nil {
+			lines = f.lines
+		}
+	}
+	if s, ok := syms.lookup(vaddr, o.sectionOf); ok {
 		function = demangled(unversioned(s.name))
 	}
-	o.linesOnce.Do(o.indexLines)
-	file, line = o.lines.lookup(vaddr)
+	file, line = lines.lookup(o, vaddr)
 	return function, file, line
 }
 
-// indexLines builds the line index on first use: it can take seconds and
-// hundreds of megabytes for large C++ libraries, and most objects on a
-// stack never need it.
-func (o *Object) indexLines() {
-	if o.dwarfELF == nil {
+// lineIndex is an object's line table, built from the DWARF of elf on
+// first use: it can take seconds and hundreds of megabytes for large C++
+// libraries, and most objects on a stack never need it.
+type lineIndex struct {
+	once  sync.Once
+	elf   *elf.File  // source of DWARF, nil when none; dropped once indexed
+	debug *debugFile // the separate debug file elf was read from, if any
+	table lineTable
+}
+
+// lookup returns the file and line of vaddr in o.
+func (li *lineIndex) lookup(o *Object, vaddr uint64) (string, int) {
+	li.once.Do(func() { li.build(o) })
+	return li.table.lookup(vaddr)
+}
+
+func (li *lineIndex) build(o *Object) {
+	if li.elf == nil {
 		return
 	}
 	defer func() {
-		o.dwarfELF = nil
-		o.dwarfDebug.close()
-		o.dwarfDebug = nil
+		li.elf = nil
+		li.debug.close()
+		li.debug = nil
 	}()
 	_ = safely("read dwarf", func() error {
-		d, err := o.dwarfELF.DWARF()
+		d, err := li.elf.DWARF()
 		if err != nil {
 			return err
 		}
 		// Keep what was read before a malformed unit.
-		o.lines, _ = newLineTable(d, func(start uint64) bool { return start != 0 || o.isCode(0) })
+		li.table, _ = newLineTable(d, func(start uint64) bool { return start != 0 || o.isCode(0) })
 		return nil
 	})
 }
