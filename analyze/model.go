@@ -168,7 +168,16 @@ func (s *Stops) Add(d time.Duration) {
 
 // String says "12 stops, the longest 2.1ms, 9.8ms in all".
 func (s *Stops) String() string {
-	return fmt.Sprintf("%d, the longest %s, %s in all", s.Count, FormatDuration(s.Longest), FormatDuration(s.Total))
+	return fmt.Sprintf("%d, the longest %s, %s in all", s.Count, stopDuration(s.Longest), stopDuration(s.Total))
+}
+
+// stopDuration shows a stop to the microsecond below a millisecond, where
+// FormatDuration would say 0s.
+func stopDuration(d time.Duration) string {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return FormatDuration(d)
 }
 
 // Status says how the target ended, or that it did not: "exited with

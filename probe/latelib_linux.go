@@ -64,15 +64,25 @@ func (t *Tracer) probeUnloadedLocked(jdkLib string) {
 		}
 		probe(jdkLib + "/" + e.Name())
 	}
-	libjvm := procfs.Mapping{Path: jdkLib + "/server/libjvm.so"}
-	if _, err := os.Stat(root + libjvm.Path); err != nil {
-		return
+	libjvm := jdkLib + "/server/libjvm.so"
+	if _, err := os.Stat(root + libjvm); err == nil {
+		probe(libjvm)
+		t.prepareLocked(libjvm)
 	}
-	probe(libjvm.Path)
-	t.view.classify(libjvm)
-	if _, done := t.view.unwind[libjvm.Path]; !done && t.opts.Unwind != UnwindFP &&
-		(t.opts.Unwind != UnwindAuto || t.view.fpClass(libjvm) != fpYes) {
-		t.view.unwind[libjvm.Path] = t.uploadRows(libjvm)
+}
+
+// prepareLocked reads an object the target will map (path as the target
+// sees it, links resolved, as /proc/PID/maps names it) and writes its
+// unwind rows now, so that the refresh when it is mapped has only the
+// range table left to write: under run, the command waits for that
+// refresh (a JVM's libjvm.so: 187 ms of stop without this, ~20 with it;
+// node's 372k rows: ~650 ms).
+func (t *Tracer) prepareLocked(path string) {
+	m := procfs.Mapping{Path: path}
+	t.view.classify(m)
+	if _, done := t.view.unwind[path]; !done && t.opts.Unwind != UnwindFP &&
+		(t.opts.Unwind != UnwindAuto || t.view.fpClass(m) != fpYes) {
+		t.view.unwind[path] = t.uploadRows(m)
 	}
 }
 

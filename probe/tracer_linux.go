@@ -184,10 +184,17 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 		t.close()
 		return nil, err
 	}
-	if lib := jdkLibDir(objects); waitExec && lib != "" {
-		// A launched JVM: its libjvm.so and the rest of its JDK are
-		// prepared before it runs.
-		t.probeUnloadedLocked(lib)
+	if waitExec {
+		// A launched command: what it will map is read before it runs,
+		// not while the kernel holds it stopped at its first call.
+		for _, o := range objects {
+			if real, err := filepath.EvalSymlinks(o); err == nil {
+				t.prepareLocked(real)
+			}
+		}
+		if lib := jdkLibDir(objects); lib != "" {
+			t.probeUnloadedLocked(lib) // and a JVM's libjvm.so and JDK
+		}
 	}
 	if waitExec {
 		if err := t.attachExitHook(); err != nil {
