@@ -113,8 +113,8 @@ func startWatchdog(self string, pid int, startTicks uint64) (*watchdog, error) {
 	cmd := exec.Command(self, watchdogArg, strconv.Itoa(os.Getpid()), strconv.Itoa(pid), strconv.FormatUint(startTicks, 10))
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.Env = []string{}
-	// A session of its own from its first instruction: a Ctrl-C or a
-	// hang-up of leakscope's terminal never reaches it.
+	// Detached from the terminal (setsid) from its first instruction: a
+	// Ctrl-C or a hang-up of leakscope's terminal never reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		r.Close()

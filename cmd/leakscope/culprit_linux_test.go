@@ -26,9 +26,9 @@ func TestCulpritIsTheProgramsOwnCode(t *testing.T) {
 		argv []string
 		want map[string]uint64 // culprit function: live count of its rows together
 	}{
-		// 20 rounds: a Session each; a vector object and its last
+		// 20 rounds: a Conn each; a vector object and its last
 		// storage; a string object and its buffer.
-		{"C++", []string{cpp}, map[string]uint64{"open_session()": 20, "remember_name(int)": 40, "grow_table(int)": 40}},
+		{"C++", []string{cpp}, map[string]uint64{"open_conn()": 20, "remember_name(int)": 40, "grow_table(int)": 40}},
 		{"JVM", []string{"java", "-cp", classes, "KafkaRecovery"}, map[string]uint64{"KafkaRecovery.recoverSegment": 50}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 func main() {
 	probe.RunShim()
-	// SIGHUP (a closed terminal or ssh session) ends a capture as Ctrl-C
+	// SIGHUP (a closed terminal or ssh connection) ends a capture as Ctrl-C
 	// and SIGTERM do: the report is written.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()

@@ -98,7 +98,7 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 	cmd := exec.Command(leakscope, append(append(args, "--"), argv...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	// Its own session: the test's terminal, if any, plays no part.
+	// Setsid: the test's terminal, if any, plays no part.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return false, err

@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-struct Session {
+struct Conn {
 	char buf[200];
 };
 
 static std::vector<std::vector<int> *> *vectors;
 static std::vector<std::string *> *strings;
 
-__attribute__((noinline)) Session *open_session() { return new Session(); }
+__attribute__((noinline)) Conn *open_conn() { return new Conn(); }
 
 __attribute__((noinline)) void grow_table(int n)
 {
@@ -34,7 +34,7 @@ int main()
 	vectors->reserve(64);
 	strings->reserve(64);
 	for (int i = 0; i < 20; i++) {
-		open_session();
+		open_conn();
 		grow_table(1000);
 		remember_name(i);
 	}
