@@ -31,6 +31,9 @@ public final class KafkaRecovery {
     /** Keeps every stream reachable: no Cleaner may end a leaked stream. */
     static final List<InputStream> retained = new ArrayList<>();
 
+    /** Keeps writeSnapshot's streams reachable, as retained does. */
+    static final List<GZIPOutputStream> retainedOut = new ArrayList<>();
+
     /** Defeats dead-code elimination of the values the loops compute. */
     static long sink;
 
@@ -39,6 +42,7 @@ public final class KafkaRecovery {
         long holdMs = 0;
         int leaked = 50, closed = 100, warmup = 2000, plain = 2000, batchMs = 20;
         long throughputMs = 0;
+        int leakedDeflate = 0;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (i + 1 >= args.length) {
@@ -55,6 +59,7 @@ public final class KafkaRecovery {
                 case "--batch-ms": batchMs = (int) parse(a, v); break;
                 case "--throughput-ms": throughputMs = parse(a, v); break;
                 case "--batch-records": RECORDS_PER_BATCH = (int) parse(a, v); break;
+                case "--leaked-deflate": leakedDeflate = (int) parse(a, v); break;
                 default: usage("unknown option " + a);
             }
         }
@@ -102,10 +107,14 @@ public final class KafkaRecovery {
             sink += serveFetch(fetchBatches[i % fetchBatches.length]);
         }
         long offsets = recoverLog(recoveryBatches, batchMs);
+        for (int i = 0; i < leakedDeflate; i++) {
+            sink += writeSnapshot(offsets + i);
+        }
 
         System.err.printf("KafkaRecovery: leaked %d inflate streams in recoverSegment; closed %d inflate streams in serveFetch"
-                + " (+%d warm-up before the wait); recovered %d offsets; retained %d streams; pid %d; work %d ms%n",
-                leaked, closed, warmup, offsets, retained.size(), ProcessHandle.current().pid(),
+                + " (+%d warm-up before the wait); leaked %d deflate streams in writeSnapshot; recovered %d offsets;"
+                + " retained %d streams; pid %d; work %d ms%n",
+                leaked, closed, warmup, leakedDeflate, offsets, retained.size() + retainedOut.size(), ProcessHandle.current().pid(),
                 (System.nanoTime() - workStart) / 1_000_000);
         System.err.flush();
         if (holdMs > 0) {
@@ -169,6 +178,21 @@ public final class KafkaRecovery {
             in = new ByteArrayInputStream(batch);
         }
         return firstOffset(in);
+    }
+
+    /**
+     * writeSnapshot writes the producer state at offset to a gzip snapshot
+     * file (here, memory) and flushes it.
+     * BUG: the stream is never finished or closed, so its native deflate
+     * state is never ended (--leaked-deflate of them, after recovery).
+     */
+    static long writeSnapshot(long offset) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        GZIPOutputStream gz = new GZIPOutputStream(out, true);
+        retainedOut.add(gz);
+        gz.write(("snapshot offset=" + offset + "\n").getBytes(StandardCharsets.US_ASCII));
+        gz.flush();
+        return out.size();
     }
 
     /** serveFetch decompresses a whole batch for a consumer and closes the stream. */
@@ -235,7 +259,7 @@ public final class KafkaRecovery {
 
     static void usage(String why) {
         System.err.println("KafkaRecovery: " + why);
-        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS] [--throughput-ms MS] [--batch-records N]");
+        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS] [--throughput-ms MS] [--batch-records N] [--leaked-deflate N]");
         System.exit(2);
     }
 }
