@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,7 +100,15 @@ func startGated(t *testing.T, java, classes, class, gate string, flags ...string
 // files removed, at the end of the test.
 func startJava(t *testing.T, java, class string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
+	return startJavaIn(t, "", java, class, args...)
+}
+
+// startJavaIn is startJava with the JVM's working directory dir ("": the
+// test's).
+func startJavaIn(t *testing.T, dir, java, class string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
 	cmd := exec.Command(java, args...)
+	cmd.Dir = dir
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -539,4 +548,56 @@ func testDoctorJVM(t *testing.T, jdk testutil.JDK) {
 			t.Error("the doctor attached to the JVM")
 		}
 	}
+}
+
+// TestJVMAttachLeavesNoFiles: attach and detach with the default probe set
+// put nothing in the JVM's /tmp (read through /proc/PID/root/tmp) or its
+// working directory: frames are named from VMStructs, and the attach
+// protocol (trigger file, listener socket, perf map) is not used.
+func TestJVMAttachLeavesNoFiles(t *testing.T) {
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) {
+		_, classes := kafkaClasses(t)
+		gate := filepath.Join(t.TempDir(), "go")
+		dir := t.TempDir()
+		cmd, stderr := startJavaIn(t, dir, jdk.Java, "KafkaRecovery", "-cp", classes, "KafkaRecovery", "--wait-file", gate, "--hold", "60000")
+		pid := cmd.Process.Pid
+		tmp, cwd := "/proc/"+itoa(pid)+"/root/tmp", "/proc/"+itoa(pid)+"/cwd"
+		beforeTmp, beforeCwd := pidNames(t, tmp, pid), pidNames(t, cwd, -1)
+		tr, err := Attach(pid, Options{Warnf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(gate, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, tr, stderr, kafkaSummaryStart)
+		c, err := tr.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkNamedJavaStack(t, zlibLeak(t, c, jdk, true), true)
+		if after := pidNames(t, tmp, pid); !slices.Equal(after, beforeTmp) {
+			t.Errorf("JVM's /tmp after detach: %v; before: %v", after, beforeTmp)
+		}
+		if after := pidNames(t, cwd, -1); !slices.Equal(after, beforeCwd) {
+			t.Errorf("JVM's working directory after detach: %v; before: %v", after, beforeCwd)
+		}
+	})
+}
+
+// pidNames lists the names in dir that hold pid (all of them for -1): a
+// shared /tmp has other processes' files.
+func pidNames(t *testing.T, dir string, pid int) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		if pid < 0 || strings.Contains(e.Name(), itoa(pid)) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }

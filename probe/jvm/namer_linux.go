@@ -109,8 +109,13 @@ type Namer struct {
 	running             chan struct{} // closed when the running refresh ends; nil if none
 	doing               string        // what the running refresh waits for
 	closed              bool          // Close was called: the last refresh closes tmp
-	warned              map[string]bool
-	warnings            []string // for Warnf, on the callers' goroutine
+	// made are the files of the JVM's /tmp that were there only because
+	// of a refresh (the perf map Compiler.perfmap wrote, the attach
+	// listener's socket leakscope started it for), by name: Close
+	// removes them.
+	made     map[string]bool
+	warned   map[string]bool
+	warnings []string // for Warnf, on the callers' goroutine
 }
 
 type blobAnswer struct {
@@ -172,9 +177,38 @@ func (n *Namer) Close() error {
 	defer n.mu.Unlock()
 	n.closed = true
 	if n.running != nil {
-		return nil // the refresh closes tmp when it ends
+		return nil // the refresh removes what it made and closes tmp when it ends
 	}
+	n.removeMadeLocked()
 	return n.tmp.Close()
+}
+
+// removeMadeLocked removes the files of the JVM's /tmp a refresh made
+// (made), each if it still is what it was: a perf map that is a regular
+// file of the JVM's user, a socket. A perf map the JVM writes itself at
+// exit (-XX:+DumpPerfMapAtExit) was never counted as made.
+func (n *Namer) removeMadeLocked() {
+	for name := range n.made {
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(n.tmp.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue
+		}
+		kind := st.Mode & unix.S_IFMT
+		if (kind == unix.S_IFREG && int(st.Uid) == n.uid) || kind == unix.S_IFSOCK {
+			if err := unix.Unlinkat(int(n.tmp.Fd()), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				// Queued, as warnOnce does (mu is held): Close's
+				// caller flushes it (Stop warns after detaching).
+				n.warnings = append(n.warnings, fmt.Sprintf("JVM %d: remove /tmp/%s, which leakscope caused: %v", n.VM.Pid, name, err))
+			}
+		}
+	}
+	n.made = nil
+}
+
+// exists reports whether the JVM's /tmp has a file name.
+func (n *Namer) exists(name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(int(n.tmp.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
 // methodsRetry is the least time between two attempts to read a starting
@@ -268,10 +302,15 @@ func (n *Namer) PreserveFramePointer() (on, known bool) {
 // Frame names the return address addr. calledNative says that the frame
 // below it on the stack (its callee) is native code: the frame is then the
 // JVM's transition to native code, a native method's wrapper or the
-// interpreter, both of which keep a frame pointer. An address the perf map
-// does not have starts a refresh (see Namer) and is unnamed for now.
+// interpreter, both of which keep a frame pointer. The JVM's code heap,
+// read through its VMStructs, names the address where it can; an address
+// neither it nor the perf map has starts a refresh (see Namer) and is
+// unnamed for now.
 func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 	defer n.flush()
+	// VMStructs first: the perf map, which takes the attach protocol and
+	// files in the JVM's /tmp, only for what they cannot name.
+	n.loadMethods()
 	if n.methods != nil {
 		if lo, hi := n.methods.Interpreter(); addr >= lo && addr < hi {
 			return Frame{Name: Interpreted, Kind: KindInterpreter, Chained: true}
@@ -450,6 +489,9 @@ func (n *Namer) refresh(ask bool, done chan struct{}) {
 		n.mu.Lock()
 		n.running, n.doing = nil, ""
 		closed := n.closed
+		if closed {
+			n.removeMadeLocked()
+		}
 		n.mu.Unlock()
 		if closed {
 			n.tmp.Close()
@@ -468,6 +510,12 @@ func (n *Namer) refresh(ask bool, done chan struct{}) {
 		n.mu.Lock()
 		fpAsked := n.fpAsked
 		n.mu.Unlock()
+		// What was not there before is leakscope's doing, removed at
+		// Close: the listener's socket, and the perf map unless the JVM
+		// writes one itself at exit.
+		socket, perfMap := ".java_pid"+strconv.Itoa(n.nspid), "perf-"+strconv.Itoa(n.nspid)+".map"
+		hadSocket, hadMap := n.exists(socket), n.exists(perfMap)
+		atExit, _ := CommandLineFlag(n.VM.Pid, "DumpPerfMapAtExit")
 		err := error(nil)
 		if !fpAsked {
 			err = n.checkFramePointers(ctx)
@@ -475,6 +523,19 @@ func (n *Namer) refresh(ask bool, done chan struct{}) {
 		if err == nil {
 			err = n.command(ctx, "jcmd", "Compiler.perfmap")
 		}
+		n.mu.Lock()
+		for _, f := range []struct {
+			name string
+			had  bool
+		}{{socket, hadSocket}, {perfMap, hadMap || atExit}} {
+			if !f.had && n.exists(f.name) {
+				if n.made == nil {
+					n.made = map[string]bool{}
+				}
+				n.made[f.name] = true
+			}
+		}
+		n.mu.Unlock()
 		switch {
 		case err == nil, errors.Is(err, ErrNotReady), n.ctx.Err() != nil:
 			// Asked again later (a JVM still starting), or abandoned.
