@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -600,4 +601,64 @@ func pidNames(t *testing.T, dir string, pid int) []string {
 		}
 	}
 	return out
+}
+
+// jvmConfigurations are the JVM configurations the Kafka reproduction is
+// traced under besides the default, on every JDK found: the interpreter
+// only, C1 only, other collectors, uncompressed oops, and virtual threads
+// (JDK 21 and later).
+var jvmConfigurations = []struct {
+	name    string
+	flags   []string
+	args    []string // KafkaRecovery's
+	feature int      // the oldest JDK feature release it needs
+}{
+	{"Xint", []string{"-Xint"}, nil, 0},
+	{"TieredStopAtLevel1", []string{"-XX:TieredStopAtLevel=1"}, nil, 0},
+	{"ZGC", []string{"-XX:+UseZGC"}, nil, 0},
+	{"ParallelGC", []string{"-XX:+UseParallelGC"}, nil, 0},
+	{"NoCompressedOops", []string{"-XX:-UseCompressedOops"}, nil, 0},
+	{"VirtualThreads", nil, []string{"--virtual", "1"}, 21},
+}
+
+// TestJVMConfigurations: in each of jvmConfigurations, attached after the
+// warm-up with no other flag, rank 1 is the leak with its exact count and
+// bytes, named down to recoverSegment with lines, and serveFetch's closed
+// streams are in no leak row.
+func TestJVMConfigurations(t *testing.T) {
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) {
+		for _, tc := range jvmConfigurations {
+			if f, err := strconv.Atoi(jdk.Feature); tc.feature > 0 && (err != nil || f < tc.feature) {
+				t.Logf("%s: not a configuration of JDK %s (JDK %d and later)", tc.name, jdk.Feature, tc.feature)
+				continue
+			}
+			t.Run(tc.name, func(t *testing.T) {
+				_, classes := kafkaClasses(t)
+				gate := filepath.Join(t.TempDir(), "go")
+				args := append(append(append([]string{}, tc.flags...), "-cp", classes, "KafkaRecovery", "--wait-file", gate, "--hold", "60000"), tc.args...)
+				cmd, stderr := startJava(t, jdk.Java, "KafkaRecovery", args...)
+				tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(gate, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, tr, stderr, kafkaSummaryStart)
+				c, err := tr.Stop()
+				if err != nil {
+					t.Fatal(err)
+				}
+				site := zlibLeak(t, c, jdk, true)
+				checkNamedJavaStack(t, site, true)
+				if fns := functions(*site); !hasInOrder(fns, "java.util.zip.Inflater.<init>", "java.util.zip.GZIPInputStream.<init>", "KafkaRecovery.recoverSegment") {
+					t.Errorf("stack %v", fns)
+				}
+				if site.Allocs != kafkaLeaked || site.Frees != 0 {
+					t.Errorf("leak site: %d inits, %d ends; want %d, 0", site.Allocs, site.Frees, kafkaLeaked)
+				}
+				checkKafkaFetches(t, c, kafkaClosed)
+			})
+		}
+	})
 }

@@ -43,6 +43,7 @@ public final class KafkaRecovery {
         int leaked = 50, closed = 100, warmup = 2000, plain = 2000, batchMs = 20;
         long throughputMs = 0;
         int leakedDeflate = 0;
+        boolean virtual = false;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (i + 1 >= args.length) {
@@ -60,6 +61,7 @@ public final class KafkaRecovery {
                 case "--throughput-ms": throughputMs = parse(a, v); break;
                 case "--batch-records": RECORDS_PER_BATCH = (int) parse(a, v); break;
                 case "--leaked-deflate": leakedDeflate = (int) parse(a, v); break;
+                case "--virtual": virtual = parse(a, v) != 0; break;
                 default: usage("unknown option " + a);
             }
         }
@@ -101,15 +103,24 @@ public final class KafkaRecovery {
         }
 
         // The traced work: fetches that close their streams, then recovery
-        // of the compressed batches, which leaks one stream per batch.
+        // of the compressed batches, which leaks one stream per batch; on
+        // a virtual thread with --virtual 1.
         long workStart = System.nanoTime();
-        for (int i = 0; i < closed; i++) {
-            sink += serveFetch(fetchBatches[i % fetchBatches.length]);
+        long[] result = new long[1];
+        final int closedN = closed, batchMsN = batchMs, deflateN = leakedDeflate;
+        Runnable work = () -> {
+            try {
+                result[0] = traced(fetchBatches, recoveryBatches, closedN, batchMsN, deflateN);
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        };
+        if (virtual) {
+            onVirtualThread(work);
+        } else {
+            work.run();
         }
-        long offsets = recoverLog(recoveryBatches, batchMs);
-        for (int i = 0; i < leakedDeflate; i++) {
-            sink += writeSnapshot(offsets + i);
-        }
+        long offsets = result[0];
 
         System.err.printf("KafkaRecovery: leaked %d inflate streams in recoverSegment; closed %d inflate streams in serveFetch"
                 + " (+%d warm-up before the wait); leaked %d deflate streams in writeSnapshot; recovered %d offsets;"
@@ -123,6 +134,30 @@ public final class KafkaRecovery {
         if (sink == 42) {
             System.err.println("unlikely");
         }
+    }
+
+    /** traced is the work after the wait: it returns the offsets recovered. */
+    static long traced(byte[][] fetchBatches, byte[][] recoveryBatches, int closed, int batchMs, int leakedDeflate)
+            throws IOException, InterruptedException {
+        for (int i = 0; i < closed; i++) {
+            sink += serveFetch(fetchBatches[i % fetchBatches.length]);
+        }
+        long offsets = recoverLog(recoveryBatches, batchMs);
+        for (int i = 0; i < leakedDeflate; i++) {
+            sink += writeSnapshot(offsets + i);
+        }
+        return offsets;
+    }
+
+    /**
+     * onVirtualThread runs r on a virtual thread (JDK 21 and later) and
+     * waits for it. Through reflection, so that the file still compiles
+     * with javac 11 or 17.
+     */
+    static void onVirtualThread(Runnable r) throws Exception {
+        Object builder = Thread.class.getMethod("ofVirtual").invoke(null);
+        Thread t = (Thread) Class.forName("java.lang.Thread$Builder").getMethod("start", Runnable.class).invoke(builder, r);
+        t.join();
     }
 
     /**
@@ -259,7 +294,7 @@ public final class KafkaRecovery {
 
     static void usage(String why) {
         System.err.println("KafkaRecovery: " + why);
-        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS] [--throughput-ms MS] [--batch-records N] [--leaked-deflate N]");
+        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS] [--throughput-ms MS] [--batch-records N] [--leaked-deflate N] [--virtual 0|1]");
         System.exit(2);
     }
 }
