@@ -183,6 +183,7 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	native := true  // the previous frame (first: the probed function) was native code
 	pending, jitCut := false, ""
 	unmapped := false
+	var unnamedJIT []string // JIT frames neither VMStructs nor the perf map named
 	for i := 0; i < n; i++ {
 		addr := raw.Ips[i]
 		if addr&stackJVMMethod != 0 {
@@ -239,6 +240,9 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 				inlined, jitCut, unnamed = r.nameJIT(&f, native)
 				frames = append(frames, inlined...)
 				pending = pending || unnamed
+				if unnamed {
+					unnamedJIT = append(unnamedJIT, fmt.Sprintf("#%d at %#x", len(frames), addr))
+				}
 			}
 		} else if i > 0 {
 			reason = fmt.Sprintf("walk stopped at 0x%x: not in any executable mapping (%s)", addr, noFPCause(frames[len(frames)-1]))
@@ -277,6 +281,12 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	}
 	if gap != "" {
 		reason = strings.TrimSuffix(gap+"; "+reason, "; ")
+	}
+	if len(unnamedJIT) > 0 {
+		// No silent gap: the frames are there, unnamed, and the stack
+		// says why (a later perf map may still name them: pending).
+		note := fmt.Sprintf("JIT frame %s unnamed: in no code blob of the JVM when leakscope read it, nor in its perf map (compiled code freed or replaced after the walk, or a perf map not had yet)", strings.Join(unnamedJIT, ", "))
+		reason = strings.TrimSuffix(note+"; "+reason, "; ")
 	}
 	var kept []uint32 // nil for no frames, as before the scratch buffer
 	if len(frames) > 0 {
