@@ -545,6 +545,26 @@ func testDoctorJVM(t *testing.T, jdk testutil.JDK) {
 		if !jvmOK || !fp {
 			t.Errorf("PreserveFramePointer=%v: doctor does not name the JVM (%v) or its frame pointers (%v)", pfp, jvmOK, fp)
 		}
+		// Which zlib java.util.zip uses, its version and sizes, and the
+		// VMStructs fields found.
+		home := javaHomeOf(java)
+		wantZlib := "zlib compiled into " + home + "/lib/libzip.so"
+		if needsZlib(filepath.Join(home, "lib", "libzip.so")) {
+			wantZlib = "system zlib "
+		}
+		checks := map[string]Check{}
+		for _, c := range Doctor(cmd.Process.Pid) {
+			checks[c.Name] = c
+		}
+		if c := checks["JVM zlib"]; !c.OK || !strings.HasPrefix(c.Detail, wantZlib) || !strings.Contains(c.Detail, "deflate_state") || !strings.Contains(c.Detail, "z_stream 112 B") {
+			t.Errorf("JVM zlib check %+v, want OK, %q, the state sizes and the z_stream", c, wantZlib)
+		}
+		if c := checks["VMStructs"]; !c.OK || !strings.Contains(c.Detail, " fields leakscope reads found") {
+			t.Errorf("VMStructs check %+v", c)
+		}
+		if vendor := releaseValue(t, home, "IMPLEMENTOR"); vendor != "" && !strings.Contains(checks["JVM"].Detail, ", "+vendor+" (") {
+			t.Errorf("JVM check %q does not name the vendor %q", checks["JVM"].Detail, vendor)
+		}
 		if _, err := os.Stat("/tmp/.java_pid" + itoa(cmd.Process.Pid)); err == nil {
 			t.Error("the doctor attached to the JVM")
 		}
@@ -661,4 +681,19 @@ func TestJVMConfigurations(t *testing.T) {
 			})
 		}
 	})
+}
+
+// releaseValue reads KEY from the release file of Java home home.
+func releaseValue(t *testing.T, home, key string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(home, "release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return strings.Trim(v, "\"")
+		}
+	}
+	return ""
 }

@@ -26,6 +26,9 @@ type Methods struct {
 	lines lineLayout
 	where map[methodBCI]Method
 	gaps  []Gap
+	// found and absent are the fields of fieldSpecs the JVM describes
+	// (by the name it gave each) and those it describes by none.
+	found, absent []string
 	// walks: compiled frames can be walked and named (useCode complete).
 	walks bool
 	// u5 is the UNSIGNED5 coding of the JVM's compressed streams (see
@@ -118,6 +121,13 @@ func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 		return nil, &LayoutError{Names: n}
 	}
 	m.off = l
+	for _, f := range fieldSpecs {
+		if s, ok := lookup(vs, f.names, f.width); ok {
+			m.found = append(m.found, s.name)
+		} else {
+			m.absent = append(m.absent, strings.Join(f.names, " or "))
+		}
+	}
 	m.lines, missing = linesLayout(vs, &m.off, missing)
 	// Sizes are read from the target: bound them before reading with them.
 	for _, c := range []struct {
@@ -183,6 +193,12 @@ func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 // Gaps lists what this JVM's tables lack beyond naming frames, and what
 // leakscope cannot do without it; nil when it lacks nothing.
 func (m *Methods) Gaps() []Gap { return m.gaps }
+
+// Fields lists the VMStructs fields leakscope looks for that this JVM
+// describes, by the name it gave each, and those it describes by none of
+// their names (some only pick a layout, and their absence costs nothing:
+// Gaps says what is lost).
+func (m *Methods) Fields() (found, absent []string) { return m.found, m.absent }
 
 // Walks reports whether compiled frames are walked by their frame size
 // and named from the code heap.
