@@ -178,12 +178,13 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	}
 	frames := r.scratch[:0]
 	defer func() { r.scratch = frames[:0] }()
+	// unnamedJIT are the JIT frames neither VMStructs nor the perf map named.
+	var unnamedJIT []string
 	reason, gap := "", ""
 	prevGo := false // the previous return address was in Go code
 	native := true  // the previous frame (first: the probed function) was native code
 	pending, jitCut := false, ""
 	unmapped := false
-	var unnamedJIT []string // JIT frames neither VMStructs nor the perf map named
 	for i := 0; i < n; i++ {
 		addr := raw.Ips[i]
 		if addr&stackJVMMethod != 0 {
