@@ -164,9 +164,10 @@ func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) {
 // nameJIT names frame f, at a return address in anonymous executable
 // memory, with the namer. It returns the methods the JIT inlined at the
 // call, innermost first, as frames of their own marked inlined at f's
-// address, why the walk cannot go on above f ("" if it can) and whether f
-// is still unnamed.
-func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut string, unnamed bool) {
+// address, why the walk cannot go on above f ("" if it can), why its
+// inlined methods are unknown ("" if they are not) and whether f is still
+// unnamed.
+func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut, partial string, unnamed bool) {
 	jf := r.jit.namer.Frame(f.Address, calledNative)
 	f.Module = jitModule
 	f.Function, f.File, f.Line = jf.Name, jf.File, jf.Line
@@ -178,7 +179,7 @@ func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []
 	if !jf.Chained {
 		cut = jf.Cut
 	}
-	return inlined, cut, jf.Name == ""
+	return inlined, cut, jf.Partial, jf.Name == ""
 }
 
 // doctorJVM says, for a HotSpot JVM, whether its Java frames can be named

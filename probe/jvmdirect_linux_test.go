@@ -149,6 +149,9 @@ func TestJVMFirstSnapshotNamesEveryFrame(t *testing.T) {
 			}
 			allocs += s.Allocs
 			fns := functions(s)
+			if s.Stack.Truncated != "" {
+				t.Logf("%d allocations: %s", s.Allocs, s.Stack.Truncated)
+			}
 			if strings.Contains(s.Stack.Truncated, "PreserveFramePointer") || strings.Contains(s.Stack.Truncated, "frame-pointer chain broke") {
 				t.Errorf("%d allocations: stack %v cut: %s", s.Allocs, fns, s.Stack.Truncated)
 			}
@@ -157,7 +160,7 @@ func TestJVMFirstSnapshotNamesEveryFrame(t *testing.T) {
 					t.Errorf("%d allocations: frame #%d at %#x of %v unnamed, and the stack does not say so (%q)", s.Allocs, i, f.Address, fns, s.Stack.Truncated)
 				}
 			}
-			if !hasInOrder(fns, "java.nio.DirectByteBuffer.<init>", "DirectChurn.churn") && !strings.Contains(s.Stack.Truncated, "unnamed") {
+			if !hasInOrder(fns, "java.nio.DirectByteBuffer.<init>", "DirectChurn.churn") && !strings.Contains(s.Stack.Truncated, "unnamed") && !strings.Contains(s.Stack.Truncated, "the name may be wrong") {
 				t.Errorf("%d allocations: stack %v lacks DirectByteBuffer.<init> ← DirectChurn.churn (%q)", s.Allocs, fns, s.Stack.Truncated)
 			}
 		}

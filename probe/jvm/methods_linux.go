@@ -445,7 +445,12 @@ func (m *Methods) Blob(pc uint64) (Frame, error) {
 	f := Frame{Name: name, Kind: KindMethod, Chained: true}
 	// Inlining and lines are refinements: without them the frame is
 	// still named.
-	scopes, _ := m.scopes(blob, pc-begin, method)
+	scopes, err := m.scopes(blob, pc-begin, method)
+	if err != nil && len(m.gaps) == 0 {
+		// Not a field the JVM lacks (that is a Gap, warned about once):
+		// this call's scope data could not be read. Said, not hidden.
+		f.Partial = fmt.Sprintf("no inlined methods nor line (%v): if this is not a native method's wrapper, the compiled code there is not the code the walk saw, replaced since, and the name may be wrong", err)
+	}
 	n := len(scopes)
 	if n == 0 {
 		return f, nil
@@ -454,6 +459,7 @@ func (m *Methods) Blob(pc uint64) (Frame, error) {
 	for _, sc := range scopes {
 		w, err := m.At(sc.method, sc.bci)
 		if err != nil {
+			f.Partial = fmt.Sprintf("inlined methods and line unknown: %v", err)
 			return f, nil
 		}
 		chain = append(chain, w)

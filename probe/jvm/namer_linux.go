@@ -31,6 +31,10 @@ type Frame struct {
 	// Inlined are the methods the JIT inlined at this call, innermost
 	// first; the frame's own method (Name) called the last of them.
 	Inlined []Method
+	// Partial says why the methods the JIT inlined at this call, and the
+	// line, are unknown though this JVM's tables describe them ("" when
+	// they are known, or when the JVM lacks the fields: Gaps).
+	Partial string
 }
 
 // DefaultRefreshInterval is the least time between two perf map dumps a
@@ -319,14 +323,14 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 	if n.methods != nil && n.methods.Walks() {
 		// The code heap names the blob itself: no perf map, no attach.
 		if a, ok := n.blobs[addr]; ok && time.Since(a.at) < blobTTL {
-			return a.f
+			return wrapper(a.f, calledNative)
 		}
 		if f, err := n.methods.Blob(addr); err == nil {
 			if n.blobs == nil || len(n.blobs) >= maxBlobAnswers {
 				n.blobs = map[uint64]blobAnswer{}
 			}
 			n.blobs[addr] = blobAnswer{f, time.Now()}
-			return f
+			return wrapper(f, calledNative)
 		}
 	}
 	n.mu.Lock()
@@ -368,6 +372,17 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 			why = fmt.Sprintf("JVM's VMStructs (%s) do not describe its code heap and it runs without -XX:+PreserveFramePointer", n.VM.Build())
 		}
 		f.Cut = fmt.Sprintf("%s: callers of %s are unknown (restart it with -XX:+PreserveFramePointer)", why, what)
+	}
+	return f
+}
+
+// wrapper drops Partial from a frame that called native code: a native
+// method's wrapper, which has no scopes to read (its method is its name).
+// For any other compiled frame, no scope at a return address means the
+// code there is not the code the walk saw.
+func wrapper(f Frame, calledNative bool) Frame {
+	if calledNative {
+		f.Partial = ""
 	}
 	return f
 }
