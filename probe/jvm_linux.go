@@ -1,8 +1,12 @@
 package probe
 
 import (
+	"debug/elf"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -160,9 +164,10 @@ func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) {
 // nameJIT names frame f, at a return address in anonymous executable
 // memory, with the namer. It returns the methods the JIT inlined at the
 // call, innermost first, as frames of their own marked inlined at f's
-// address, why the walk cannot go on above f ("" if it can) and whether f
-// is still unnamed.
-func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut string, unnamed bool) {
+// address, why the walk cannot go on above f ("" if it can), why its
+// inlined methods are unknown ("" if they are not) and whether f is still
+// unnamed.
+func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut, partial string, unnamed bool) {
 	jf := r.jit.namer.Frame(f.Address, calledNative)
 	f.Module = jitModule
 	f.Function, f.File, f.Line = jf.Name, jf.File, jf.Line
@@ -174,7 +179,7 @@ func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []
 	if !jf.Chained {
 		cut = jf.Cut
 	}
-	return inlined, cut, jf.Name == ""
+	return inlined, cut, jf.Partial, jf.Name == ""
 }
 
 // doctorJVM says, for a HotSpot JVM, whether its Java frames can be named
@@ -194,9 +199,13 @@ func doctorJVM(pid int, maps []procfs.Mapping) []Check {
 	if disabled, _ := jvm.CommandLineFlag(pid, "DisableAttachMechanism"); disabled {
 		attachable = false
 	}
+	if vm.Vendor != "" {
+		version += ", " + vm.Vendor
+	}
 	cs = append(cs, Check{"JVM", attachable, detail(attachable,
-		fmt.Sprintf("HotSpot %s (%s): where its VMStructs cannot name a frame, its perf map can (asked for through the attach protocol, as jcmd PID Compiler.perfmap)", version, vm.LibJVM),
+		fmt.Sprintf("HotSpot %s (%s): where its VMStructs cannot name a frame, its perf map can (asked for through the attach protocol, as jcmd PID Compiler.perfmap; the files that puts in its /tmp are removed at detach)", version, vm.LibJVM),
 		fmt.Sprintf("HotSpot %s (%s): its attach mechanism is off (-Xrs or -XX:+DisableAttachMechanism, or still starting): no perf map; frames are named from VMStructs only", version, vm.LibJVM))})
+	cs = append(cs, doctorJVMZlib(pid, vm, maps))
 	on, known := jvm.CommandLineFlag(pid, "PreserveFramePointer")
 	flag := detail(on, "-XX:+PreserveFramePointer", detail(known, "-XX:-PreserveFramePointer", "-XX:+PreserveFramePointer not on the command line"))
 	// The VMStructs tables are read from memory: no attach.
@@ -230,5 +239,91 @@ func doctorJVM(pid int, maps []procfs.Mapping) []Check {
 		}
 	}
 	cs = append(cs, Check{"Java stacks", walked, "JVM: " + how})
+	if vmErr == nil {
+		found, absent := m.Fields()
+		d := fmt.Sprintf("%s: %d of the %d fields leakscope reads found", vm.Build(), len(found), len(found)+len(absent))
+		if len(absent) > 0 {
+			d += "; described by none of their names: " + strings.Join(absent, ", ")
+			if len(m.Gaps()) == 0 {
+				d += " (each picks a layout only: nothing is lost)"
+			}
+		}
+		cs = append(cs, Check{"VMStructs", len(m.Gaps()) == 0, d})
+	} else {
+		cs = append(cs, Check{"VMStructs", false, fmt.Sprintf("%s: not read: %v", vm.Build(), vmErr)})
+	}
 	return cs
+}
+
+// doctorJVMZlib says which zlib the JVM's java.util.zip uses (the system
+// libz its libzip.so loads, or one compiled into libzip.so), its version,
+// and whether leakscope knows that version's struct sizes: what stream
+// bytes, computed with malloc not traced, rest on.
+func doctorJVMZlib(pid int, vm *jvm.VM, maps []procfs.Mapping) Check {
+	if vm.Home == "" {
+		return Check{"JVM zlib", false, "the JVM's Java home was not found: which zlib java.util.zip uses is unknown"}
+	}
+	libzip := fmt.Sprintf("/proc/%d/root%s/lib/libzip.so", pid, vm.Home)
+	if _, err := os.Stat(libzip); err != nil {
+		return Check{"JVM zlib", false, fmt.Sprintf("%s/lib/libzip.so: %v", vm.Home, err)}
+	}
+	var where, path string
+	if needsZlib(libzip) {
+		for _, m := range maps {
+			if strings.HasPrefix(filepath.Base(m.Path), "libz.so") {
+				where, path = "system zlib "+m.Path, procfs.ObjectPath(pid, m)
+				break
+			}
+		}
+		if path == "" {
+			// Not loaded yet (no java.util.zip use so far): the one the
+			// dynamic linker would find.
+			for _, p := range []string{"/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib64/libz.so.1", "/usr/lib64/libz.so.1", "/lib/libz.so.1", "/usr/lib/libz.so.1"} {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", pid, p)); err == nil {
+					where, path = "system zlib "+p+" (not loaded yet)", fmt.Sprintf("/proc/%d/root%s", pid, p)
+					break
+				}
+			}
+		}
+		if path == "" {
+			return Check{"JVM zlib", false, fmt.Sprintf("%s/lib/libzip.so loads a system libz.so, which was not found", vm.Home)}
+		}
+	} else {
+		where, path = "zlib compiled into "+vm.Home+"/lib/libzip.so", libzip
+		if !hasSymbol(libzip, "inflateInit2_") {
+			where += " without zlib symbols: streams are counted at java.util.zip's JNI entry points (preset jvm's fallback)"
+		} else {
+			where += ", probed by its .symtab names"
+		}
+	}
+	l := readZlibLayout(path)
+	l.zstream = jniZStreamSize
+	d := where + ": " + l.String()
+	if !l.known {
+		d += "; stream bytes computed with malloc not traced are estimates (--malloc on counts zlib's own mallocs)"
+	}
+	return Check{"JVM zlib", l.known, d}
+}
+
+// hasSymbol reports whether the ELF object at path defines name in its
+// dynamic or static symbol table.
+func hasSymbol(path, name string) bool {
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return false
+	}
+	for _, syms := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
+		ss, _ := syms()
+		for _, s := range ss {
+			if s.Name == name && s.Section != elf.SHN_UNDEF {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -2,9 +2,12 @@ package probe
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/testutil"
 )
 
 // Ground truth of examples/java/DirectLeak.java with its defaults
@@ -113,4 +116,56 @@ func TestJVMDirectAttach(t *testing.T) {
 func TestJVMDirectLaunch(t *testing.T) {
 	java, classes := directClasses(t)
 	checkDirectLeak(t, launchGated(t, java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer"), false)
+}
+
+// TestJVMFirstSnapshotNamesEveryFrame: attached to a JVM that allocates
+// direct memory without pause, every stack of the first snapshots (taken
+// 50 ms apart from the attach on) names each of its frames or says which
+// it could not, and why; none is cut at a compiled frame for want of
+// -XX:+PreserveFramePointer: the code heaps, unwind rows and range table
+// are in the kernel before the probes fire.
+func TestJVMFirstSnapshotNamesEveryFrame(t *testing.T) {
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) {
+		_, classes := javaExample(t, "DirectChurn")
+		cmd, _ := startJava(t, jdk.Java, "DirectChurn", "-cp", classes, "DirectChurn", "--ms", "60000")
+		tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 6; i++ {
+			time.Sleep(50 * time.Millisecond)
+			if _, err := tr.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := tr.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var allocs uint64
+		for _, s := range c.Sites {
+			if s.Kind != "jvm.direct" {
+				continue
+			}
+			allocs += s.Allocs
+			fns := functions(s)
+			if s.Stack.Truncated != "" {
+				t.Logf("%d allocations: %s", s.Allocs, s.Stack.Truncated)
+			}
+			if strings.Contains(s.Stack.Truncated, "PreserveFramePointer") || strings.Contains(s.Stack.Truncated, "frame-pointer chain broke") {
+				t.Errorf("%d allocations: stack %v cut: %s", s.Allocs, fns, s.Stack.Truncated)
+			}
+			for i, f := range s.Stack.Frames {
+				if (f.Function == "" || f.Function == "[interpreted]") && !strings.Contains(s.Stack.Truncated, fmt.Sprintf("#%d at %#x", i, f.Address)) {
+					t.Errorf("%d allocations: frame #%d at %#x of %v unnamed, and the stack does not say so (%q)", s.Allocs, i, f.Address, fns, s.Stack.Truncated)
+				}
+			}
+			if !hasInOrder(fns, "java.nio.DirectByteBuffer.<init>", "DirectChurn.churn") && !strings.Contains(s.Stack.Truncated, "unnamed") && !strings.Contains(s.Stack.Truncated, "the name may be wrong") {
+				t.Errorf("%d allocations: stack %v lacks DirectByteBuffer.<init> ← DirectChurn.churn (%q)", s.Allocs, fns, s.Stack.Truncated)
+			}
+		}
+		if allocs == 0 {
+			t.Error("no direct-memory allocation seen")
+		}
+	})
 }

@@ -105,6 +105,9 @@ func (t *Tracer) attachResources(path, display string) error {
 		var layout zlibLayout
 		if !t.mallocTraced() {
 			layout = readZlibLayout(path)
+			if t.jvmTarget() && javaZipZlib(path) {
+				layout.zstream = jniZStreamSize
+			}
 			family = zlibComputedFamily(layout)
 		}
 		n, err := t.attachFamily(ex, path, display, obj.Lookup, family)
@@ -117,7 +120,7 @@ func (t *Tracer) attachResources(path, display string) error {
 			if !t.mallocTraced() {
 				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())
 				if !layout.known {
-					t.warnOnce(fmt.Sprintf("%s: the struct sizes of this zlib are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, zlibAssumed))
+					t.warnOnce(fmt.Sprintf("%s: the struct sizes of zlib %q are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, layout.version, layout.assumed))
 				}
 			}
 		}
@@ -135,6 +138,7 @@ func (t *Tracer) attachResources(path, display string) error {
 		var layout zlibLayout
 		if !t.mallocTraced() && p.FallbackFor == "zlib" {
 			layout = readZlibLayout(path)
+			layout.zstream = jniZStreamSize
 			computed, window = jniZlibCookie(p.Kind, layout)
 		}
 		var specs []probeSpec
@@ -168,6 +172,9 @@ func (t *Tracer) attachResources(path, display string) error {
 			t.pairObjects[i] = append(t.pairObjects[i], display)
 			if computed != 0 && !slices.Contains(t.zlibLayouts, display+": "+layout.String()) {
 				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())
+				if !layout.known {
+					t.warnOnce(fmt.Sprintf("%s: the struct sizes of zlib %q are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, layout.version, layout.assumed))
+				}
 			}
 		}
 	}
@@ -231,6 +238,17 @@ func (t *Tracer) untracedPairs() {
 			t.warnOnce(fmt.Sprintf("--track %s: %s is not loaded in the target (or lacks %s); nothing of that kind was traced", p.Kind, p.Library, p.Acquire[0].Function))
 		}
 	}
+}
+
+// jvmTarget reports whether the target is traced as a JVM: preset jvm is
+// on (forTarget, becomeJVMLocked), with its JNI zlib fallback pairs.
+func (t *Tracer) jvmTarget() bool {
+	for _, p := range t.opts.Track {
+		if p.FallbackFor == "zlib" {
+			return true
+		}
+	}
+	return false
 }
 
 // kind names a kernel kind: built in, or a declared pair's.

@@ -188,6 +188,9 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	}
 	frames := r.scratch[:0]
 	defer func() { r.scratch = frames[:0] }()
+	// unnamedJIT are the JIT frames neither VMStructs nor the perf map
+	// named; partialJIT those whose inlined methods could not be read.
+	var unnamedJIT, partialJIT []string
 	reason, gap := "", ""
 	prevGo := false // the previous return address was in Go code
 	native := true  // the previous frame (first: the probed function) was native code
@@ -249,9 +252,16 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 			if r.jit.namer != nil {
 				var inlined []analyze.Frame
 				var unnamed bool
-				inlined, jitCut, unnamed = r.nameJIT(&f, native)
+				var partial string
+				inlined, jitCut, partial, unnamed = r.nameJIT(&f, native)
 				frames = append(frames, inlined...)
 				pending = pending || unnamed
+				if unnamed {
+					unnamedJIT = append(unnamedJIT, fmt.Sprintf("#%d at %#x", len(frames), addr))
+				}
+				if partial != "" {
+					partialJIT = append(partialJIT, fmt.Sprintf("JIT frame #%d (%s): %s", len(frames), f.Function, partial))
+				}
 			}
 		} else if i > 0 {
 			reason = fmt.Sprintf("walk stopped at 0x%x: not in any executable mapping (%s)", addr, noFPCause(frames[len(frames)-1]))
@@ -290,6 +300,15 @@ func (r *stackResolver) build(raw *leakStack) *resolvedStack {
 	}
 	if gap != "" {
 		reason = strings.TrimSuffix(gap+"; "+reason, "; ")
+	}
+	if len(unnamedJIT) > 0 {
+		// No silent gap: the frames are there, unnamed, and the stack
+		// says why (a later perf map may still name them: pending).
+		note := fmt.Sprintf("JIT frame %s unnamed: in no code blob of the JVM when leakscope read it, nor in its perf map (compiled code freed or replaced after the walk, or a perf map not had yet)", strings.Join(unnamedJIT, ", "))
+		reason = strings.TrimSuffix(note+"; "+reason, "; ")
+	}
+	if len(partialJIT) > 0 {
+		reason = strings.TrimSuffix(strings.Join(partialJIT, "; ")+"; "+reason, "; ")
 	}
 	var kept []uint32 // nil for no frames, as before the scratch buffer
 	if len(frames) > 0 {

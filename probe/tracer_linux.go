@@ -819,7 +819,15 @@ func (t *Tracer) refreshLocked() {
 	if !t.findJVMCodeLocked() && !changed {
 		return
 	}
+	// The kernel gets the unwind rows and the range table before any
+	// probe attached below fires: a stack walked without them ends early
+	// (at attach, libjvm.so's 191k-231k rows take tens of milliseconds to
+	// upload, in which a JVM makes thousands of direct-memory
+	// allocations whose walks would stop at the first compiled frame).
+	t.loadUnwindLocked()
+	t.writeRangesLocked()
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
+	zlibs := len(t.view.zlib)
 	for _, m := range t.view.current {
 		if fileBacked(m) && !t.checked[m.Inode] {
 			if err := t.attachResources(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
@@ -827,7 +835,14 @@ func (t *Tracer) refreshLocked() {
 			}
 		}
 	}
-	t.loadUnwindLocked()
+	if len(t.view.zlib) != zlibs {
+		t.writeRangesLocked() // the zlib objects just probed are flagged
+	}
+}
+
+// writeRangesLocked rewrites the inactive half of the kernel's range table
+// from the current mappings and flips to it.
+func (t *Tracer) writeRangesLocked() {
 	ranges := t.view.execRanges()
 	if len(ranges) > maxRanges {
 		t.warnOnce(fmt.Sprintf("target has %d executable mappings; the kernel range table holds %d, the rest are validated in user space only", len(ranges), maxRanges))

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -19,48 +21,140 @@ import (
 
 // zlibLayout is what computing a stream's bytes from its init arguments
 // (--malloc off) needs to know of one copy of zlib: the sizes of its
-// internal state structs, which differ across zlib versions.
+// internal state structs, which differ across zlib versions, and whether
+// the z_stream of its streams is java.util.zip's (zstream).
 type zlibLayout struct {
 	version      string // from the object's copyright string; "" if not found
 	inflateState uint32 // sizeof(struct inflate_state)
 	deflateState uint32 // sizeof(struct deflate_state)
-	known        bool   // the sizes are known for this version (else 1.2.13's are assumed)
+	known        bool   // the sizes are this version's (else assumed is)
+	assumed      string // the release whose sizes stand in when !known
+	// zstream is sizeof(z_stream) when each stream's z_stream is a calloc
+	// of java.util.zip's JNI init, counted with the stream (jniZStreamSize),
+	// else 0: a native program's z_stream is its own memory.
+	zstream uint32
 }
 
 // zstreamStateOff is offsetof(z_stream, state): ZSTREAM_STATE_OFF in
 // ebpf/leakscope.h, which also has where the state holds its window.
 const zstreamStateOff = 56
 
-// zlibStateSizes are sizeof(struct inflate_state) and sizeof(struct
-// deflate_state) on x86-64, by zlib version. Measured: the calloc zlib
-// 1.2.13 (Debian 12, zlib1g 1:1.2.13.dfsg-1) makes for each, traced with
-// the malloc family (examples/c/zstreams.c's calibration agrees).
-var zlibStateSizes = map[string][2]uint32{
-	"1.2.13": {7160, 5952},
+// zlibRelease is one zlib release's struct sizes on x86-64.
+type zlibRelease struct {
+	version                    string
+	inflateState, deflateState uint32
 }
 
-// zlibAssumed is the version whose sizes stand in for an unknown one.
+// zlibReleases are sizeof(struct inflate_state) and sizeof(deflate_state)
+// on x86-64 for every zlib release whose allocations the BPF programs
+// compute (1.2.9 on: ebpf/leakscope.bpf.c), oldest first. 1.2.9 to 1.3.1:
+// compiled from each release's inflate.h and deflate.h (tags of
+// github.com/madler/zlib; gcc -O2, default options: LIT_MEM, an option of
+// 1.3.1, makes deflate_state 5960 B and pending_buf a fifth bigger, and is
+// not handled). 1.2.13 also measured: the calloc Debian 12's zlib1g
+// 1:1.2.13.dfsg-1 makes for each (examples/c/jdkzipbytes.c on OpenJDK 17).
+// 1.3.2: measured the same way on Temurin 25's libzip.so, which bundles
+// it: its deflate_state is 16 B bigger (deflate streams 268,112 B against
+// 268,096 B).
+var zlibReleases = []zlibRelease{
+	{"1.2.9", 7160, 5952},
+	{"1.2.10", 7160, 5952},
+	{"1.2.11", 7160, 5952},
+	{"1.2.12", 7160, 5952},
+	{"1.2.13", 7160, 5952},
+	{"1.3", 7160, 5952},
+	{"1.3.1", 7160, 5952},
+	{"1.3.2", 7160, 5968},
+}
+
+// zlibAssumed is the release whose sizes stand in for a zlib of unknown
+// version.
 const zlibAssumed = "1.2.13"
 
-// zlibVersionRE finds the version zlib embeds in every build
-// (inflate_copyright in inftrees.c, kept by the linker: inflate_table
-// references it).
-var zlibVersionRE = regexp.MustCompile(` inflate ([0-9][0-9a-z.-]*) Copyright`)
+// zlibVersionREs find the version zlib embeds in every build:
+// inflate_copyright (inftrees.c, kept by the linker: inflate_table
+// references it) and deflate_copyright (deflate.c), in a library that has
+// only one of them.
+var zlibVersionREs = []*regexp.Regexp{
+	regexp.MustCompile(` inflate ([0-9][0-9a-z.-]*) Copyright`),
+	regexp.MustCompile(` deflate ([0-9][0-9a-z.-]*) Copyright`),
+}
 
 // readZlibLayout reads the zlib version of the object at path from its
 // read-only data and returns the state sizes of that version.
 func readZlibLayout(path string) zlibLayout {
-	l := zlibLayout{}
+	v := ""
 	if r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits); err == nil {
 		defer r.Close()
-		l.version = zlibVersion(r)
+		v = zlibVersion(r)
 	}
-	sizes, ok := zlibStateSizes[l.version]
-	if !ok {
-		sizes = zlibStateSizes[zlibAssumed]
+	return zlibLayoutOf(v)
+}
+
+// zlibLayoutOf returns the layout of zlib version v: its release's sizes,
+// known; for a version between releases (a development version such as
+// 1.3.1.1-motley) or after the last one, the sizes of the release before
+// it, assumed; for one older than 1.2.9 or not a version, zlibAssumed's.
+func zlibLayoutOf(v string) zlibLayout {
+	l := zlibLayout{version: v}
+	for _, r := range zlibReleases {
+		if r.version == v {
+			l.inflateState, l.deflateState, l.known = r.inflateState, r.deflateState, true
+			return l
+		}
 	}
-	l.inflateState, l.deflateState, l.known = sizes[0], sizes[1], ok
+	l.assumed = zlibAssumed
+	if n := versionNumbers(v); n != nil && compareVersions(n, versionNumbers(zlibReleases[0].version)) > 0 {
+		for _, r := range zlibReleases {
+			if compareVersions(versionNumbers(r.version), n) < 0 {
+				l.assumed = r.version
+			}
+		}
+	}
+	for _, r := range zlibReleases {
+		if r.version == l.assumed {
+			l.inflateState, l.deflateState = r.inflateState, r.deflateState
+		}
+	}
 	return l
+}
+
+// versionNumbers parses the dotted numbers v begins with ("1.3.1.1-motley"
+// → 1 3 1 1); nil if it begins with none.
+func versionNumbers(v string) []int {
+	var out []int
+	for _, part := range strings.Split(v, ".") {
+		n, digits := 0, 0
+		for digits < len(part) && part[digits] >= '0' && part[digits] <= '9' {
+			n = n*10 + int(part[digits]-'0')
+			digits++
+		}
+		if digits == 0 {
+			break
+		}
+		out = append(out, n)
+		if digits < len(part) {
+			break
+		}
+	}
+	return out
+}
+
+// compareVersions orders two versionNumbers, a missing number as 0.
+func compareVersions(a, b []int) int {
+	for i := range max(len(a), len(b)) {
+		x, y := 0, 0
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if c := cmp.Compare(x, y); c != 0 {
+			return c
+		}
+	}
+	return 0
 }
 
 // zlibVersion finds zlib's copyright string in the read-only data of the
@@ -73,8 +167,10 @@ func zlibVersion(r io.ReaderAt) string {
 				continue
 			}
 			if b, err := sec.Data(); err == nil {
-				if m := zlibVersionRE.FindSubmatch(b); m != nil {
-					return string(m[1])
+				for _, re := range zlibVersionREs {
+					if m := re.FindSubmatch(b); m != nil {
+						return string(m[1])
+					}
 				}
 			}
 		}
@@ -89,7 +185,10 @@ func (l zlibLayout) String() string {
 	}
 	s := fmt.Sprintf("zlib %s: inflate_state %d B, deflate_state %d B", v, l.inflateState, l.deflateState)
 	if !l.known {
-		s += " (zlib " + zlibAssumed + "'s, assumed)"
+		s += " (zlib " + l.assumed + "'s, assumed)"
+	}
+	if l.zstream != 0 {
+		s += fmt.Sprintf(", z_stream %d B (java.util.zip's)", l.zstream)
 	}
 	return s
 }
@@ -108,7 +207,9 @@ const (
 // programs compute each stream's bytes from its init arguments, for a zlib
 // of layout l, instead of taking them from zlib's mallocs.
 func zlibComputedFamily(l zlibLayout) []probeSpec {
-	initCookie := func(state uint32, init uint64) uint64 { return uint64(state) | init<<16 }
+	// The kernel adds the state's size (bits 0-15) to what it computes:
+	// the z_stream, where counted, goes with it.
+	initCookie := func(state uint32, init uint64) uint64 { return uint64(state+l.zstream) | init<<16 }
 	cookies := map[string]uint64{
 		"inflateInit_":     initCookie(l.inflateState, zinitInflate),
 		"inflateInit2_":    initCookie(l.inflateState, zinitInflate2),
@@ -420,15 +521,32 @@ const jniZStreamSize = 112
 // give each stream its bytes (COOKIE_BYTES in ebpf/leakscope.bpf.c): the
 // z_stream the JNI init callocs and what zlib of layout l allocates in the
 // init: its state, and for deflate the buffers of the JDK's Deflater
-// (windowBits 15, memLevel 8). For inflate, window is the bit
+// (windowBits 15, memLevel 8). l.zstream must be set: the JNI init's
+// z_stream is always java.util.zip's. For inflate, window is the bit
 // (COOKIE_ZWINDOW) that has the window counted once zlib makes it, on the
 // acquire and release probes both.
 func jniZlibCookie(kind string, l zlibLayout) (computed, window uint64) {
 	switch kind {
 	case "zlib.inflate":
-		return uint64(jniZStreamSize+l.inflateState) << 32, 1 << 28
+		return uint64(l.zstream+l.inflateState) << 32, 1 << 28
 	case "zlib.deflate":
-		return uint64(jniZStreamSize+l.deflateState+1<<17+1<<17) << 32, 0
+		return uint64(l.zstream+l.deflateState+1<<17+1<<17) << 32, 0
 	}
 	return 0, 0
+}
+
+// javaZipZlib reports whether the zlib copy in the object at path is the
+// one java.util.zip's JNI code uses in a JVM, whose streams' z_streams are
+// its init's callocs (jniZStreamSize, counted with each stream as the JNI
+// fallback counts it): a JDK's libzip.so with zlib compiled in (its
+// symbols in .symtab, as Temurin ships it), or the shared libz.so.1 a
+// distribution's libzip.so loads. Other callers of that libz in a JVM
+// count the 112 B too: the JDK's own (the launcher's and libzip's reading
+// of JAR and jimage entries) keep their z_stream on the stack for one call,
+// so it is never live at a snapshot; a JNI library of an application that
+// keeps a stream across calls must allocate its z_stream as java.util.zip
+// does.
+func javaZipZlib(path string) bool {
+	base := path[strings.LastIndex(path, "/")+1:]
+	return base == "libzip.so" || strings.HasPrefix(base, "libz.so")
 }

@@ -24,8 +24,37 @@ func TestReadZlibLayoutSystemLibz(t *testing.T) {
 	if l.version == "1.2.13" && (!l.known || l.inflateState != 7160 || l.deflateState != 5952) {
 		t.Errorf("layout %+v, want zlib 1.2.13's 7160 and 5952, known", l)
 	}
-	if _, ok := zlibStateSizes[l.version]; ok != l.known {
+	if ok := zlibLayoutOf(l.version).known; ok != l.known {
 		t.Errorf("layout %+v: known = %v, want %v", l, l.known, ok)
+	}
+}
+
+// Every zlib release from 1.2.9 has its sizes; a version between releases
+// or after the last takes the release before it, marked assumed.
+func TestZlibLayoutOf(t *testing.T) {
+	for _, tc := range []struct {
+		version         string
+		inflate, deflat uint32
+		known           bool
+		assumed         string
+	}{
+		{"1.2.11", 7160, 5952, true, ""},
+		{"1.2.12", 7160, 5952, true, ""},
+		{"1.2.13", 7160, 5952, true, ""},
+		{"1.3", 7160, 5952, true, ""},
+		{"1.3.1", 7160, 5952, true, ""},
+		{"1.3.2", 7160, 5968, true, ""},
+		{"1.3.1.1-motley", 7160, 5952, false, "1.3.1"},
+		{"1.3.2.1-motley", 7160, 5968, false, "1.3.2"},
+		{"1.4", 7160, 5968, false, "1.3.2"},
+		{"1.2.8", 7160, 5952, false, "1.2.13"},
+		{"", 7160, 5952, false, "1.2.13"},
+		{"1.3.0.zlib-ng", 7160, 5952, false, "1.2.13"},
+	} {
+		l := zlibLayoutOf(tc.version)
+		if l.inflateState != tc.inflate || l.deflateState != tc.deflat || l.known != tc.known || (!l.known && l.assumed != tc.assumed) {
+			t.Errorf("zlibLayoutOf(%q) = %+v, want %d, %d, known %v, assumed %q", tc.version, l, tc.inflate, tc.deflat, tc.known, tc.assumed)
+		}
 	}
 }
 

@@ -31,6 +31,9 @@ public final class KafkaRecovery {
     /** Keeps every stream reachable: no Cleaner may end a leaked stream. */
     static final List<InputStream> retained = new ArrayList<>();
 
+    /** Keeps writeSnapshot's streams reachable, as retained does. */
+    static final List<GZIPOutputStream> retainedOut = new ArrayList<>();
+
     /** Defeats dead-code elimination of the values the loops compute. */
     static long sink;
 
@@ -39,6 +42,8 @@ public final class KafkaRecovery {
         long holdMs = 0;
         int leaked = 50, closed = 100, warmup = 2000, plain = 2000, batchMs = 20;
         long throughputMs = 0;
+        int leakedDeflate = 0;
+        boolean virtual = false;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (i + 1 >= args.length) {
@@ -55,6 +60,8 @@ public final class KafkaRecovery {
                 case "--batch-ms": batchMs = (int) parse(a, v); break;
                 case "--throughput-ms": throughputMs = parse(a, v); break;
                 case "--batch-records": RECORDS_PER_BATCH = (int) parse(a, v); break;
+                case "--leaked-deflate": leakedDeflate = (int) parse(a, v); break;
+                case "--virtual": virtual = parse(a, v) != 0; break;
                 default: usage("unknown option " + a);
             }
         }
@@ -96,16 +103,29 @@ public final class KafkaRecovery {
         }
 
         // The traced work: fetches that close their streams, then recovery
-        // of the compressed batches, which leaks one stream per batch.
+        // of the compressed batches, which leaks one stream per batch; on
+        // a virtual thread with --virtual 1.
         long workStart = System.nanoTime();
-        for (int i = 0; i < closed; i++) {
-            sink += serveFetch(fetchBatches[i % fetchBatches.length]);
+        long[] result = new long[1];
+        final int closedN = closed, batchMsN = batchMs, deflateN = leakedDeflate;
+        Runnable work = () -> {
+            try {
+                result[0] = traced(fetchBatches, recoveryBatches, closedN, batchMsN, deflateN);
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        };
+        if (virtual) {
+            onVirtualThread(work);
+        } else {
+            work.run();
         }
-        long offsets = recoverLog(recoveryBatches, batchMs);
+        long offsets = result[0];
 
         System.err.printf("KafkaRecovery: leaked %d inflate streams in recoverSegment; closed %d inflate streams in serveFetch"
-                + " (+%d warm-up before the wait); recovered %d offsets; retained %d streams; pid %d; work %d ms%n",
-                leaked, closed, warmup, offsets, retained.size(), ProcessHandle.current().pid(),
+                + " (+%d warm-up before the wait); leaked %d deflate streams in writeSnapshot; recovered %d offsets;"
+                + " retained %d streams; pid %d; work %d ms%n",
+                leaked, closed, warmup, leakedDeflate, offsets, retained.size() + retainedOut.size(), ProcessHandle.current().pid(),
                 (System.nanoTime() - workStart) / 1_000_000);
         System.err.flush();
         if (holdMs > 0) {
@@ -114,6 +134,30 @@ public final class KafkaRecovery {
         if (sink == 42) {
             System.err.println("unlikely");
         }
+    }
+
+    /** traced is the work after the wait: it returns the offsets recovered. */
+    static long traced(byte[][] fetchBatches, byte[][] recoveryBatches, int closed, int batchMs, int leakedDeflate)
+            throws IOException, InterruptedException {
+        for (int i = 0; i < closed; i++) {
+            sink += serveFetch(fetchBatches[i % fetchBatches.length]);
+        }
+        long offsets = recoverLog(recoveryBatches, batchMs);
+        for (int i = 0; i < leakedDeflate; i++) {
+            sink += writeSnapshot(offsets + i);
+        }
+        return offsets;
+    }
+
+    /**
+     * onVirtualThread runs r on a virtual thread (JDK 21 and later) and
+     * waits for it. Through reflection, so that the file still compiles
+     * with javac 11 or 17.
+     */
+    static void onVirtualThread(Runnable r) throws Exception {
+        Object builder = Thread.class.getMethod("ofVirtual").invoke(null);
+        Thread t = (Thread) Class.forName("java.lang.Thread$Builder").getMethod("start", Runnable.class).invoke(builder, r);
+        t.join();
     }
 
     /**
@@ -169,6 +213,21 @@ public final class KafkaRecovery {
             in = new ByteArrayInputStream(batch);
         }
         return firstOffset(in);
+    }
+
+    /**
+     * writeSnapshot writes the producer state at offset to a gzip snapshot
+     * file (here, memory) and flushes it.
+     * BUG: the stream is never finished or closed, so its native deflate
+     * state is never ended (--leaked-deflate of them, after recovery).
+     */
+    static long writeSnapshot(long offset) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        GZIPOutputStream gz = new GZIPOutputStream(out, true);
+        retainedOut.add(gz);
+        gz.write(("snapshot offset=" + offset + "\n").getBytes(StandardCharsets.US_ASCII));
+        gz.flush();
+        return out.size();
     }
 
     /** serveFetch decompresses a whole batch for a consumer and closes the stream. */
@@ -235,7 +294,7 @@ public final class KafkaRecovery {
 
     static void usage(String why) {
         System.err.println("KafkaRecovery: " + why);
-        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS] [--throughput-ms MS] [--batch-records N]");
+        System.err.println("usage: java KafkaRecovery [--wait-file PATH] [--hold MS] [--leaked N] [--closed N] [--warmup N] [--plain N] [--batch-ms MS] [--throughput-ms MS] [--batch-records N] [--leaked-deflate N] [--virtual 0|1]");
         System.exit(2);
     }
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -306,6 +307,9 @@ func TestFindAndName(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer n.Close()
+			// The perf map alone: as for a JVM whose VMStructs cannot
+			// be read.
+			n.methodsOff = true
 			// The namer has no map yet: the first lookup asks for one,
 			// in the background, and the frame is unnamed for now.
 			if got := n.Frame(method.Start+1, false); got.Name != "" || !n.Pending() {
@@ -355,4 +359,81 @@ func TestFindAndName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listDir lists the names in dir.
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// withPid keeps the names that hold pid.
+func withPid(names []string, pid int) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !strings.Contains(n, fmt.Sprint(pid)) })
+}
+
+// TestNamerRemovesWhatItMade: a frame VMStructs cannot name has the namer
+// ask for a perf map through the attach protocol; the perf map and the
+// listener's socket that this put in the JVM's /tmp are removed by Close,
+// and the JVM still answers the attach protocol afterwards.
+func TestNamerRemovesWhatItMade(t *testing.T) {
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) {
+		classes := testutil.JavaClasses(t, kafkaRecovery)
+		dir := t.TempDir()
+		cmd := startJVM(t, jdk.Java, classes, dir, nil)
+		pid := cmd.Process.Pid
+		tmp, cwd := fmt.Sprintf("/proc/%d/root/tmp", pid), fmt.Sprintf("/proc/%d/cwd", pid)
+		beforeTmp, beforeCwd := listDir(t, tmp), listDir(t, cwd)
+		maps, err := procfs.ReadMaps(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, ok := Find(pid, maps)
+		if !ok {
+			t.Fatal("no HotSpot JVM found")
+		}
+		n, err := NewNamer(context.Background(), vm, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if _, ok := n.Code(); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("VMStructs not read within 10s")
+			}
+		}
+		// Address 8 is in no code blob: only a perf map could name it.
+		n.RefreshInterval = 0
+		n.Frame(8, false)
+		n.wait(finalWait)
+		made := fmt.Sprintf("perf-%d.map", pid)
+		if _, err := os.Stat(filepath.Join(tmp, made)); err != nil {
+			t.Fatalf("no perf map after a miss: %v", err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// /tmp is shared with other processes: only names with the
+		// JVM's pid are its own.
+		if after := listDir(t, tmp); !slices.Equal(withPid(after, pid), withPid(beforeTmp, pid)) {
+			t.Errorf("JVM's /tmp after Close: %v; before: %v", withPid(after, pid), withPid(beforeTmp, pid))
+		}
+		if after := listDir(t, cwd); !slices.Equal(after, beforeCwd) {
+			t.Errorf("JVM's working directory after Close: %v; before: %v", after, beforeCwd)
+		}
+		// The listener starts again for the next tool that attaches.
+		if out := execute(t, pid, "jcmd", "VM.version"); !strings.Contains(out, jdk.Feature+".") {
+			t.Errorf("VM.version after Close: %q", out)
+		}
+	})
 }

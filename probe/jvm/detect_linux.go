@@ -20,6 +20,9 @@ type VM struct {
 	// Version is the Java runtime version from Home's release file, e.g.
 	// "17.0.15+6-Debian-1deb12u1" ("" if unknown).
 	Version string
+	// Vendor is the release file's IMPLEMENTOR ("Eclipse Adoptium",
+	// "Debian"; "" if unknown).
+	Vendor string
 	// Object is libjvm.so as leakscope reads it (through /proc/PID), and
 	// Bias its load bias in the JVM (0 if unknown).
 	Object string
@@ -48,7 +51,7 @@ func Find(pid int, maps []procfs.Mapping) (*VM, bool) {
 	if bias, err := LoadBias(vm.Object, lib.Start, lib.Offset); err == nil {
 		vm.Bias = bias
 	}
-	vm.Home, vm.Version = release(pid, lib.Path)
+	vm.Home, vm.Version, vm.Vendor = release(pid, lib.Path)
 	return vm, true
 }
 
@@ -85,8 +88,8 @@ func hotSpot(p string) bool {
 
 // release finds the Java home above libjvm (lib/server/libjvm.so in JDK 9
 // and later, jre/lib/amd64/server/libjvm.so in JDK 8) by its release file
-// and reads the runtime version from it.
-func release(pid int, libjvm string) (home, version string) {
+// and reads the runtime version and the vendor from it.
+func release(pid int, libjvm string) (home, version, vendor string) {
 	dir := path.Dir(libjvm)
 	for i := 0; i < 4 && dir != "/"; i++ {
 		dir = path.Dir(dir)
@@ -100,9 +103,9 @@ func release(pid int, libjvm string) (home, version string) {
 		if version == "" {
 			version = vals["JAVA_VERSION"]
 		}
-		return dir, version
+		return dir, version, vals["IMPLEMENTOR"]
 	}
-	return "", ""
+	return "", "", ""
 }
 
 // releaseLimits accept a Java release file: a few KiB of KEY="value" lines.

@@ -26,6 +26,9 @@ type Methods struct {
 	lines lineLayout
 	where map[methodBCI]Method
 	gaps  []Gap
+	// found and absent are the fields of fieldSpecs the JVM describes
+	// (by the name it gave each) and those it describes by none.
+	found, absent []string
 	// walks: compiled frames can be walked and named (useCode complete).
 	walks bool
 	// u5 is the UNSIGNED5 coding of the JVM's compressed streams (see
@@ -118,6 +121,13 @@ func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 		return nil, &LayoutError{Names: n}
 	}
 	m.off = l
+	for _, f := range fieldSpecs {
+		if s, ok := lookup(vs, f.names, f.width); ok {
+			m.found = append(m.found, s.name)
+		} else {
+			m.absent = append(m.absent, strings.Join(f.names, " or "))
+		}
+	}
 	m.lines, missing = linesLayout(vs, &m.off, missing)
 	// Sizes are read from the target: bound them before reading with them.
 	for _, c := range []struct {
@@ -183,6 +193,12 @@ func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
 // Gaps lists what this JVM's tables lack beyond naming frames, and what
 // leakscope cannot do without it; nil when it lacks nothing.
 func (m *Methods) Gaps() []Gap { return m.gaps }
+
+// Fields lists the VMStructs fields leakscope looks for that this JVM
+// describes, by the name it gave each, and those it describes by none of
+// their names (some only pick a layout, and their absence costs nothing:
+// Gaps says what is lost).
+func (m *Methods) Fields() (found, absent []string) { return m.found, m.absent }
 
 // Walks reports whether compiled frames are walked by their frame size
 // and named from the code heap.
@@ -429,7 +445,12 @@ func (m *Methods) Blob(pc uint64) (Frame, error) {
 	f := Frame{Name: name, Kind: KindMethod, Chained: true}
 	// Inlining and lines are refinements: without them the frame is
 	// still named.
-	scopes, _ := m.scopes(blob, pc-begin, method)
+	scopes, err := m.scopes(blob, pc-begin, method)
+	if err != nil && len(m.gaps) == 0 {
+		// Not a field the JVM lacks (that is a Gap, warned about once):
+		// this call's scope data could not be read. Said, not hidden.
+		f.Partial = fmt.Sprintf("no inlined methods nor line (%v): if this is not a native method's wrapper, the compiled code there is not the code the walk saw, replaced since, and the name may be wrong", err)
+	}
 	n := len(scopes)
 	if n == 0 {
 		return f, nil
@@ -438,6 +459,7 @@ func (m *Methods) Blob(pc uint64) (Frame, error) {
 	for _, sc := range scopes {
 		w, err := m.At(sc.method, sc.bci)
 		if err != nil {
+			f.Partial = fmt.Sprintf("inlined methods and line unknown: %v", err)
 			return f, nil
 		}
 		chain = append(chain, w)

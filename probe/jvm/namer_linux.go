@@ -31,6 +31,10 @@ type Frame struct {
 	// Inlined are the methods the JIT inlined at this call, innermost
 	// first; the frame's own method (Name) called the last of them.
 	Inlined []Method
+	// Partial says why the methods the JIT inlined at this call, and the
+	// line, are unknown though this JVM's tables describe them ("" when
+	// they are known, or when the JVM lacks the fields: Gaps).
+	Partial string
 }
 
 // DefaultRefreshInterval is the least time between two perf map dumps a
@@ -109,8 +113,13 @@ type Namer struct {
 	running             chan struct{} // closed when the running refresh ends; nil if none
 	doing               string        // what the running refresh waits for
 	closed              bool          // Close was called: the last refresh closes tmp
-	warned              map[string]bool
-	warnings            []string // for Warnf, on the callers' goroutine
+	// made are the files of the JVM's /tmp that were there only because
+	// of a refresh (the perf map Compiler.perfmap wrote, the attach
+	// listener's socket leakscope started it for), by name: Close
+	// removes them.
+	made     map[string]bool
+	warned   map[string]bool
+	warnings []string // for Warnf, on the callers' goroutine
 }
 
 type blobAnswer struct {
@@ -172,9 +181,38 @@ func (n *Namer) Close() error {
 	defer n.mu.Unlock()
 	n.closed = true
 	if n.running != nil {
-		return nil // the refresh closes tmp when it ends
+		return nil // the refresh removes what it made and closes tmp when it ends
 	}
+	n.removeMadeLocked()
 	return n.tmp.Close()
+}
+
+// removeMadeLocked removes the files of the JVM's /tmp a refresh made
+// (made), each if it still is what it was: a perf map that is a regular
+// file of the JVM's user, a socket. A perf map the JVM writes itself at
+// exit (-XX:+DumpPerfMapAtExit) was never counted as made.
+func (n *Namer) removeMadeLocked() {
+	for name := range n.made {
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(n.tmp.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue
+		}
+		kind := st.Mode & unix.S_IFMT
+		if (kind == unix.S_IFREG && int(st.Uid) == n.uid) || kind == unix.S_IFSOCK {
+			if err := unix.Unlinkat(int(n.tmp.Fd()), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				// Queued, as warnOnce does (mu is held): Close's
+				// caller flushes it (Stop warns after detaching).
+				n.warnings = append(n.warnings, fmt.Sprintf("JVM %d: remove /tmp/%s, which leakscope caused: %v", n.VM.Pid, name, err))
+			}
+		}
+	}
+	n.made = nil
+}
+
+// exists reports whether the JVM's /tmp has a file name.
+func (n *Namer) exists(name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(int(n.tmp.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
 // methodsRetry is the least time between two attempts to read a starting
@@ -268,10 +306,15 @@ func (n *Namer) PreserveFramePointer() (on, known bool) {
 // Frame names the return address addr. calledNative says that the frame
 // below it on the stack (its callee) is native code: the frame is then the
 // JVM's transition to native code, a native method's wrapper or the
-// interpreter, both of which keep a frame pointer. An address the perf map
-// does not have starts a refresh (see Namer) and is unnamed for now.
+// interpreter, both of which keep a frame pointer. The JVM's code heap,
+// read through its VMStructs, names the address where it can; an address
+// neither it nor the perf map has starts a refresh (see Namer) and is
+// unnamed for now.
 func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 	defer n.flush()
+	// VMStructs first: the perf map, which takes the attach protocol and
+	// files in the JVM's /tmp, only for what they cannot name.
+	n.loadMethods()
 	if n.methods != nil {
 		if lo, hi := n.methods.Interpreter(); addr >= lo && addr < hi {
 			return Frame{Name: Interpreted, Kind: KindInterpreter, Chained: true}
@@ -280,14 +323,14 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 	if n.methods != nil && n.methods.Walks() {
 		// The code heap names the blob itself: no perf map, no attach.
 		if a, ok := n.blobs[addr]; ok && time.Since(a.at) < blobTTL {
-			return a.f
+			return wrapper(a.f, calledNative)
 		}
 		if f, err := n.methods.Blob(addr); err == nil {
 			if n.blobs == nil || len(n.blobs) >= maxBlobAnswers {
 				n.blobs = map[uint64]blobAnswer{}
 			}
 			n.blobs[addr] = blobAnswer{f, time.Now()}
-			return f
+			return wrapper(f, calledNative)
 		}
 	}
 	n.mu.Lock()
@@ -329,6 +372,17 @@ func (n *Namer) Frame(addr uint64, calledNative bool) Frame {
 			why = fmt.Sprintf("JVM's VMStructs (%s) do not describe its code heap and it runs without -XX:+PreserveFramePointer", n.VM.Build())
 		}
 		f.Cut = fmt.Sprintf("%s: callers of %s are unknown (restart it with -XX:+PreserveFramePointer)", why, what)
+	}
+	return f
+}
+
+// wrapper drops Partial from a frame that called native code: a native
+// method's wrapper, which has no scopes to read (its method is its name).
+// For any other compiled frame, no scope at a return address means the
+// code there is not the code the walk saw.
+func wrapper(f Frame, calledNative bool) Frame {
+	if calledNative {
+		f.Partial = ""
 	}
 	return f
 }
@@ -450,6 +504,9 @@ func (n *Namer) refresh(ask bool, done chan struct{}) {
 		n.mu.Lock()
 		n.running, n.doing = nil, ""
 		closed := n.closed
+		if closed {
+			n.removeMadeLocked()
+		}
 		n.mu.Unlock()
 		if closed {
 			n.tmp.Close()
@@ -468,6 +525,12 @@ func (n *Namer) refresh(ask bool, done chan struct{}) {
 		n.mu.Lock()
 		fpAsked := n.fpAsked
 		n.mu.Unlock()
+		// What was not there before is leakscope's doing, removed at
+		// Close: the listener's socket, and the perf map unless the JVM
+		// writes one itself at exit.
+		socket, perfMap := ".java_pid"+strconv.Itoa(n.nspid), "perf-"+strconv.Itoa(n.nspid)+".map"
+		hadSocket, hadMap := n.exists(socket), n.exists(perfMap)
+		atExit, _ := CommandLineFlag(n.VM.Pid, "DumpPerfMapAtExit")
 		err := error(nil)
 		if !fpAsked {
 			err = n.checkFramePointers(ctx)
@@ -475,6 +538,19 @@ func (n *Namer) refresh(ask bool, done chan struct{}) {
 		if err == nil {
 			err = n.command(ctx, "jcmd", "Compiler.perfmap")
 		}
+		n.mu.Lock()
+		for _, f := range []struct {
+			name string
+			had  bool
+		}{{socket, hadSocket}, {perfMap, hadMap || atExit}} {
+			if !f.had && n.exists(f.name) {
+				if n.made == nil {
+					n.made = map[string]bool{}
+				}
+				n.made[f.name] = true
+			}
+		}
+		n.mu.Unlock()
 		switch {
 		case err == nil, errors.Is(err, ErrNotReady), n.ctx.Err() != nil:
 			// Asked again later (a JVM still starting), or abandoned.
