@@ -553,7 +553,7 @@ func testDoctorJVM(t *testing.T, jdk testutil.JDK) {
 			wantZlib = "system zlib "
 		}
 		checks := map[string]Check{}
-		for _, c := range Doctor(cmd.Process.Pid) {
+		for _, c := range Doctor(cmd.Process.Pid, nil) {
 			checks[c.Name] = c
 		}
 		if c := checks["JVM zlib"]; !c.OK || !strings.HasPrefix(c.Detail, wantZlib) || !strings.Contains(c.Detail, "deflate_state") || !strings.Contains(c.Detail, "z_stream 112 B") {
