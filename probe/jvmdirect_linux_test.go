@@ -92,7 +92,11 @@ func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
 // Without JVM flags the stack is walked through compiled frames by their
 // frame size (VMStructs) just the same.
 func TestJVMDirectAttach(t *testing.T) {
-	java, classes := directClasses(t)
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) { testJVMDirectAttach(t, jdk.Java) })
+}
+
+func testJVMDirectAttach(t *testing.T, java string) {
+	_, classes := directClasses(t)
 	for _, tc := range []struct {
 		mode  string
 		flags []string
@@ -114,8 +118,10 @@ func TestJVMDirectAttach(t *testing.T) {
 // TestJVMDirectLaunch: launched through the java launcher (libjli.so), the
 // jvm preset is on too, and is attached when libjvm.so is loaded.
 func TestJVMDirectLaunch(t *testing.T) {
-	java, classes := directClasses(t)
-	checkDirectLeak(t, launchGated(t, java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer"), false)
+	testutil.ForEachJDK(t, func(t *testing.T, jdk testutil.JDK) {
+		_, classes := directClasses(t)
+		checkDirectLeak(t, launchGated(t, jdk.Java, classes, "DirectLeak", directSummaryStart, "-XX:+PreserveFramePointer"), false)
+	})
 }
 
 // TestJVMFirstSnapshotNamesEveryFrame: attached to a JVM that allocates
