@@ -308,15 +308,11 @@ func doctorJVMZlib(pid int, vm *jvm.VM, maps []procfs.Mapping) Check {
 // hasSymbol reports whether the ELF object at path defines name in its
 // dynamic or static symbol table.
 func hasSymbol(path, name string) bool {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	f, done, err := openELF(path)
 	if err != nil {
 		return false
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return false
-	}
+	defer done()
 	for _, syms := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
 		ss, _ := syms()
 		for _, s := range ss {

@@ -184,15 +184,11 @@ func (t *Tracer) attachResources(path, display string) error {
 // needsZlib reports whether the ELF object at path loads a shared zlib
 // (DT_NEEDED libz.so.*), whose functions are probed where it is mapped.
 func needsZlib(path string) bool {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	f, done, err := openELF(path)
 	if err != nil {
 		return false
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return false
-	}
+	defer done()
 	libs, _ := f.ImportedLibraries()
 	for _, l := range libs {
 		if strings.HasPrefix(l, "libz.so") {
@@ -200,6 +196,20 @@ func needsZlib(path string) bool {
 		}
 	}
 	return false
+}
+
+// openELF opens the ELF object at path as a target's file is opened
+// (procfs.OpenFile); done closes it.
+func openELF(path string) (f *elf.File, done func(), err error) {
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f, err = elf.NewFile(r); err != nil {
+		r.Close()
+		return nil, nil, err
+	}
+	return f, func() { r.Close() }, nil
 }
 
 func definesAll(obj interface{ Lookup(string) (uint64, bool) }, specs []probeSpec) bool {

@@ -99,6 +99,19 @@ func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	o.addGoroutinesFlag(fs)
 }
 
+// parseRules parses the --fail-on rules.
+func parseRules(specs []string) ([]analyze.Rule, error) {
+	var rules []analyze.Rule
+	for _, spec := range specs {
+		r, err := analyze.ParseRule(spec)
+		if err != nil {
+			return nil, fmt.Errorf("--fail-on: %w", err)
+		}
+		rules = append(rules, r)
+	}
+	return rules, nil
+}
+
 func (o *captureOptions) validate() error {
 	ok := false
 	for _, f := range formats {
@@ -117,13 +130,8 @@ func (o *captureOptions) validate() error {
 	if err := o.parseFilters(); err != nil {
 		return err
 	}
-	o.rules = o.rules[:0]
-	for _, spec := range o.FailOn {
-		r, err := analyze.ParseRule(spec)
-		if err != nil {
-			return fmt.Errorf("--fail-on: %w", err)
-		}
-		o.rules = append(o.rules, r)
+	if o.rules, err = parseRules(o.FailOn); err != nil {
+		return err
 	}
 	if o.Interval < minInterval {
 		return fmt.Errorf("--interval must be at least %s (a snapshot reads every kernel table), got %s", minInterval, o.Interval)

@@ -202,13 +202,9 @@ func (o *diffOptions) validate() error {
 	if o.Format != "text" && o.Format != "json" {
 		return fmt.Errorf("unknown --format %q: diff writes text or json", o.Format)
 	}
-	o.rules = o.rules[:0]
-	for _, spec := range o.FailOn {
-		r, err := analyze.ParseRule(spec)
-		if err != nil {
-			return fmt.Errorf("--fail-on: %w", err)
-		}
-		o.rules = append(o.rules, r)
+	var err error
+	if o.rules, err = parseRules(o.FailOn); err != nil {
+		return err
 	}
 	if err := analyze.CheckDiffRules(o.rules); err != nil {
 		return fmt.Errorf("--fail-on: %w", err)
