@@ -5,6 +5,7 @@ package probe
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "stacks_storm")
 	src := filepath.Join("..", "examples", "bench", "stacks_storm.c")
 	if out, err := exec.Command("gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
-		b.Skipf("gcc %s: %v\n%s", src, err, out)
+		testutil.SkipOrFail(b, fmt.Sprintf("gcc %s: %v\n%s", src, err, out))
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 // directory (go test -artifacts keeps it), and logs its path.
 func TestHTMLInBrowser(t *testing.T) {
 	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
+		testutil.SkipOrFail(t, "browser test skipped in -short mode")
 	}
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {

@@ -54,11 +54,11 @@ func TestPprofGolden(t *testing.T) {
 
 func TestPprofGoTool(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs go tool pprof; skipped in -short mode")
+		testutil.SkipOrFail(t, "runs go tool pprof; skipped in -short mode")
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("go tool pprof test skipped: go is not on PATH")
+		testutil.SkipOrFail(t, "go tool pprof test skipped: go is not on PATH")
 	}
 	path := filepath.Join(t.TempDir(), "leaky.pb.gz")
 	f, err := os.Create(path)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"debug/elf"
+	"github.com/leakscope/leakscope/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 // the checkout's bin/.
 func TestMakeInstall(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and installs leakscope: skipped in -short mode")
+		testutil.SkipOrFail(t, "builds and installs leakscope: skipped in -short mode")
 	}
 	for _, tool := range []string{"make", "git", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {

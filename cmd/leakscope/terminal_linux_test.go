@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"github.com/leakscope/leakscope/internal/testutil"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +19,7 @@ func openPty(t *testing.T) (master, slave *os.File) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		testutil.SkipOrFail(t, fmt.Sprintf("no pseudo-terminal: %v", err))
 	}
 	t.Cleanup(func() { m.Close() })
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/leakscope/leakscope/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,7 @@ func TestVersionCommand(t *testing.T) {
 // and a -dirty version marks the commit modified.
 func TestVersionFromLdflags(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds leakscope: skipped in -short mode")
+		testutil.SkipOrFail(t, "builds leakscope: skipped in -short mode")
 	}
 	bin := filepath.Join(t.TempDir(), "leakscope")
 	ldflags := "-X main.version=v9.8.7-3-gabcdef0-dirty -X main.commit=abcdef0123 -X main.buildDate=2030-01-02T03:04:05Z"

@@ -101,7 +101,7 @@ func ForEachJDK(t *testing.T, f func(t *testing.T, jdk JDK)) {
 		}
 		t.Run(jdk.Name, func(t *testing.T) {
 			if _, err := os.Stat(jdk.Java); err != nil {
-				t.Skipf("%s is not installed", home)
+				SkipOptional(t, home+" is not installed")
 			}
 			f(t, jdk)
 		})

@@ -2,6 +2,8 @@ package symbolize
 
 import (
 	"bufio"
+	"fmt"
+	"github.com/leakscope/leakscope/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +17,7 @@ import (
 func requireTool(tb testing.TB, name string) {
 	tb.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		tb.Skipf("needs %s to build or inspect test objects: %v", name, err)
+		testutil.SkipOrFail(tb, fmt.Sprintf("needs %s to build or inspect test objects: %v", name, err))
 	}
 }
 

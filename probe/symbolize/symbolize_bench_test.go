@@ -3,6 +3,8 @@ package symbolize
 import (
 	"debug/elf"
 	"errors"
+	"fmt"
+	"github.com/leakscope/leakscope/internal/testutil"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -29,7 +31,7 @@ func benchObjects(b *testing.B) []string {
 	}
 	libc, err := filepath.EvalSymlinks("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
-		b.Skipf("no libc at /lib/x86_64-linux-gnu/libc.so.6: %v", err)
+		testutil.SkipOrFail(b, fmt.Sprintf("no libc at /lib/x86_64-linux-gnu/libc.so.6: %v", err))
 	}
 	return append(paths, libc)
 }
@@ -58,7 +60,7 @@ func benchAddresses(b *testing.B, path string, n int) []uint64 {
 		}
 	}
 	if len(funcs) == 0 {
-		b.Skipf("%s has no sized function symbols", path)
+		testutil.SkipOrFail(b, fmt.Sprintf("%s has no sized function symbols", path))
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	addrs := make([]uint64, n)

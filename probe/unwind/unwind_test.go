@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/leakscope/leakscope/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,7 +367,7 @@ func fmtRows(rows []Row) string {
 
 func TestBuildNoFrames(t *testing.T) {
 	if _, err := exec.LookPath("objcopy"); err != nil {
-		t.Skip("objcopy (binutils) not installed")
+		testutil.SkipOrFail(t, "objcopy (binutils) not installed")
 	}
 	bin := compile(t, "prog", "-O2")
 	out, err := exec.Command("objcopy", "--remove-section=.eh_frame", "--remove-section=.eh_frame_hdr", bin).CombinedOutput()
@@ -383,7 +384,7 @@ func TestBuildNoFrames(t *testing.T) {
 // no DWARF, so it builds one.
 func TestBuildGo(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a Go program; skipped in -short mode")
+		testutil.SkipOrFail(t, "builds a Go program; skipped in -short mode")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "main.go")
@@ -394,7 +395,7 @@ func TestBuildGo(t *testing.T) {
 	cmd := exec.Command("go", "build", "-o", bin, src)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("go build: %v\n%s", err, out)
+		testutil.SkipOrFail(t, fmt.Sprintf("go build: %v\n%s", err, out))
 	}
 	rows, st, err := BuildFile(bin)
 	if err != nil {
@@ -687,7 +688,7 @@ func compareReadelf(t *testing.T, path string, rows []Row, section string) reade
 
 func TestReadelfAgreement(t *testing.T) {
 	if _, err := exec.LookPath("readelf"); err != nil {
-		t.Skip("readelf (binutils) not installed")
+		testutil.SkipOrFail(t, "readelf (binutils) not installed")
 	}
 	paths := []string{libc, libz}
 	if !testing.Short() {
@@ -696,7 +697,7 @@ func TestReadelfAgreement(t *testing.T) {
 	for _, path := range paths {
 		t.Run(libName(path), func(t *testing.T) {
 			if _, err := os.Stat(path); err != nil {
-				t.Skipf("%s not installed", path)
+				testutil.SkipOrFail(t, fmt.Sprintf("%s not installed", path))
 			}
 			rows, st, err := BuildFile(path)
 			if err != nil {
@@ -755,7 +756,7 @@ int main(int argc, char **argv) {
 func compile(t *testing.T, name string, flags ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
+		testutil.SkipOrFail(t, "gcc not installed")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "prog.c")
@@ -884,7 +885,7 @@ func TestCompiled(t *testing.T) {
 			bin := compile(t, "prog", tc.flags...)
 			if tc.strip {
 				if _, err := exec.LookPath("objcopy"); err != nil {
-					t.Skip("objcopy (binutils) not installed")
+					testutil.SkipOrFail(t, "objcopy (binutils) not installed")
 				}
 				out, err := exec.Command("objcopy", "--remove-section=.eh_frame", "--remove-section=.eh_frame_hdr", bin).CombinedOutput()
 				if err != nil {
@@ -1020,7 +1021,7 @@ func BenchmarkBuild(b *testing.B) {
 		b.Run(libName(path), func(b *testing.B) {
 			f, err := elf.Open(path)
 			if err != nil {
-				b.Skipf("%s: %v", path, err)
+				testutil.SkipOrFail(b, fmt.Sprintf("%s: %v", path, err))
 			}
 			defer f.Close()
 			var st Stats
