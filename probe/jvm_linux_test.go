@@ -66,6 +66,21 @@ func javaExample(t *testing.T, class string) (java, classes string) {
 
 // waitFor polls until stderr holds want, taking snapshots meanwhile as
 // leakscope's capture loop does.
+// openGateAndStop lets a gated target go on (it creates gate), waits for
+// its line want on stderr while snapshotting, and stops the tracer.
+func openGateAndStop(t *testing.T, tr *Tracer, gate string, stderr *syncBuffer, want string) *analyze.Capture {
+	t.Helper()
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tr, stderr, want)
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func waitFor(t *testing.T, tr *Tracer, stderr *syncBuffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -150,14 +165,7 @@ func attachGatedWith(t *testing.T, opts Options, java, classes, class, summary s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, tr, stderr, summary)
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openGateAndStop(t, tr, gate, stderr, summary)
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("JVM gone after detach: %v", err)
 	}
@@ -451,14 +459,7 @@ func launchGated(t *testing.T, java, classes, class, summary string, flags ...st
 		removeJVMFiles(tr.Pid())
 	})
 	waitFor(t, tr, stderr, class+": warmed up")
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, tr, stderr, summary)
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openGateAndStop(t, tr, gate, stderr, summary)
 	return c
 }
 
@@ -588,14 +589,7 @@ func TestJVMAttachLeavesNoFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(gate, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, tr, stderr, kafkaSummaryStart)
-		c, err := tr.Stop()
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := openGateAndStop(t, tr, gate, stderr, kafkaSummaryStart)
 		checkNamedJavaStack(t, zlibLeak(t, c, jdk, true), true)
 		if after := pidNames(t, tmp, pid); !slices.Equal(after, beforeTmp) {
 			t.Errorf("JVM's /tmp after detach: %v; before: %v", after, beforeTmp)
@@ -661,14 +655,7 @@ func TestJVMConfigurations(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(gate, nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				waitFor(t, tr, stderr, kafkaSummaryStart)
-				c, err := tr.Stop()
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := openGateAndStop(t, tr, gate, stderr, kafkaSummaryStart)
 				site := zlibLeak(t, c, jdk, true)
 				checkNamedJavaStack(t, site, true)
 				if fns := functions(*site); !hasInOrder(fns, "java.util.zip.Inflater.<init>", "java.util.zip.GZIPInputStream.<init>", "KafkaRecovery.recoverSegment") {

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -134,14 +133,7 @@ func testJVMZlibBytes(t *testing.T, jdk testutil.JDK, malloc string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, tr, stderr, kafkaSummaryStart)
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openGateAndStop(t, tr, gate, stderr, kafkaSummaryStart)
 	checkNoLoss(t, c)
 	withZStream := malloc != MallocOn
 	if c.Probes == nil || c.Probes.Malloc == withZStream {

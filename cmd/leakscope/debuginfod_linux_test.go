@@ -43,15 +43,7 @@ func TestRunStrippedWithDebuginfod(t *testing.T) {
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("leakscope run: %v\n%s", err, stderr.String())
 		}
-		f, err := os.Open(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		r, err := report.ParseJSON(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := readReport(t, out)
 		if len(r.Leaks) == 0 || r.Leaks[0].OutstandingBytes != 409600 {
 			t.Fatalf("leaks: %+v\n%s", r.Leaks, stderr.String())
 		}

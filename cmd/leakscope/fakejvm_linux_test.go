@@ -125,15 +125,7 @@ func TestAttachFakeJVM(t *testing.T) {
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
 			}
-			f, err := os.Open(jsonOut)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			r, err := report.ParseJSON(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := readReport(t, jsonOut)
 			if !containsString(r.Warnings, want) {
 				t.Errorf("JSON warnings do not say %q: %q", want, r.Warnings)
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leakscope/leakscope/internal/testutil"
-	"github.com/leakscope/leakscope/report"
 )
 
 // temurin25 is where this machine kind has Temurin 25, whose libzip.so
@@ -65,15 +64,7 @@ func TestAttachSeesLibrariesLoadedLater(t *testing.T) {
 			if code := ls.wait(t, 60*time.Second); code != 0 {
 				t.Fatalf("attach exit %d\n%s", code, ls.stderr.String())
 			}
-			f, err := os.Open(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			r, err := report.ParseJSON(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := readReport(t, out)
 			var streams uint64
 			for _, l := range r.Leaks {
 				if l.Kind == "zlib.inflate" {
