@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -129,6 +130,18 @@ func TestCompletePids(t *testing.T) {
 	}
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	pid := strconv.Itoa(sleep.Process.Pid)
+	// Start returns once exec has closed the child's close-on-exec
+	// files, which the kernel does before it writes the new program's
+	// command line: wait for the exec to have finished.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		if len(cmdline) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep (pid %s) has no command line after 10s", pid)
+		}
+	}
 	for _, cmd := range []string{"attach", "doctor"} {
 		names, dir, lines := complete(t, cmd, "--pid", "")
 		if dir != cobra.ShellCompDirectiveNoFileComp {
