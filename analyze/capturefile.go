@@ -66,6 +66,7 @@ type siteDef struct {
 	ID    uint64 `json:"id"`
 	Kind  Kind   `json:"kind"`
 	Stack Stack  `json:"stack"`
+	Pid   int    `json:"pid,omitempty"`
 }
 
 type siteTotals struct {
@@ -147,6 +148,7 @@ type captureEnd struct {
 	Warnings    []string      `json:"warnings,omitempty"`
 	Probes      *ProbeSet     `json:"probes,omitempty"`
 	SampleBytes uint64        `json:"sample_bytes,omitempty"`
+	Processes   []Target      `json:"processes,omitempty"`
 }
 
 type captureRecord struct {
@@ -368,6 +370,7 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 		Warnings:    final.Warnings,
 		Probes:      final.Probes,
 		SampleBytes: final.SampleBytes,
+		Processes:   final.Processes,
 	}
 	ids := make([]uint64, len(final.Sites))
 	for i := range final.Sites {
@@ -451,7 +454,7 @@ func containsID(ids []uint64, id uint64) bool {
 
 // defRecord is the definition record of s.
 func defRecord(s *Site) captureRecord {
-	return captureRecord{Type: "site", Site: &siteDef{ID: s.ID, Kind: s.Kind, Stack: s.Stack}}
+	return captureRecord{Type: "site", Site: &siteDef{ID: s.ID, Kind: s.Kind, Stack: s.Stack, Pid: s.Pid}}
 }
 
 // define adds ids (ascending, none defined yet) to the defined sites.
@@ -573,7 +576,8 @@ func encodeEnd(end *captureEnd, n int, totals func(int) siteTotals, null, newlin
 		Warnings    []string  `json:"warnings,omitempty"`
 		Probes      *ProbeSet `json:"probes,omitempty"`
 		SampleBytes uint64    `json:"sample_bytes,omitempty"`
-	}{end.Lost, end.Objects, end.Warnings, end.Probes, end.SampleBytes})
+		Processes   []Target  `json:"processes,omitempty"`
+	}{end.Lost, end.Objects, end.Warnings, end.Probes, end.SampleBytes, end.Processes})
 	if err != nil {
 		return err
 	}
@@ -767,7 +771,7 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 				return nil, fmt.Errorf("line %d: site %d defined twice", n, rec.Site.ID)
 			}
 			index[rec.Site.ID] = len(c.Sites)
-			c.Sites = append(c.Sites, Site{ID: rec.Site.ID, Kind: rec.Site.Kind, Stack: rec.Site.Stack})
+			c.Sites = append(c.Sites, Site{ID: rec.Site.ID, Kind: rec.Site.Kind, Stack: rec.Site.Stack, Pid: rec.Site.Pid})
 		case "snapshot", "delta":
 			if rec.Snapshot == nil {
 				return nil, fmt.Errorf("line %d: %s record without a snapshot", n, rec.Type)
@@ -968,6 +972,7 @@ func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 		c.Probes = end.Probes
 	}
 	c.SampleBytes = end.SampleBytes
+	c.Processes = end.Processes
 	return nil
 }
 

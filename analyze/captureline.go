@@ -173,6 +173,9 @@ func (s *scanner) record(rec *captureRecord) bool {
 	return true
 }
 
+// maxPid is the largest pid Linux hands out (PID_MAX_LIMIT).
+const maxPid = 1 << 22
+
 func (s *scanner) site() *siteDef {
 	var d siteDef
 	stack := false
@@ -182,6 +185,12 @@ func (s *scanner) site() *siteDef {
 			d.ID = s.uint()
 		case "kind":
 			d.Kind = Kind(s.str())
+		case "pid":
+			v := s.uint()
+			if v > maxPid {
+				s.ok = false
+			}
+			d.Pid = int(v)
 		case "stack":
 			if stack {
 				s.ok = false

@@ -203,6 +203,7 @@ func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]
 	type key struct {
 		kind  Kind
 		frame string
+		pid   int    // one group per process
 		alone uint64 // the site's ID when it has no group frame
 	}
 	var keys []key
@@ -215,7 +216,7 @@ func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]
 		}
 		k := key{kind: s.Kind, alone: s.ID}
 		if f, ok := culprits.Find(s.Stack); ok {
-			k = key{kind: s.Kind, frame: groupLabel(f)}
+			k = key{kind: s.Kind, frame: groupLabel(f), pid: s.Pid}
 		}
 		if _, ok := members[k]; !ok {
 			keys = append(keys, k)
@@ -238,7 +239,7 @@ func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]
 			into[largest.ID] = largest.ID
 			continue
 		}
-		m := Site{ID: largest.ID, Kind: k.kind, Stack: largest.Stack}
+		m := Site{ID: largest.ID, Kind: k.kind, Stack: largest.Stack, Pid: k.pid}
 		ages := true
 		for _, s := range ms {
 			m.LiveCount += s.LiveCount

@@ -74,6 +74,10 @@ type Site struct {
 	Allocs    uint64  `json:"allocs"` // acquisitions seen during the capture
 	Frees     uint64  `json:"frees"`  // of those, released during the capture
 	Live      []Alloc `json:"live,omitempty"`
+	// Pid is the process that made the allocations when it is not the
+	// target itself: one of Capture.Processes (run follows the processes
+	// the command starts). 0 for the target.
+	Pid int `json:"pid,omitempty"`
 	// LiveWeights, when not nil, holds the weight of each of Live (same
 	// length): how many allocations it stands for when the capture was
 	// sampled (Capture.SampleBytes), the inverse of its chance to be
@@ -148,6 +152,11 @@ type Target struct {
 	// AttachedAfter is how long the process had been running when
 	// attach began tracing it: what it allocated before is not seen.
 	AttachedAfter time.Duration `json:"attached_after_ns,omitempty"`
+	// Parent and StartedAfter are set for a process the target started
+	// (Capture.Processes): its parent's pid, and how long after the
+	// capture began it started.
+	Parent       int           `json:"parent,omitempty"`
+	StartedAfter time.Duration `json:"started_after_ns,omitempty"`
 }
 
 // Stops counts the stops the kernel made of a command under leakscope run
@@ -244,6 +253,24 @@ type Capture struct {
 	// Probes says what was traced; nil in captures made before it was
 	// recorded (the malloc family, zlib and declared pairs).
 	Probes *ProbeSet `json:"probes,omitempty"`
+	// Processes are the other processes traced with the target: those it
+	// started, and theirs (run follows every fork and exec), in the order
+	// they started. Sites carry their Pid.
+	Processes []Target `json:"processes,omitempty"`
+}
+
+// Process returns the traced process pid: the target, or one of
+// Processes; nil if the capture has none with that pid.
+func (c *Capture) Process(pid int) *Target {
+	if pid == 0 || pid == c.Target.Pid {
+		return &c.Target
+	}
+	for i := range c.Processes {
+		if c.Processes[i].Pid == pid {
+			return &c.Processes[i]
+		}
+	}
+	return nil
 }
 
 // ProbeSet is what a capture traced.

@@ -57,9 +57,37 @@ __u32 exit_settled = 0;
  * allocator and libraries, clears it and continues the command. */
 __u32 exec_stop = 0;
 
-/* Processes the target started (fork, or clone without CLONE_THREAD):
- * they are not traced, and the report says so. */
+/* Processes the target started (fork, or clone without CLONE_THREAD)
+ * that are not followed (follow_forks unset, or the record could not be
+ * sent): the report says so. */
 __u32 forks = 0;
+
+/* Set by "leakscope run" (not --no-follow): every process the target
+ * starts is traced too, each by a collection of its own. A child with a
+ * memory of its own (fork) is stopped before its first instruction until
+ * user space has attached to it; one that shares the target's memory
+ * (CLONE_VM: vfork, posix_spawn) is noted and stopped when it execs, its
+ * own program's first instruction. */
+const volatile __u32 follow_forks = 0;
+
+/* The target's wait status as its last thread exited, with
+ * EXIT_STATUS_KNOWN set; 0 until then. */
+__u32 exit_status = 0;
+#define EXIT_STATUS_KNOWN (1u << 31)
+
+/* Processes the target started with CLONE_VM (followed from their exec,
+ * if they exec: user space counts those). */
+__u32 vm_forks = 0;
+
+/* Children started with CLONE_VM, not yet exec'd (tgid -> 1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} vm_children SEC(".maps");
+
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
 
 /* Program images the target exec'd into since tracing began: allocation
  * keys and site keys carry it, so the new image never matches the old's. */
@@ -716,8 +744,22 @@ UPROBE_TWINS(exit_call)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (tgid != target_tgid) {
+		/* A child that shared the target's memory runs a program of
+		 * its own now: stopped before its first instruction, if user
+		 * space will hear of it. */
+		if (!follow_forks || !bpf_map_lookup_elem(&vm_children, &tgid))
+			return 0;
+		bpf_map_delete_elem(&vm_children, &tgid);
+		struct range_miss m = { .ip = RANGE_MISS_SPAWN, .generation = tgid, .at_ns = bpf_ktime_get_ns() };
+		if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0)) {
+			__sync_fetch_and_add(&forks, 1);
+			return 0;
+		}
+		bpf_send_signal(19 /* SIGSTOP */);
 		return 0;
+	}
 	if (exec_seen || !wait_exec) {
 		/* A new image replaces one that was traced: its heap is gone,
 		 * and so are its mappings. */
@@ -762,6 +804,7 @@ int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
 {
 	if (!group_dead || !is_target())
 		return 0;
+	exit_status = EXIT_STATUS_KNOWN | (task->signal->group_exit_code & 0xffff);
 	bpf_for_each_map_elem(&zwindows, settle_window, NULL, 0);
 	exit_settled = exec_gen + 1;
 	return 0;
@@ -776,7 +819,27 @@ int BPF_PROG(target_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	if (wait_exec && !exec_seen)
 		return 0; /* run's shim, before the command */
-	__sync_fetch_and_add(&forks, 1);
+	if (!follow_forks) {
+		__sync_fetch_and_add(&forks, 1);
+		return 0;
+	}
+	__u32 tgid = child->tgid;
+	if (child->mm == parent->mm) {
+		/* vfork, posix_spawn: followed from its exec on (target_exec). */
+		__sync_fetch_and_add(&vm_forks, 1);
+		__u8 one = 1;
+		if (bpf_map_update_elem(&vm_children, &tgid, &one, BPF_ANY))
+			__sync_fetch_and_add(&forks, 1);
+		return 0;
+	}
+	/* Stopped before its first instruction: the signal is pending when
+	 * the new task first returns to user mode. */
+	struct range_miss m = { .ip = RANGE_MISS_FORK, .generation = tgid, .at_ns = bpf_ktime_get_ns() };
+	if (!bpf_send_signal_task || bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0)) {
+		__sync_fetch_and_add(&forks, 1);
+		return 0;
+	}
+	bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0);
 	return 0;
 }
 

@@ -301,5 +301,10 @@ struct range_miss {
 
 #define RANGE_MISS_EXIT 1
 #define RANGE_MISS_EXEC 2
+/* A process the target started: generation holds its pid. FORK: a copy
+ * of the target, stopped before its first instruction; SPAWN: a child
+ * that shared the target's memory, stopped as its exec'd program starts. */
+#define RANGE_MISS_FORK 3
+#define RANGE_MISS_SPAWN 4
 
 #endif /* LEAKSCOPE_H */

@@ -136,7 +136,7 @@ func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 	}
 	rs, ok := t.resolveLocked(k.stack)
 	kind := t.kind(k.kind)
-	id := siteID(kind, rs.key())
+	id := siteID(kind, rs.key()) ^ t.idSalt
 	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
 		// Resolved better (a JIT frame named since): the site keeps its
 		// slot and id, so its earlier points stay in its series, and
@@ -285,6 +285,11 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if stopped {
 		return nil, errStopped
 	}
+	if t.isRoot() {
+		// The other processes first: each is continued and let go
+		// before the command's watchdog is.
+		t.tree.stop()
+	}
 	t.detach()
 	t.misses.Close()
 	t.wg.Wait()
@@ -313,9 +318,16 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	t.appendSnapshotLocked(points, end.Sub(t.started))
 	t.warnUnnamedLocked(points)
-	var forks uint32
+	var forks, vmForks uint32
 	if err := t.objs.Forks.Get(&forks); err == nil && forks > 0 {
-		t.warnOnce(fmt.Sprintf("pid %d started %d other processes (fork) during the capture, which were not traced: what they allocated is not in this report; trace the program that leaks itself (leakscope run -- PROG, or attach --pid to it)", t.pid, forks))
+		if t.opts.Follow {
+			t.warnOnce(fmt.Sprintf("pid %d started %d other processes that could not be followed (the kernel's record of them was lost): what they allocated is not in this report", t.pid, forks))
+		} else {
+			t.warnOnce(fmt.Sprintf("pid %d started %d other processes (fork) during the capture, which were not traced: what they allocated is not in this report; trace the program that leaks itself (leakscope run -- PROG, or attach --pid to it)", t.pid, forks))
+		}
+	}
+	if err := t.objs.VmForks.Get(&vmForks); err == nil && vmForks > t.spawned {
+		t.warnOnce(fmt.Sprintf("pid %d started %d processes sharing its memory (clone with CLONE_VM) that did not exec while traced: what they allocated is not traced, and blocks of its they freed still count as live", t.pid, vmForks-t.spawned))
 	}
 
 	c := &analyze.Capture{
@@ -394,6 +406,12 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	t.untracedPairs()
 	c.Warnings = append(c.Warnings, t.warnings...)
+	if t.tree != nil && !t.isRoot() {
+		c.Target.ExitCode = t.exitCodeLocked()
+	}
+	if t.isRoot() {
+		t.tree.merge(c)
+	}
 	return c, nil
 }
 
@@ -422,7 +440,9 @@ func (t *Tracer) releaseLocked() {
 	t.series = series{}
 	t.view.objs = map[string]*symbolize.Object{}
 	t.alloc.Obj = nil // attaching only
-	t.cache.Close()
+	if !t.sharedCache {
+		t.cache.Close()
+	}
 }
 
 // readLiveLocked lists every live allocation with its age, in batches.

@@ -113,7 +113,8 @@ func (t *Tracer) becomeJVMLocked() {
 	closeLinks(t.mallocLinks)
 	closeLinks(t.mallocReleases)
 	t.mallocLinks, t.mallocReleases = nil, nil
-	if !t.noExitHook {
+	if !t.noExitHook && !t.exitHooked {
+		t.exitHooked = true
 		if err := t.attachTracing(t.objs.TargetExit); err != nil {
 			t.warnOnce(fmt.Sprintf("the command exec'd a JVM: %v; windows of streams live at exit are not counted", err))
 		}

@@ -175,7 +175,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	}
 	proc.dog = dog
 	go proc.reapLoop()
-	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, true, forTarget(opts, objects))
+	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, modeLaunch, forTarget(opts, objects))
 	if err != nil {
 		gateW.Close() // the shim exits without running the command
 		<-proc.done
@@ -183,6 +183,9 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		return nil, nil, err
 	}
 	t.watchdog = dog
+	if t.opts.Follow {
+		t.tree = &follower{root: t}
+	}
 	t.command = argv
 	t.view.expectExec(elfPath)
 	if _, err := gateW.Write([]byte{1}); err != nil {

@@ -299,6 +299,7 @@ const (
 	leakMapStats                      = "stats"
 	leakMapThreads                    = "threads"
 	leakMapUnwindRows                 = "unwind_rows"
+	leakMapVmChildren                 = "vm_children"
 	leakMapZwindows                   = "zwindows"
 	leakProgAllocExit                 = "alloc_exit"
 	leakProgAllocExitMulti            = "alloc_exit_multi"
@@ -338,7 +339,9 @@ const (
 	leakVarExecSeen                   = "exec_seen"
 	leakVarExecStop                   = "exec_stop"
 	leakVarExitSettled                = "exit_settled"
+	leakVarExitStatus                 = "exit_status"
 	leakVarExitStop                   = "exit_stop"
+	leakVarFollowForks                = "follow_forks"
 	leakVarForks                      = "forks"
 	leakVarMaxSites                   = "max_sites"
 	leakVarPageSize                   = "page_size"
@@ -360,6 +363,7 @@ const (
 	leakVarUnusedUnwindCfa            = "unused_unwind_cfa"
 	leakVarUnusedUnwindRbp            = "unused_unwind_rbp"
 	leakVarUnusedZwindow              = "unused_zwindow"
+	leakVarVmForks                    = "vm_forks"
 	leakVarWaitExec                   = "wait_exec"
 )
 
@@ -465,6 +469,7 @@ type leakMapSpecs struct {
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
+	VmChildren      *ebpf.MapSpec `ebpf:"vm_children"`
 	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
 }
 
@@ -476,7 +481,9 @@ type leakVariableSpecs struct {
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
 	ExecStop        *ebpf.VariableSpec `ebpf:"exec_stop"`
 	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
+	ExitStatus      *ebpf.VariableSpec `ebpf:"exit_status"`
 	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
+	FollowForks     *ebpf.VariableSpec `ebpf:"follow_forks"`
 	Forks           *ebpf.VariableSpec `ebpf:"forks"`
 	MaxSites        *ebpf.VariableSpec `ebpf:"max_sites"`
 	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
@@ -498,6 +505,7 @@ type leakVariableSpecs struct {
 	UnusedUnwindCfa *ebpf.VariableSpec `ebpf:"unused_unwind_cfa"`
 	UnusedUnwindRbp *ebpf.VariableSpec `ebpf:"unused_unwind_rbp"`
 	UnusedZwindow   *ebpf.VariableSpec `ebpf:"unused_zwindow"`
+	VmForks         *ebpf.VariableSpec `ebpf:"vm_forks"`
 	WaitExec        *ebpf.VariableSpec `ebpf:"wait_exec"`
 }
 
@@ -541,6 +549,7 @@ type leakMaps struct {
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Threads         *ebpf.Map `ebpf:"threads"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
+	VmChildren      *ebpf.Map `ebpf:"vm_children"`
 	Zwindows        *ebpf.Map `ebpf:"zwindows"`
 }
 
@@ -566,6 +575,7 @@ func (m *leakMaps) Close() error {
 		m.Stats,
 		m.Threads,
 		m.UnwindRows,
+		m.VmChildren,
 		m.Zwindows,
 	)
 }
@@ -578,7 +588,9 @@ type leakVariables struct {
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
 	ExecStop        *ebpf.Variable `ebpf:"exec_stop"`
 	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
+	ExitStatus      *ebpf.Variable `ebpf:"exit_status"`
 	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`
+	FollowForks     *ebpf.Variable `ebpf:"follow_forks"`
 	Forks           *ebpf.Variable `ebpf:"forks"`
 	MaxSites        *ebpf.Variable `ebpf:"max_sites"`
 	PageSize        *ebpf.Variable `ebpf:"page_size"`
@@ -600,6 +612,7 @@ type leakVariables struct {
 	UnusedUnwindCfa *ebpf.Variable `ebpf:"unused_unwind_cfa"`
 	UnusedUnwindRbp *ebpf.Variable `ebpf:"unused_unwind_rbp"`
 	UnusedZwindow   *ebpf.Variable `ebpf:"unused_zwindow"`
+	VmForks         *ebpf.Variable `ebpf:"vm_forks"`
 	WaitExec        *ebpf.Variable `ebpf:"wait_exec"`
 }
 

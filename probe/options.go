@@ -72,6 +72,16 @@ type Options struct {
 	// (Ctrl-C), a pending command is abandoned, none is sent, and Stop
 	// does not wait for one. nil: context.Background().
 	Context context.Context
+	// Follow, for Launch, traces every process the command starts (fork,
+	// vfork, posix_spawn) and theirs, each from its first instruction,
+	// with the probes its own image needs (a child that execs is followed
+	// into its new program). At most MaxProcesses at once; the others run
+	// untraced, and the capture says how many.
+	Follow bool
+	// MaxProcesses bounds the processes traced at once besides the
+	// command, when following (each holds its own BPF tables: ~50 MiB of
+	// kernel memory at the default table sizes).
+	MaxProcesses int
 }
 
 // Defaults for Options.
@@ -119,6 +129,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxUnwindRows == 0 {
 		o.MaxUnwindRows = DefaultMaxUnwindRows
+	}
+	if o.MaxProcesses == 0 {
+		o.MaxProcesses = DefaultMaxProcesses
 	}
 	if o.Warnf == nil {
 		o.Warnf = func(string, ...any) {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,7 +95,22 @@ type Tracer struct {
 	// stopped: Stop read the capture and released the tables and the
 	// symbol cache (releaseLocked); Snapshot and Stop fail from then on.
 	stopped bool
+
+	// tree follows the processes a launched command starts (Options.
+	// Follow); shared by every Tracer of the tree, nil otherwise.
+	tree *follower
+	// sharedCache: the symbol cache is the tree root's, closed by it.
+	sharedCache bool
+	// idSalt makes a followed process's site IDs its own.
+	idSalt uint64
+	// spawned counts the CLONE_VM children followed from their exec.
+	spawned uint32
+	// exitHooked: target_exit is attached.
+	exitHooked bool
 }
+
+// isRoot reports whether t is the command's Tracer of a followed tree.
+func (t *Tracer) isRoot() bool { return t.tree != nil && t.tree.root == t }
 
 // errStopped is what Snapshot and Stop return after Stop.
 var errStopped = errors.New("tracer already stopped")
@@ -123,7 +139,7 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	for _, m := range maps {
 		mapped = append(mapped, m.Path)
 	}
-	t, err := newTracer(pid, alloc, nil, cache, false, forTarget(opts, mapped))
+	t, err := newTracer(pid, alloc, nil, cache, modeAttach, forTarget(opts, mapped))
 	if err != nil {
 		if gone(pid) {
 			return nil, fmt.Errorf("process %d exited while leakscope attached: %w", pid, ErrTargetExited)
@@ -151,7 +167,24 @@ func gone(pid int) bool {
 // newTracer loads and attaches the probes. objects are files the target
 // will load but has not mapped yet (a launched command): resource probes go
 // on them before it runs. Mapped objects are found in /proc/PID/maps.
-func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cache, waitExec bool, opts Options) (*Tracer, error) {
+// tracerMode says how a Tracer got its process.
+type tracerMode int
+
+const (
+	// modeAttach: a running process, never stopped.
+	modeAttach tracerMode = iota
+	// modeLaunch: run's command, before the shim's exec; the kernel
+	// stops it until the tables are written (first call, exec, dlopen,
+	// exit).
+	modeLaunch
+	// modeChild: a process a launched one started, stopped by the kernel
+	// before its first instruction (or its exec'd program's), then
+	// treated as the command is.
+	modeChild
+)
+
+func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cache, mode tracerMode, opts Options) (*Tracer, error) {
+	waitExec := mode == modeLaunch
 	opts = opts.withDefaults()
 	cache.UseDebuginfod(opts.Debuginfod)
 	t := &Tracer{
@@ -167,7 +200,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 	t.pairObjects = make([][]string, len(opts.Track))
 	t.sym = newStackResolver(t.view)
 	t.sites = newSiteTable()
-	if err := t.load(waitExec); err != nil {
+	if err := t.load(mode); err != nil {
 		return nil, err
 	}
 	if err := t.attach(); err != nil {
@@ -196,7 +229,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 			t.probeUnloadedLocked(lib) // and a JVM's libjvm.so and JDK
 		}
 	}
-	if waitExec {
+	if mode != modeAttach {
 		if err := t.attachExitHook(); err != nil {
 			t.close()
 			return nil, err
@@ -216,7 +249,7 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 	return t, nil
 }
 
-func (t *Tracer) load(waitExec bool) error {
+func (t *Tracer) load(mode tracerMode) error {
 	spec, err := loadLeak()
 	if err != nil {
 		return fmt.Errorf("parse embedded BPF object: %w", err)
@@ -224,9 +257,23 @@ func (t *Tracer) load(waitExec bool) error {
 	if err := spec.Variables["target_tgid"].Set(uint32(t.pid)); err != nil {
 		return fmt.Errorf("set target_tgid: %w", err)
 	}
-	wait := uint32(0)
-	if waitExec {
+	// A child is treated as the command after its exec: stopped until
+	// its tables are in at its first call, at each exec, dlopen and exit.
+	wait, follow, seen := uint32(0), uint32(0), uint32(0)
+	if mode != modeAttach {
 		wait = 1
+		if t.opts.Follow {
+			follow = 1
+		}
+	}
+	if mode == modeChild {
+		seen = 1
+	}
+	if err := spec.Variables["follow_forks"].Set(follow); err != nil {
+		return fmt.Errorf("set follow_forks: %w", err)
+	}
+	if err := spec.Variables["exec_seen"].Set(seen); err != nil {
+		return fmt.Errorf("set exec_seen: %w", err)
 	}
 	if err := spec.Variables["wait_exec"].Set(wait); err != nil {
 		return fmt.Errorf("set wait_exec: %w", err)
@@ -445,8 +492,11 @@ func (t *Tracer) attachExitHook() error {
 // its live inflate streams as it exits.
 func (t *Tracer) attachExecHook() error {
 	progs := []*ebpf.Program{t.objs.TargetExec, t.objs.TargetFork}
-	if !t.mallocTraced() && !t.noExitHook {
+	// Following, it also keeps each process's exit status (its parent
+	// reaps it before leakscope could read it).
+	if (!t.mallocTraced() || t.opts.Follow) && !t.noExitHook {
 		progs = append(progs, t.objs.TargetExit)
+		t.exitHooked = true
 	}
 	for _, p := range progs {
 		if err := t.attachTracing(p); err != nil {
@@ -718,6 +768,19 @@ func (t *Tracer) watchMisses() {
 			m.Generation = binary.LittleEndian.Uint64(rec.RawSample[8:])
 			m.AtNs = binary.LittleEndian.Uint64(rec.RawSample[16:])
 		}
+		if m.Ip == rangeMissFork || m.Ip == rangeMissSpawn {
+			if t.tree == nil {
+				continueStopped(int(m.Generation))
+				continue
+			}
+			if m.Ip == rangeMissSpawn {
+				t.mu.Lock()
+				t.spawned++
+				t.mu.Unlock()
+			}
+			t.tree.adoptAsync(t, int(m.Generation), m.Ip == rangeMissSpawn, m.AtNs)
+			continue
+		}
 		t.mu.Lock()
 		if m.Ip == rangeMissExec {
 			t.followExecLocked()
@@ -880,6 +943,14 @@ func (t *Tracer) warnOnce(msg string) {
 // (while the target's mappings still exist) and appends a point to the
 // capture's time series.
 func (t *Tracer) Snapshot() (Progress, error) {
+	p, err := t.snapshot()
+	if err == nil && t.isRoot() {
+		t.tree.snapshot(&p)
+	}
+	return p, err
+}
+
+func (t *Tracer) snapshot() (Progress, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
@@ -910,6 +981,18 @@ func (t *Tracer) Snapshot() (Progress, error) {
 // list is good until Stop, which takes the sites' stacks for its capture
 // (a site made after it has no stack: its Site panics).
 func (t *Tracer) LastSnapshot() (analyze.SiteList, analyze.Snapshot) {
+	ns, last := t.lastSnapshot()
+	if !t.isRoot() {
+		return ns, last
+	}
+	ts := &treeSites{}
+	ts.add(ns, 0)
+	last.Sites = slices.Clone(last.Sites)
+	t.tree.lastSnapshot(ts, &last)
+	return ts, last
+}
+
+func (t *Tracer) lastSnapshot() (analyze.SiteList, analyze.Snapshot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.series.len() == 0 {

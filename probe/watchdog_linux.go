@@ -1,12 +1,16 @@
 package probe
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,9 +29,13 @@ import (
 const watchdogArg = "__leakscope_watchdog"
 
 // runWatchdog is the watchdog's main: argv is leakscope's pid and the
-// command's. Fd 3 is a pipe from leakscope: a byte on it says leakscope
-// has continued the command and released its probes, so the watchdog
-// leaves quietly; end of file without it says leakscope died.
+// command's. Fd 3 is a pipe from leakscope: a release record on it says
+// leakscope has continued the command (and every process it followed)
+// and released its probes, so the watchdog leaves quietly; end of file
+// without it says leakscope died. A follow record names a process the
+// command started that the kernel stopped for leakscope: it is continued
+// too. So is every stopped descendant of the command and of those: the
+// kernel stops a new process before leakscope has heard of it.
 func runWatchdog(argv []string) {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
 	if len(argv) != 3 {
@@ -58,11 +66,37 @@ func runWatchdog(argv []string) {
 	}
 	gate := os.NewFile(3, "watchdog")
 	released := make(chan bool, 1)
+	var mu sync.Mutex
+	var follows []int // pidfds of the followed processes
 	go func() {
-		var b [1]byte
-		n, _ := gate.Read(b[:])
-		released <- n == 1
+		for {
+			var rec [5]byte
+			if _, err := io.ReadFull(gate, rec[:1]); err != nil {
+				released <- false
+				return
+			}
+			switch rec[0] {
+			case gateRelease:
+				released <- true
+				return
+			case gateFollow:
+				if _, err := io.ReadFull(gate, rec[1:]); err != nil {
+					released <- false
+					return
+				}
+				pid := int(binary.LittleEndian.Uint32(rec[1:]))
+				if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+					mu.Lock()
+					follows = append(follows, fd)
+					mu.Unlock()
+				}
+			default:
+				released <- false
+				return
+			}
+		}
 	}()
+	targetGone := false
 	for {
 		select {
 		case ok := <-released:
@@ -72,34 +106,90 @@ func runWatchdog(argv []string) {
 			released = nil // died: wait for its last thread below
 		default:
 		}
-		fds := []unix.PollFd{{Fd: int32(targetFD), Events: unix.POLLIN}}
+		var fds []unix.PollFd
 		if ownerFD >= 0 {
 			fds = append(fds, unix.PollFd{Fd: int32(ownerFD), Events: unix.POLLIN})
+		}
+		if !targetGone {
+			fds = append(fds, unix.PollFd{Fd: int32(targetFD), Events: unix.POLLIN})
 		}
 		n, err := unix.Poll(fds, 100)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			break
 		}
-		if n > 0 && fds[0].Revents != 0 {
-			os.Exit(0) // the command exited
-		}
-		if ownerFD < 0 || n > 0 && fds[1].Revents != 0 {
+		if ownerFD < 0 || n > 0 && fds[0].Revents != 0 {
 			break // every thread of leakscope has exited: its probes are gone
+		}
+		if n > 0 && !targetGone && fds[len(fds)-1].Revents != 0 {
+			// The command exited; the processes it started may still
+			// be traced, and stopped.
+			targetGone = true
 		}
 	}
 	// A stop sent just before the last probe went is delivered by now;
 	// continue a few times in case one was still on its way.
 	for range 3 {
-		_ = unix.PidfdSendSignal(targetFD, unix.SIGCONT, nil, 0)
+		if !targetGone {
+			_ = unix.PidfdSendSignal(targetFD, unix.SIGCONT, nil, 0)
+		}
+		mu.Lock()
+		for _, fd := range follows {
+			_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+		}
+		mu.Unlock()
+		continueStoppedDescendants(target, startTicks)
 		time.Sleep(20 * time.Millisecond)
 	}
 	os.Exit(0)
+}
+
+// Records on the watchdog's pipe.
+const (
+	gateRelease = 1 // leakscope continued everything and let go
+	gateFollow  = 2 // then a little-endian uint32 pid: continue it too
+)
+
+// continueStoppedDescendants continues every stopped process descended
+// from the command (pid, started at startTicks) that started after it:
+// one the kernel stopped for leakscope before leakscope could name it to
+// the watchdog.
+func continueStoppedDescendants(pid int, startTicks uint64) {
+	children := map[int][]int{}
+	stats := map[int]procfs.Stat{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := procfs.ReadStat(p)
+		if err != nil {
+			continue
+		}
+		stats[p] = st
+		children[st.PPid] = append(children[st.PPid], p)
+	}
+	todo := slices.Clone(children[pid])
+	seen := map[int]bool{}
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		todo = append(todo, children[p]...)
+		if st := stats[p]; st.State == 'T' && st.StartTime >= startTicks {
+			_ = unix.Kill(p, unix.SIGCONT)
+		}
+	}
 }
 
 // watchdog is a started watchdog: release tells it leakscope has
 // continued the command and leaves.
 type watchdog struct {
 	cmd  *exec.Cmd
+	mu   sync.Mutex // guards gate
 	gate *os.File
 }
 
@@ -133,12 +223,33 @@ func startWatchdog(self string, pid int, startTicks uint64) (*watchdog, error) {
 // release tells the watchdog that leakscope has continued the command
 // and its probes are closed: it leaves without signalling.
 func (w *watchdog) release() {
-	if w == nil || w.gate == nil {
+	if w == nil {
 		return
 	}
-	_, _ = w.gate.Write([]byte{1})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gate == nil {
+		return
+	}
+	_, _ = w.gate.Write([]byte{gateRelease})
 	w.gate.Close()
 	w.gate = nil
+}
+
+// follow tells the watchdog to continue pid too if leakscope dies: a
+// process of the command's tree the kernel stopped for leakscope.
+func (w *watchdog) follow(pid int) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gate == nil {
+		return
+	}
+	rec := [5]byte{gateFollow}
+	binary.LittleEndian.PutUint32(rec[1:], uint32(pid))
+	_, _ = w.gate.Write(rec[:])
 }
 
 // pid is the watchdog's pid, 0 if none.

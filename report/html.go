@@ -87,9 +87,10 @@ type htmlPage struct {
 	Target      string
 	Started     string
 	Duration    string
-	MinAge      string // "" without a min-age filter
-	Scope       string // what the capture cannot have seen (Target.Scope)
-	Stops       string // run's stops of the command (Target.Stops)
+	MinAge      string   // "" without a min-age filter
+	Scope       string   // what the capture cannot have seen (Target.Scope)
+	Stops       string   // run's stops of the command (Target.Stops)
+	Processes   []string // the other processes traced (Capture.Processes)
 	Outstanding string
 	Sites       int
 	Lost        []htmlCounter // nil when nothing was lost
@@ -155,6 +156,9 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 	for _, e := range c.Target.Execs {
 		p.Target += "; exec'd " + e
 	}
+	for _, pr := range c.Processes {
+		p.Processes = append(p.Processes, processLine(pr))
+	}
 	p.Scope = c.Target.Scope()
 	if st := c.Target.Stops; st != nil {
 		p.Stops = st.String()
@@ -189,7 +193,7 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 			Growth:     "-",
 			TopFrame:   "-",
 			Score:      strconv.FormatFloat(l.Score, 'f', 0, 64),
-			Reasons:    l.Reasons,
+			Reasons:    leakReasons(l, c),
 			Truncated:  s.Stack.Truncated,
 		}
 		if l.AgeKnown {
@@ -506,4 +510,13 @@ func (t *flameTree) size() int {
 		n += ch.size()
 	}
 	return n
+}
+
+// leakReasons are l's reasons, first the process it is in when the
+// capture traced more than one.
+func leakReasons(l analyze.Leak, c *analyze.Capture) []string {
+	if len(c.Processes) == 0 {
+		return l.Reasons
+	}
+	return append([]string{"in process " + processOf(c, l.Site)}, l.Reasons...)
 }

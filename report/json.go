@@ -31,6 +31,10 @@ type V1 struct {
 	// Probes says what was traced; omitted when the capture does not
 	// record it. Added within v1.
 	Probes *V1Probes `json:"probes,omitempty"`
+	// Processes are the other processes traced with the target (run
+	// follows those it starts), in the order they started; omitted when
+	// there were none. Each leak then has a pid. Added within v1.
+	Processes []V1Target `json:"processes,omitempty"`
 }
 
 // V1Probes is the probe set of a capture. Malloc false means no probe was
@@ -67,6 +71,11 @@ type V1Target struct {
 	// tables; omitted when there were none. Added within v1.
 	Stops *V1Stops `json:"stops,omitempty"`
 	Scope string   `json:"scope,omitempty"`
+	// Parent and StartedAfterSeconds are set for one of V1.Processes:
+	// the pid of the process that started it, and when it started,
+	// since the capture began. Added within v1.
+	Parent              int     `json:"parent,omitempty"`
+	StartedAfterSeconds float64 `json:"started_after_seconds,omitempty"`
 }
 
 // V1Stops counts run's stops of the command: how many, the longest and
@@ -112,6 +121,9 @@ type V1Leak struct {
 	// own code (analyze.Culprit); omitted for a stack without frames.
 	// Added within v1.
 	Culprit *V1Culprit `json:"culprit,omitempty"`
+	// Pid is the process the allocations were made in, when the capture
+	// traced more than one (V1.Processes). Added within v1.
+	Pid int `json:"pid,omitempty"`
 
 	// Growth fields are present only when the capture has enough
 	// snapshots for a trend (analyze.MinTrendPoints).
@@ -197,21 +209,8 @@ func ParseJSON(r io.Reader) (*V1, error) {
 func toV1(r *analyze.Result) *V1 {
 	c := r.Capture
 	v := &V1{
-		Schema: SchemaV1,
-		Target: V1Target{
-			Pid:      c.Target.Pid,
-			Command:  nonNil(c.Target.Command),
-			Runtime:  string(c.Target.Runtime),
-			ExitCode: c.Target.ExitCode,
-
-			RuntimeVersion: c.Target.RuntimeVersion,
-
-			Ended:                c.Target.Ended,
-			KeptRunning:          c.Target.KeptRunning,
-			Execs:                c.Target.Execs,
-			AttachedAfterSeconds: c.Target.AttachedAfter.Seconds(),
-			Scope:                c.Target.Scope(),
-		},
+		Schema:    SchemaV1,
+		Target:    v1Target(c.Target),
 		StartedAt:       c.StartedAt,
 		DurationSeconds: c.Duration.Seconds(),
 		SampleBytes:     c.SampleBytes,
@@ -225,8 +224,8 @@ func toV1(r *analyze.Result) *V1 {
 		Leaks:    make([]V1Leak, 0, len(r.Leaks)),
 		Warnings: nonNil(c.Warnings),
 	}
-	if st := c.Target.Stops; st != nil {
-		v.Target.Stops = &V1Stops{Count: st.Count, LongestSeconds: st.Longest.Seconds(), TotalSeconds: st.Total.Seconds()}
+	for _, p := range c.Processes {
+		v.Processes = append(v.Processes, v1Target(p))
 	}
 	if p := c.Probes; p != nil {
 		v.Probes = &V1Probes{Malloc: p.Malloc, MallocReason: p.MallocReason, Kinds: nonNil(p.Kinds), ZlibBytes: p.ZlibBytes}
@@ -284,7 +283,35 @@ func toV1(r *analyze.Result) *V1 {
 		if f := l.Culprit; f != nil {
 			jl.Culprit = &V1Culprit{Function: f.Function, File: f.File, Line: f.Line, Module: f.Module}
 		}
+		if len(c.Processes) > 0 {
+			jl.Pid = pidOf(c, s)
+		}
 		v.Leaks = append(v.Leaks, jl)
+	}
+	return v
+}
+
+// v1Target is t in the v1 report.
+func v1Target(t analyze.Target) V1Target {
+	v := V1Target{
+		Pid:      t.Pid,
+		Command:  nonNil(t.Command),
+		Runtime:  string(t.Runtime),
+		ExitCode: t.ExitCode,
+
+		RuntimeVersion: t.RuntimeVersion,
+
+		Ended:                t.Ended,
+		KeptRunning:          t.KeptRunning,
+		Execs:                t.Execs,
+		AttachedAfterSeconds: t.AttachedAfter.Seconds(),
+		Scope:                t.Scope(),
+
+		Parent:              t.Parent,
+		StartedAfterSeconds: t.StartedAfter.Seconds(),
+	}
+	if st := t.Stops; st != nil {
+		v.Stops = &V1Stops{Count: st.Count, LongestSeconds: st.Longest.Seconds(), TotalSeconds: st.Total.Seconds()}
 	}
 	return v
 }

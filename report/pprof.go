@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strconv"
 	"io"
 
 	"github.com/google/pprof/profile"
@@ -89,7 +90,10 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 	}
 	locs := make([]*profile.Location, 0, nloc)
 	// Samples of one kind and culprit share their label map.
-	type labelKey struct{ kind, culprit string }
+	type labelKey struct {
+		kind, culprit string
+		pid           int // when the capture traced more than one process
+	}
 	labels := map[labelKey]map[string][]string{}
 	culprits := analyze.NewCulprits(r.Options.CulpritSkip)
 	p.Sample = make([]*profile.Sample, len(c.Sites))
@@ -99,11 +103,17 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 		if f, ok := culprits.FindOr(s.Stack); ok {
 			k.culprit = shortFrame(f)
 		}
+		if len(c.Processes) > 0 {
+			k.pid = pidOf(c, s)
+		}
 		label, ok := labels[k]
 		if !ok {
 			label = map[string][]string{"kind": {k.kind}}
 			if k.culprit != "" {
 				label["culprit"] = []string{k.culprit}
+			}
+			if k.pid != 0 {
+				label["pid"] = []string{strconv.Itoa(k.pid)}
 			}
 			labels[k] = label
 		}
@@ -143,6 +153,9 @@ func pprofComments(c *analyze.Capture) []string {
 	}
 	for _, e := range c.Target.Execs {
 		cs = append(cs, "leakscope: exec'd "+termtext.Sanitize(e))
+	}
+	for _, pr := range c.Processes {
+		cs = append(cs, "leakscope: process "+termtext.Sanitize(processLine(pr)))
 	}
 	if sc := c.Target.Scope(); sc != "" {
 		cs = append(cs, "leakscope: scope: "+sc)

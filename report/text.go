@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ func Text(w io.Writer, r *analyze.Result, opts TextOptions) error {
 		b.WriteString("\n")
 	} else {
 		b.WriteString("\n")
-		if err := writeTable(&b, r.Leaks); err != nil {
+		if err := writeTable(&b, r.Leaks, r.Capture); err != nil {
 			return err
 		}
 		n := len(r.Leaks)
@@ -54,7 +55,7 @@ func Text(w io.Writer, r *analyze.Result, opts TextOptions) error {
 		}
 		for _, l := range r.Leaks[:n] {
 			b.WriteString("\n")
-			writeLeak(&b, l)
+			writeLeak(&b, l, r.Capture)
 		}
 	}
 	if _, err := w.Write(b.Bytes()); err != nil {
@@ -83,6 +84,12 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	line("target", target)
 	for _, e := range t.Execs {
 		line("exec'd", e)
+	}
+	for _, p := range c.Processes {
+		line("process", processLine(p))
+		for _, e := range p.Execs {
+			line("exec'd", e)
+		}
 	}
 	line("started", c.StartedAt.Format(time.RFC3339))
 	line("duration", analyze.FormatDuration(c.Duration))
@@ -129,10 +136,53 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	}
 }
 
-func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
+// processLine describes a process the target started, for the header.
+func processLine(p analyze.Target) string {
+	s := fmt.Sprintf("pid %d", p.Pid)
+	if len(p.Command) > 0 {
+		s += ", " + command(p.Command)
+	}
+	s += " (" + string(p.Runtime)
+	if p.RuntimeVersion != "" {
+		s += " " + p.RuntimeVersion
+	}
+	if st := p.Status(); st != "" {
+		s += ", " + st
+	}
+	s += fmt.Sprintf("), started by pid %d at +%s", p.Parent, analyze.FormatDuration(p.StartedAfter))
+	if st := p.Stops; st != nil {
+		s += "; stops: " + st.String()
+	}
+	return s
+}
+
+// processOf names the process a site's allocations were made in.
+func processOf(c *analyze.Capture, s *analyze.Site) string {
+	pid := pidOf(c, s)
+	what := fmt.Sprintf("pid %d", pid)
+	if p := c.Process(pid); p != nil && len(p.Command) > 0 {
+		what += ", " + command(p.Command)
+	}
+	return what
+}
+
+// pidOf is the process a site's allocations were made in.
+func pidOf(c *analyze.Capture, s *analyze.Site) int {
+	if s.Pid != 0 {
+		return s.Pid
+	}
+	return c.Target.Pid
+}
+
+func writeTable(b *bytes.Buffer, leaks []analyze.Leak, c *analyze.Capture) error {
 	align := []tw.Align{
 		tw.AlignRight, tw.AlignLeft, tw.AlignRight, tw.AlignRight,
 		tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft,
+	}
+	// A PID column when the capture traced more than one process.
+	multi := len(c.Processes) > 0
+	if multi {
+		align = slices.Insert(align, 1, tw.AlignRight)
 	}
 	var out bytes.Buffer
 	table := tablewriter.NewTable(&out,
@@ -149,7 +199,11 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 		tablewriter.WithPadding(tw.Padding{Right: "  ", Overwrite: true}),
 		tablewriter.WithTrimSpace(tw.Off),
 	)
-	table.Header("RANK", "KIND", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "CULPRIT")
+	header := []string{"RANK", "KIND", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "CULPRIT"}
+	if multi {
+		header = slices.Insert(header, 1, "PID")
+	}
+	table.Header(header)
 	for _, l := range leaks {
 		s := l.Site
 		oldest := "-"
@@ -160,11 +214,15 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 		if l.Culprit != nil {
 			top = termtext.Sanitize(shortFrame(*l.Culprit))
 		}
-		err := table.Append(
+		row := []string{
 			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), strconv.FormatUint(l.Count, 10),
 			analyze.FormatBytes(l.Bytes), strconv.FormatUint(s.Allocs, 10),
 			strconv.FormatUint(s.Frees, 10), oldest, top,
-		)
+		}
+		if multi {
+			row = slices.Insert(row, 1, strconv.Itoa(pidOf(c, s)))
+		}
+		err := table.Append(row)
 		if err != nil {
 			return fmt.Errorf("add table row %d: %w", l.Rank, err)
 		}
@@ -182,9 +240,12 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 }
 
 // writeLeak prints why l ranks where it does and its full stack, leaf first.
-func writeLeak(b *bytes.Buffer, l analyze.Leak) {
+func writeLeak(b *bytes.Buffer, l analyze.Leak, c *analyze.Capture) {
 	s := l.Site
 	fmt.Fprintf(b, "rank %d: %s, score %.0f\n", l.Rank, termtext.Sanitize(string(s.Kind)), l.Score)
+	if len(c.Processes) > 0 {
+		fmt.Fprintf(b, "  - in process %s\n", termtext.Sanitize(processOf(c, s)))
+	}
 	for _, r := range l.Reasons {
 		fmt.Fprintf(b, "  - %s\n", termtext.Sanitize(r))
 	}

@@ -20,6 +20,10 @@ type runOptions struct {
 	Command     []string
 	KeepRunning bool          // --keep-running: leave the command running at the end
 	KillAfter   time.Duration // --kill-after: SIGTERM's grace before SIGKILL
+	// NoFollow (--no-follow) traces the command's process alone;
+	// MaxProcesses (--max-processes) bounds the others traced at once.
+	NoFollow     bool
+	MaxProcesses int
 }
 
 func newRunCmd(io ioStreams, runF func(context.Context, *runOptions) error) *cobra.Command {
@@ -30,6 +34,13 @@ func newRunCmd(io ioStreams, runF func(context.Context, *runOptions) error) *cob
 		Long: `run starts COMMAND with the probes attached before its first instruction,
 traces until it exits (or --duration passes, or Ctrl-C), then reports the
 call stacks that still hold memory. The command's own output is passed through.
+
+run follows the command wherever it goes: into every program it execs (a
+launch script exec'ing the real binary) and into every process it starts
+(fork, vfork, posix_spawn) and theirs, each traced from its first
+instruction with its own allocator; a report row names the process (PID
+column) and the header lists every process traced. --no-follow traces the
+command's process alone.
 
 run owns the command: when tracing ends first (--duration, Ctrl-C, SIGTERM,
 SIGHUP), the command and every process it started get SIGTERM, and SIGKILL
@@ -51,6 +62,8 @@ A command that fails by itself (a non-zero exit code, a crash) makes run exit
 		},
 	}
 	opts.addFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.NoFollow, "no-follow", false, "trace only the command's own process, not the processes it starts")
+	cmd.Flags().IntVar(&opts.MaxProcesses, "max-processes", probe.DefaultMaxProcesses, "trace at most this many processes the command started at once (each holds its own kernel tables, ~50 MiB)")
 	cmd.Flags().BoolVar(&opts.KeepRunning, "keep-running", false, "at --duration or Ctrl-C, leave the command running instead of terminating it")
 	cmd.Flags().DurationVar(&opts.KillAfter, "kill-after", 5*time.Second, "when tracing ends before the command does, send SIGTERM to it and everything it started, then SIGKILL to what still runs after this long")
 	return cmd
@@ -61,7 +74,9 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 		return err
 	}
 	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
-	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(ctx, warnf))
+	po := opts.probeOptions(ctx, warnf)
+	po.Follow, po.MaxProcesses = !opts.NoFollow, opts.MaxProcesses
+	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, po)
 	if err != nil {
 		return err
 	}

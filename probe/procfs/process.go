@@ -61,6 +61,9 @@ type Stat struct {
 	PPid      int    // field 4
 	Flags     uint64 // field 9: PF_* bits
 	StartTime uint64 // field 22: clock ticks after boot
+	// ExitCode is field 52, the wait status of a zombie (Linux 3.5+);
+	// 0 while the process runs, or when the field is missing.
+	ExitCode uint32
 }
 
 // ReadStat reads and parses /proc/<pid>/stat.
@@ -114,6 +117,11 @@ func ParseStat(data []byte) (Stat, error) {
 	}
 	if st.StartTime, err = field(22); err != nil {
 		return Stat{}, err
+	}
+	if len(fields) > 52-3 {
+		if v, err := field(52); err == nil && v <= 0xffff {
+			st.ExitCode = uint32(v)
+		}
 	}
 	return st, nil
 }

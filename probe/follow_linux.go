@@ -1,0 +1,427 @@
+package probe
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/procfs"
+)
+
+// rangeMissFork and rangeMissSpawn are RANGE_MISS_FORK and
+// RANGE_MISS_SPAWN (ebpf/leakscope.h): a process a traced one started,
+// stopped by the kernel, its pid in the record's generation.
+const (
+	rangeMissFork  = 3
+	rangeMissSpawn = 4
+)
+
+// DefaultMaxProcesses is Options.MaxProcesses's default.
+const DefaultMaxProcesses = 16
+
+// follower traces the processes a launched command starts, and theirs:
+// one Tracer each (its own BPF collection, pid filter and tables), made
+// while the kernel holds the new process stopped. The command's Tracer
+// (root) owns it; every Tracer of the tree reports to it.
+type follower struct {
+	root *Tracer
+
+	mu      sync.Mutex // guards what follows
+	procs   []*followed
+	closed  bool // Stop began: nothing new is followed
+	skipped int  // processes started that were not traced
+	adopts  sync.WaitGroup
+}
+
+// followed is one process of the tree besides the command.
+type followed struct {
+	t            *Tracer
+	parent       int
+	startedAfter time.Duration // since the root's capture began
+	// final is its capture once it ended (or the root stopped); until
+	// then nil.
+	final *analyze.Capture
+	// exitCode is its exit status when it was read (a zombie's
+	// /proc/PID/stat), nil when not known.
+	exitCode *int
+}
+
+// adoptAsync follows pid, which parent started and the kernel stopped
+// (spawned: it shared parent's memory and has just exec'd). The record's
+// reader must not wait: the tracer is made on a goroutine of its own.
+func (f *follower) adoptAsync(parent *Tracer, pid int, spawned bool, atNs uint64) {
+	f.root.watchdog.follow(pid) // first: continued should leakscope die from here on
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		continueStopped(pid)
+		return
+	}
+	f.adopts.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.adopts.Done()
+		f.adopt(parent, pid, spawned, atNs)
+	}()
+}
+
+func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
+	startedAfter := time.Since(f.root.started)
+	if atNs != 0 {
+		startedAfter -= time.Duration(monotonicNow() - atNs)
+	}
+	f.mu.Lock()
+	live := 0
+	for _, p := range f.procs {
+		if p.final == nil {
+			live++
+		}
+	}
+	over := live >= parent.opts.MaxProcesses
+	if over {
+		f.skipped++
+	}
+	f.mu.Unlock()
+	if over {
+		f.root.warnf(fmt.Sprintf("more than %d processes at once: pid %d (started by %d) and later ones beyond the limit are not traced (--max-processes)", parent.opts.MaxProcesses, pid, parent.pid))
+		continueStopped(pid)
+		return
+	}
+	opts := parent.opts
+	prefix := fmt.Sprintf("pid %d: ", pid)
+	rootWarn := f.root.opts.Warnf
+	opts.Warnf = func(format string, a ...any) {
+		if rootWarn != nil {
+			rootWarn("%s", prefix+fmt.Sprintf(format, a...))
+		}
+	}
+	parent.mu.Lock()
+	alloc := parent.alloc
+	parent.mu.Unlock()
+	t, err := newTracer(pid, alloc, nil, parent.cache, modeChild, opts)
+	if err != nil {
+		f.mu.Lock()
+		f.skipped++
+		f.mu.Unlock()
+		if !gone(pid) {
+			f.root.warnf(fmt.Sprintf("pid %d (started by %d) is not traced: %v", pid, parent.pid, err))
+		}
+		continueStopped(pid)
+		return
+	}
+	t.tree = f
+	t.sharedCache = true
+	t.idSalt = siteSalt(pid)
+	t.command, _ = procfs.Command(pid)
+	t.started = f.root.started // one clock for the whole tree
+	if spawned {
+		t.mu.Lock()
+		t.followExecLocked()
+		t.execs = nil // its first program, not an exec of one traced before
+		t.mu.Unlock()
+	}
+	p := &followed{t: t, parent: parent.pid, startedAfter: startedAfter}
+	f.mu.Lock()
+	closed := f.closed
+	if !closed {
+		f.procs = append(f.procs, p)
+	}
+	f.mu.Unlock()
+	t.mu.Lock()
+	if atNs != 0 {
+		t.stops.Add(time.Duration(monotonicNow() - atNs))
+	}
+	t.mu.Unlock()
+	continueStopped(pid)
+	if closed {
+		_, _ = t.Stop()
+	}
+}
+
+// continueStopped continues a process the kernel stopped for leakscope.
+func continueStopped(pid int) {
+	_ = unix.Kill(pid, unix.SIGCONT)
+}
+
+// siteSalt makes a followed process's site IDs its own: the same stack in
+// two processes is two sites.
+func siteSalt(pid int) uint64 {
+	x := uint64(pid) * 0x9e3779b97f4a7c15
+	x ^= x >> 31
+	return x | 1<<63
+}
+
+// warnf passes a notice about the tree to the user, once.
+func (t *Tracer) warnf(msg string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.warnOnce(msg)
+}
+
+// snapshot takes a point of every process still traced, at the root's
+// snapshot, and ends the capture of those that exited: their last point
+// is their state at exit, kept for the rest of the capture.
+func (f *follower) snapshot(p *Progress) {
+	for _, fp := range f.live() {
+		if exited(fp.t.pid) {
+			fp.exitCode = exitStatus(fp.t.pid)
+			f.end(fp)
+			continue
+		}
+		if pp, err := fp.t.Snapshot(); err == nil {
+			p.LiveCount += pp.LiveCount
+			p.LiveBytes += pp.LiveBytes
+			p.Sites += pp.Sites
+			p.Stops.Count += pp.Stops.Count
+			p.Stops.Total += pp.Stops.Total
+			p.Stops.Longest = max(p.Stops.Longest, pp.Stops.Longest)
+		}
+	}
+	for _, fp := range f.ended() {
+		for _, s := range fp.final.Sites {
+			p.LiveCount += s.LiveCount
+			p.LiveBytes += s.LiveBytes
+		}
+		p.Sites += len(fp.final.Sites)
+	}
+}
+
+// live returns the processes still traced.
+func (f *follower) live() []*followed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*followed
+	for _, p := range f.procs {
+		if p.final == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ended returns the processes whose capture has ended.
+func (f *follower) ended() []*followed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*followed
+	for _, p := range f.procs {
+		if p.final != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// end stops tracing fp and keeps its capture.
+func (f *follower) end(fp *followed) {
+	c, err := fp.t.Stop()
+	if err != nil {
+		c = &analyze.Capture{Target: fp.t.targetInfo()}
+		c.Warnings = append(c.Warnings, fmt.Sprintf("its capture could not be read: %v", err))
+	}
+	for i := range c.Sites {
+		c.Sites[i].Pid = fp.t.pid
+	}
+	f.mu.Lock()
+	fp.final = c
+	f.mu.Unlock()
+}
+
+// stop ends every capture of the tree (the root's Stop): nothing new is
+// followed, adoptions under way finish first.
+func (f *follower) stop() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.adopts.Wait()
+	for _, fp := range f.live() {
+		if exited(fp.t.pid) {
+			fp.exitCode = exitStatus(fp.t.pid)
+		}
+		f.end(fp)
+	}
+}
+
+// exited reports whether pid has exited: gone, or a zombie.
+func exited(pid int) bool { return gone(pid) }
+
+// exitStatus reads a zombie's exit status, nil when it is gone already.
+func exitStatus(pid int) *int {
+	st, err := procfs.ReadStat(pid)
+	if err != nil || st.State != 'Z' {
+		return nil
+	}
+	return exitCodeOf(unix.WaitStatus(st.ExitCode))
+}
+
+// exitCodeOf is a wait status as a shell's $? shows it: the exit code,
+// or 128 plus the signal that killed the process.
+func exitCodeOf(ws unix.WaitStatus) *int {
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	return &code
+}
+
+// exitStatusKnown is EXIT_STATUS_KNOWN (ebpf/leakscope.bpf.c).
+const exitStatusKnown = 1 << 31
+
+// exitCodeLocked is the exit code target_exit kept, nil if the process
+// has not exited (or target_exit is not attached).
+func (t *Tracer) exitCodeLocked() *int {
+	var es uint32
+	if err := t.objs.ExitStatus.Get(&es); err != nil || es&exitStatusKnown == 0 {
+		return nil
+	}
+	return exitCodeOf(unix.WaitStatus(es &^ exitStatusKnown))
+}
+
+// targetInfo is the process as Capture.Processes lists it.
+func (t *Tracer) targetInfo() analyze.Target {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.target()
+}
+
+// merge adds the captures of the tree's other processes to c, the root's:
+// their sites (with their pid), their points in c's snapshots (each
+// root snapshot takes the newest point each process had by then), their
+// losses, objects and warnings, and the processes themselves.
+func (f *follower) merge(c *analyze.Capture) {
+	f.mu.Lock()
+	procs := slices.Clone(f.procs)
+	skipped := f.skipped
+	f.mu.Unlock()
+	slices.SortFunc(procs, func(a, b *followed) int { return cmp.Compare(a.startedAfter, b.startedAfter) })
+	known := map[string]bool{}
+	for _, o := range c.Objects {
+		known[o.Path] = true
+	}
+	for _, p := range procs {
+		pc := p.final
+		tg := pc.Target
+		tg.Parent = p.parent
+		tg.StartedAfter = p.startedAfter
+		if tg.ExitCode == nil {
+			tg.ExitCode = p.exitCode
+		}
+		c.Processes = append(c.Processes, tg)
+		c.Sites = append(c.Sites, pc.Sites...)
+		mergeSnapshots(c.Snapshots, pc.Snapshots)
+		c.Lost.AllocationsDropped += pc.Lost.AllocationsDropped
+		c.Lost.UnknownFrees += pc.Lost.UnknownFrees
+		c.Lost.StackErrors += pc.Lost.StackErrors
+		c.Lost.FreesMissed += pc.Lost.FreesMissed
+		c.Lost.PendingDropped += pc.Lost.PendingDropped
+		for _, o := range pc.Objects {
+			if !known[o.Path] {
+				known[o.Path] = true
+				c.Objects = append(c.Objects, o)
+			}
+		}
+		for _, w := range pc.Warnings {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("pid %d: %s", tg.Pid, w))
+		}
+	}
+	if skipped > 0 {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%d processes the command started were not traced (see the warnings above): what they allocated is not in this report", skipped))
+	}
+}
+
+// mergeSnapshots puts into each of root's snapshots the newest of
+// other's points taken by then (before the next root snapshot): the
+// tree's processes are read one after the other at each snapshot.
+func mergeSnapshots(root, other []analyze.Snapshot) {
+	j := -1
+	for i := range root {
+		next := time.Duration(1<<63 - 1)
+		if i+1 < len(root) {
+			next = root[i+1].At
+		}
+		for j+1 < len(other) && other[j+1].At < next {
+			j++
+		}
+		if j < 0 {
+			continue
+		}
+		root[i].Sites = append(root[i].Sites, other[j].Sites...)
+		slices.SortFunc(root[i].Sites, func(a, b analyze.SitePoint) int { return cmp.Compare(a.ID, b.ID) })
+	}
+}
+
+// lastSnapshot adds the tree's other processes to the root's newest
+// snapshot and its new sites, for a capture written as it happens. An
+// ended process's sites are listed whole each time: the writer defines
+// only those it has not.
+func (f *follower) lastSnapshot(sites *treeSites, last *analyze.Snapshot) {
+	f.mu.Lock()
+	procs := slices.Clone(f.procs)
+	f.mu.Unlock()
+	for _, p := range procs {
+		var ns analyze.SiteList
+		var ls analyze.Snapshot
+		if p.final != nil {
+			ns = analyze.Sites(p.final.Sites)
+			if n := len(p.final.Snapshots); n > 0 {
+				ls = p.final.Snapshots[n-1]
+			}
+		} else {
+			ns, ls = p.t.LastSnapshot()
+		}
+		sites.add(ns, p.t.pid)
+		last.Sites = append(last.Sites, ls.Sites...)
+	}
+	slices.SortFunc(last.Sites, func(a, b analyze.SitePoint) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// treeSites lists the new sites of every process of the tree, each with
+// its pid (0: the command's).
+type treeSites struct {
+	lists []analyze.SiteList
+	pids  []int
+	ends  []int // ends[i]: index past lists[i]'s last site
+}
+
+func (ts *treeSites) add(l analyze.SiteList, pid int) {
+	n := 0
+	if len(ts.ends) > 0 {
+		n = ts.ends[len(ts.ends)-1]
+	}
+	ts.lists = append(ts.lists, l)
+	ts.pids = append(ts.pids, pid)
+	ts.ends = append(ts.ends, n+l.Len())
+}
+
+func (ts *treeSites) Len() int {
+	if len(ts.ends) == 0 {
+		return 0
+	}
+	return ts.ends[len(ts.ends)-1]
+}
+
+func (ts *treeSites) find(i int) (int, int) {
+	k, _ := slices.BinarySearch(ts.ends, i+1)
+	start := 0
+	if k > 0 {
+		start = ts.ends[k-1]
+	}
+	return k, i - start
+}
+
+func (ts *treeSites) ID(i int) uint64 {
+	k, j := ts.find(i)
+	return ts.lists[k].ID(j)
+}
+
+func (ts *treeSites) Site(i int) analyze.Site {
+	k, j := ts.find(i)
+	s := ts.lists[k].Site(j)
+	s.Pid = ts.pids[k]
+	return s
+}
