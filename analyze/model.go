@@ -157,6 +157,9 @@ type Target struct {
 	// capture began it started.
 	Parent       int           `json:"parent,omitempty"`
 	StartedAfter time.Duration `json:"started_after_ns,omitempty"`
+	// ExitedAfter is when it exited, since the capture began, when known
+	// (the processes of a followed tree); 0 otherwise.
+	ExitedAfter time.Duration `json:"exited_after_ns,omitempty"`
 }
 
 // Stops counts the stops the kernel made of a command under leakscope run

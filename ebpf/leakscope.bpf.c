@@ -74,6 +74,8 @@ const volatile __u32 follow_forks = 0;
  * EXIT_STATUS_KNOWN set; 0 until then. */
 __u32 exit_status = 0;
 #define EXIT_STATUS_KNOWN (1u << 31)
+/* bpf_ktime_get_ns() then. */
+__u64 exit_ns = 0;
 
 /* Processes the target started with CLONE_VM (followed from their exec,
  * if they exec: user space counts those). */
@@ -805,6 +807,7 @@ int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
 	if (!group_dead || !is_target())
 		return 0;
 	exit_status = EXIT_STATUS_KNOWN | (task->signal->group_exit_code & 0xffff);
+	exit_ns = bpf_ktime_get_ns();
 	bpf_for_each_map_elem(&zwindows, settle_window, NULL, 0);
 	exit_settled = exec_gen + 1;
 	return 0;

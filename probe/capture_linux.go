@@ -406,8 +406,11 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	t.untracedPairs()
 	c.Warnings = append(c.Warnings, t.warnings...)
-	if t.tree != nil && !t.isRoot() {
-		c.Target.ExitCode = t.exitCodeLocked()
+	if t.tree != nil {
+		if !t.isRoot() {
+			c.Target.ExitCode = t.exitCodeLocked() // the command's is exec.Cmd's
+		}
+		c.Target.ExitedAfter = t.exitedAfterLocked()
 	}
 	if t.isRoot() {
 		t.tree.merge(c)

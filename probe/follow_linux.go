@@ -35,6 +35,7 @@ type follower struct {
 	procs   []*followed
 	closed  bool // Stop began: nothing new is followed
 	skipped int  // processes started that were not traced
+	pending int  // adoptions under way
 	adopts  sync.WaitGroup
 }
 
@@ -63,10 +64,14 @@ func (f *follower) adoptAsync(parent *Tracer, pid int, spawned bool, atNs uint64
 		return
 	}
 	f.adopts.Add(1)
+	f.pending++
 	f.mu.Unlock()
 	go func() {
 		defer f.adopts.Done()
 		f.adopt(parent, pid, spawned, atNs)
+		f.mu.Lock()
+		f.pending--
+		f.mu.Unlock()
 	}()
 }
 
@@ -282,6 +287,17 @@ func (t *Tracer) exitCodeLocked() *int {
 	return exitCodeOf(unix.WaitStatus(es &^ exitStatusKnown))
 }
 
+// exitedAfterLocked is when the process exited, since the capture began
+// (target_exit), 0 if not known.
+func (t *Tracer) exitedAfterLocked() time.Duration {
+	var at uint64
+	if err := t.objs.ExitNs.Get(&at); err != nil || at == 0 {
+		return 0
+	}
+	d := time.Since(t.started) - time.Duration(monotonicNow()-at)
+	return max(d, 1)
+}
+
 // targetInfo is the process as Capture.Processes lists it.
 func (t *Tracer) targetInfo() analyze.Target {
 	t.mu.Lock()
@@ -424,4 +440,44 @@ func (ts *treeSites) Site(i int) analyze.Site {
 	s := ts.lists[k].Site(j)
 	s.Pid = ts.pids[k]
 	return s
+}
+
+// TreeDone returns a channel closed once the command has exited (cmdDone)
+// and so has every process of its tree that is traced: a server that
+// daemonizes (forks, and the parent exits) is traced on in its child.
+// Without following, it is cmdDone.
+func (t *Tracer) TreeDone(cmdDone <-chan struct{}) <-chan struct{} {
+	if !t.isRoot() {
+		return cmdDone
+	}
+	done := make(chan struct{})
+	go func() {
+		<-cmdDone
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for !t.tree.allExited() {
+			<-tick.C
+		}
+		close(done)
+	}()
+	return done
+}
+
+// allExited reports whether no process of the tree is traced and running,
+// nor being adopted; true once Stop began.
+func (f *follower) allExited() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return true
+	}
+	if f.pending > 0 {
+		return false
+	}
+	for _, p := range f.procs {
+		if p.final == nil && !exited(p.t.pid) {
+			return false
+		}
+	}
+	return true
 }

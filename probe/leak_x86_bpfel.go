@@ -338,6 +338,7 @@ const (
 	leakVarExecGen                    = "exec_gen"
 	leakVarExecSeen                   = "exec_seen"
 	leakVarExecStop                   = "exec_stop"
+	leakVarExitNs                     = "exit_ns"
 	leakVarExitSettled                = "exit_settled"
 	leakVarExitStatus                 = "exit_status"
 	leakVarExitStop                   = "exit_stop"
@@ -480,6 +481,7 @@ type leakVariableSpecs struct {
 	ExecGen         *ebpf.VariableSpec `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
 	ExecStop        *ebpf.VariableSpec `ebpf:"exec_stop"`
+	ExitNs          *ebpf.VariableSpec `ebpf:"exit_ns"`
 	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
 	ExitStatus      *ebpf.VariableSpec `ebpf:"exit_status"`
 	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
@@ -587,6 +589,7 @@ type leakVariables struct {
 	ExecGen         *ebpf.Variable `ebpf:"exec_gen"`
 	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
 	ExecStop        *ebpf.Variable `ebpf:"exec_stop"`
+	ExitNs          *ebpf.Variable `ebpf:"exit_ns"`
 	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
 	ExitStatus      *ebpf.Variable `ebpf:"exit_status"`
 	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`

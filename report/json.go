@@ -76,6 +76,9 @@ type V1Target struct {
 	// since the capture began. Added within v1.
 	Parent              int     `json:"parent,omitempty"`
 	StartedAfterSeconds float64 `json:"started_after_seconds,omitempty"`
+	// ExitedAfterSeconds is when the process exited, since the capture
+	// began, when known (a capture of several processes). Added within v1.
+	ExitedAfterSeconds float64 `json:"exited_after_seconds,omitempty"`
 }
 
 // V1Stops counts run's stops of the command: how many, the longest and
@@ -209,8 +212,8 @@ func ParseJSON(r io.Reader) (*V1, error) {
 func toV1(r *analyze.Result) *V1 {
 	c := r.Capture
 	v := &V1{
-		Schema:    SchemaV1,
-		Target:    v1Target(c.Target),
+		Schema:          SchemaV1,
+		Target:          v1Target(c.Target),
 		StartedAt:       c.StartedAt,
 		DurationSeconds: c.Duration.Seconds(),
 		SampleBytes:     c.SampleBytes,
@@ -309,6 +312,7 @@ func v1Target(t analyze.Target) V1Target {
 
 		Parent:              t.Parent,
 		StartedAfterSeconds: t.StartedAfter.Seconds(),
+		ExitedAfterSeconds:  t.ExitedAfter.Seconds(),
 	}
 	if st := t.Stops; st != nil {
 		v.Stops = &V1Stops{Count: st.Count, LongestSeconds: st.Longest.Seconds(), TotalSeconds: st.Total.Seconds()}

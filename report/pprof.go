@@ -2,8 +2,8 @@ package report
 
 import (
 	"fmt"
-	"strconv"
 	"io"
+	"strconv"
 
 	"github.com/google/pprof/profile"
 

@@ -78,6 +78,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if st := t.Status(); st != "" {
 		target += ", " + st
 	}
+	if t.ExitedAfter > 0 {
+		target += " at +" + analyze.FormatDuration(t.ExitedAfter)
+	}
 	target += ")"
 
 	line := func(label, value string) { fmt.Fprintf(b, "%-13s%s\n", label+":", termtext.Sanitize(value)) }
@@ -148,6 +151,9 @@ func processLine(p analyze.Target) string {
 	}
 	if st := p.Status(); st != "" {
 		s += ", " + st
+	}
+	if p.ExitedAfter > 0 {
+		s += " at +" + analyze.FormatDuration(p.ExitedAfter)
 	}
 	s += fmt.Sprintf("), started by pid %d at +%s", p.Parent, analyze.FormatDuration(p.StartedAfter))
 	if st := p.Stops; st != nil {

@@ -135,7 +135,7 @@ func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
 		}
 		c.Target.Ended = ended
 	}
-	c, why, err := traceLoop(ctx, t, proc.Done(), ending, finalize, &opts.captureOptions, io.Err)
+	c, why, err := traceLoop(ctx, t, t.TreeDone(proc.Done()), ending, finalize, &opts.captureOptions, io.Err)
 	if err != nil {
 		return err
 	}
