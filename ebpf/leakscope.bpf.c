@@ -11,7 +11,9 @@
 #include "leakscope.h"
 
 /* Tunables, set by probe/ before loading. */
-const volatile __u32 target_tgid = 0;
+/* The traced process. Not a constant: a collection is loaded ahead for
+ * the next process a followed tree starts, and given its pid then. */
+__u32 target_tgid = 0;
 const volatile __u64 page_size = 4096;
 /* Set by "leakscope run": count nothing until the target has exec'd the
  * command, so the launcher's own calls before exec never enter the tables. */

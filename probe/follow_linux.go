@@ -30,6 +30,7 @@ const DefaultMaxProcesses = 16
 // (root) owns it; every Tracer of the tree reports to it.
 type follower struct {
 	root *Tracer
+	opts Options // the command's, which shape every collection's load
 
 	mu      sync.Mutex // guards what follows
 	procs   []*followed
@@ -37,6 +38,89 @@ type follower struct {
 	skipped int  // processes started that were not traced
 	pending int  // adoptions under way
 	adopts  sync.WaitGroup
+	// spare is a BPF collection loaded ahead for the next process (a
+	// load takes 200-300 ms, which the new process would wait stopped);
+	// loading: one is on its way.
+	spare   *Tracer
+	loading chan struct{}
+}
+
+// newFollower prepares following with opts (the command's), loading a
+// collection ahead; its root is set once the command's Tracer exists.
+func newFollower(opts Options) *follower {
+	f := &follower{opts: opts.withDefaults()}
+	f.mu.Lock()
+	f.refillLocked()
+	f.mu.Unlock()
+	return f
+}
+
+// waitSpare waits for the collection loaded ahead, so that the first
+// process the command starts waits no load: loaded while the command's
+// own was, it is ready about when that one is.
+func (f *follower) waitSpare(timeout time.Duration) {
+	f.mu.Lock()
+	loading := f.loading
+	f.mu.Unlock()
+	if loading == nil {
+		return
+	}
+	select {
+	case <-loading:
+	case <-time.After(timeout):
+	}
+}
+
+// refillLocked loads the next spare collection in the background.
+func (f *follower) refillLocked() {
+	if f.closed || f.spare != nil || f.loading != nil {
+		return
+	}
+	done := make(chan struct{})
+	f.loading = done
+	opts := f.opts
+	go func() {
+		defer close(done)
+		s := &Tracer{pid: 0, opts: opts}
+		if err := s.load(modeChild); err != nil {
+			s = nil // the next process loads its own, and says why if it fails
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.loading = nil
+		if s == nil {
+			return
+		}
+		if f.closed {
+			s.closeSpare()
+			return
+		}
+		f.spare = s
+	}()
+}
+
+// takeSpare returns the spare collection and starts loading the next;
+// nil if none is ready (the caller loads its own, at the same time as
+// the next spare). Options that shape the load are the tree's throughout.
+func (f *follower) takeSpare(opts Options) *Tracer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.spare
+	f.spare = nil
+	f.refillLocked()
+	if s != nil && (s.opts.SampleBytes != opts.SampleBytes || s.opts.ProbesOnly != opts.ProbesOnly) {
+		s.closeSpare()
+		return nil
+	}
+	return s
+}
+
+// closeSpare releases a spare collection never used.
+func (t *Tracer) closeSpare() {
+	if t.misses != nil {
+		t.misses.Close()
+	}
+	t.objs.Close()
 }
 
 // followed is one process of the tree besides the command.
@@ -108,7 +192,7 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 	parent.mu.Lock()
 	alloc := parent.alloc
 	parent.mu.Unlock()
-	t, err := newTracer(pid, alloc, nil, parent.cache, modeChild, opts)
+	t, err := newTracerFrom(pid, alloc, nil, parent.cache, modeChild, opts, f.takeSpare(opts))
 	if err != nil {
 		f.mu.Lock()
 		f.skipped++
@@ -242,6 +326,10 @@ func (f *follower) end(fp *followed) {
 func (f *follower) stop() {
 	f.mu.Lock()
 	f.closed = true
+	if f.spare != nil {
+		f.spare.closeSpare()
+		f.spare = nil
+	}
 	f.mu.Unlock()
 	f.adopts.Wait()
 	for _, fp := range f.live() {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
@@ -175,16 +176,25 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	}
 	proc.dog = dog
 	go proc.reapLoop()
-	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, modeLaunch, forTarget(opts, objects))
+	topts := forTarget(opts, objects)
+	var fol *follower
+	if topts.Follow {
+		fol = newFollower(topts) // loads alongside the command's collection
+	}
+	t, err := newTracer(cmd.Process.Pid, alloc, objects, cache, modeLaunch, topts)
 	if err != nil {
 		gateW.Close() // the shim exits without running the command
 		<-proc.done
 		dog.release()
+		if fol != nil {
+			fol.stop()
+		}
 		return nil, nil, err
 	}
 	t.watchdog = dog
-	if t.opts.Follow {
-		t.tree = &follower{root: t}
+	if fol != nil {
+		fol.root, t.tree = t, fol
+		fol.waitSpare(5 * time.Second)
 	}
 	t.command = argv
 	t.view.expectExec(elfPath)

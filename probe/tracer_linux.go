@@ -184,6 +184,12 @@ const (
 )
 
 func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cache, mode tracerMode, opts Options) (*Tracer, error) {
+	return newTracerFrom(pid, alloc, objects, cache, mode, opts, nil)
+}
+
+// newTracerFrom is newTracer with the BPF collection of spare, loaded
+// ahead (nil: loaded now).
+func newTracerFrom(pid int, alloc allocator, objects []string, cache *symbolize.Cache, mode tracerMode, opts Options, spare *Tracer) (*Tracer, error) {
 	waitExec := mode == modeLaunch
 	opts = opts.withDefaults()
 	cache.UseDebuginfod(opts.Debuginfod)
@@ -200,8 +206,16 @@ func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cach
 	t.pairObjects = make([][]string, len(opts.Track))
 	t.sym = newStackResolver(t.view)
 	t.sites = newSiteTable()
-	if err := t.load(mode); err != nil {
+	if spare != nil {
+		// Loaded ahead with the same options (follower.takeSpare).
+		t.objs, t.misses = spare.objs, spare.misses
+		t.noMulti, t.noSession, t.noExitHook = spare.noMulti, spare.noSession, spare.noExitHook
+	} else if err := t.load(mode); err != nil {
 		return nil, err
+	}
+	if err := t.objs.TargetTgid.Set(uint32(pid)); err != nil {
+		t.close()
+		return nil, fmt.Errorf("set target_tgid: %w", err)
 	}
 	if err := t.attach(); err != nil {
 		t.close()
@@ -253,9 +267,6 @@ func (t *Tracer) load(mode tracerMode) error {
 	spec, err := loadLeak()
 	if err != nil {
 		return fmt.Errorf("parse embedded BPF object: %w", err)
-	}
-	if err := spec.Variables["target_tgid"].Set(uint32(t.pid)); err != nil {
-		return fmt.Errorf("set target_tgid: %w", err)
 	}
 	// A child is treated as the command after its exec: stopped until
 	// its tables are in at its first call, at each exec, dlopen and exit.
