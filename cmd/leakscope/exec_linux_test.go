@@ -112,35 +112,3 @@ func TestRunFollowsExecIntoJVM(t *testing.T) {
 		t.Errorf("frames %q, want the Java methods named", names)
 	}
 }
-
-// A command that forks the program that leaks is not followed into it
-// (fork is not traced), and the report says so rather than showing a
-// clean bill: sh -c 'PROG; true' forks PROG.
-func TestRunSaysForksAreNotTraced(t *testing.T) {
-	testutil.RequireBPF(t)
-	leakscope, leaky := buildAll(t, "leaky")
-	for _, c := range []struct {
-		argv []string
-		warn bool
-	}{
-		{[]string{"sh", "-c", leaky + "; true"}, true},
-		{[]string{leaky}, false},
-		{[]string{"sh", "-c", "exec " + leaky}, false},
-	} {
-		out := filepath.Join(t.TempDir(), "r.json")
-		cmd := exec.Command(leakscope, append([]string{"run", "--progress", "never", "--format", "json", "-o", out, "--"}, c.argv...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%q: %v\n%s", c.argv, err, stderr.String())
-		}
-		r := readReport(t, out)
-		got := false
-		for _, w := range r.Warnings {
-			got = got || strings.Contains(w, "started 1 other processes (fork) during the capture, which were not traced")
-		}
-		if got != c.warn || strings.Contains(stderr.String(), "which were not traced") != c.warn {
-			t.Errorf("%q: warned %v (warnings %q), want %v", c.argv, got, r.Warnings, c.warn)
-		}
-	}
-}

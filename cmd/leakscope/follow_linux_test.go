@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/report"
+)
+
+// blocks are a leak row's outstanding count and bytes.
+type blocks [2]uint64
+
+// leaksByProcess sums a report's outstanding blocks by process and by the
+// leaf function of the row's stack (the malloc family's caller).
+func leaksByProcess(t *testing.T, r *report.V1) map[int]map[string]blocks {
+	t.Helper()
+	out := map[int]map[string]blocks{}
+	for _, l := range r.Leaks {
+		pid := l.Pid
+		if len(r.Processes) > 0 && pid == 0 {
+			t.Errorf("rank %d has no pid in a capture of %d processes", l.Rank, len(r.Processes)+1)
+		}
+		if pid == 0 {
+			pid = r.Target.Pid
+		}
+		if out[pid] == nil {
+			out[pid] = map[string]blocks{}
+		}
+		fn := ""
+		if len(l.Frames) > 0 {
+			fn = l.Frames[0].Function
+		}
+		b := out[pid][fn]
+		out[pid][fn] = blocks{b[0] + l.OutstandingCount, b[1] + l.OutstandingBytes}
+	}
+	return out
+}
+
+// runJSON runs leakscope run with args and returns its JSON report.
+func runJSON(t *testing.T, leakscope string, args ...string) (*report.V1, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "r.json")
+	cmd := exec.Command(leakscope, append([]string{"run", "--progress", "never", "--top", "100000", "--format", "json", "-o", out}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("leakscope run %q: %v\n%s", args, err, stderr.String())
+	}
+	return readReport(t, out), stderr.String()
+}
+
+// run follows every process the command forks: forker's parent and its
+// four children (which free their copies of the parent's blocks and leak
+// their own) are each counted exactly, each row with its process, every
+// process listed with its parent and exit status. --no-follow traces the
+// parent alone and says so.
+func TestRunFollowsForks(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, forker := buildAll(t, "forker")
+	r, stderr := runJSON(t, leakscope, "--", forker)
+	if len(r.Processes) != 4 {
+		t.Fatalf("%d processes listed, want forker's 4 children: %+v\n%s", len(r.Processes), r.Processes, stderr)
+	}
+	got := leaksByProcess(t, r)
+	want := map[string]blocks{"leak_before_fork": {10, 10000}, "hold_inherited": {20, 14000}, "leak_after_fork": {10, 20000}}
+	if !equalBlocks(got[r.Target.Pid], want) {
+		t.Errorf("parent %d holds %v, want %v", r.Target.Pid, got[r.Target.Pid], want)
+	}
+	for _, p := range r.Processes {
+		if p.Parent != r.Target.Pid || p.ExitCode == nil || *p.ExitCode != 0 {
+			t.Errorf("process %d: parent %d, exit %v; want parent %d, exit 0", p.Pid, p.Parent, p.ExitCode, r.Target.Pid)
+		}
+		if p.StartedAfterSeconds <= 0 || p.ExitedAfterSeconds < p.StartedAfterSeconds {
+			t.Errorf("process %d: started at %gs, exited at %gs", p.Pid, p.StartedAfterSeconds, p.ExitedAfterSeconds)
+		}
+		if w := (map[string]blocks{"leak_in_child": {50, 15000}}); !equalBlocks(got[p.Pid], w) {
+			t.Errorf("child %d holds %v, want %v", p.Pid, got[p.Pid], w)
+		}
+	}
+	// Each child freed its 20 inherited copies, never seen allocated in
+	// it: unknown frees, and nothing else lost.
+	if r.Lost != (report.V1Lost{UnknownFrees: 80}) {
+		t.Errorf("lost = %+v, want 80 unknown frees (the children's inherited blocks)", r.Lost)
+	}
+
+	r, _ = runJSON(t, leakscope, "--no-follow", "--", forker)
+	if len(r.Processes) != 0 {
+		t.Errorf("--no-follow listed %d processes", len(r.Processes))
+	}
+	if got := leaksByProcess(t, r); len(got) != 1 || !equalBlocks(got[r.Target.Pid], want) {
+		t.Errorf("--no-follow: %v, want the parent's %v alone", got, want)
+	}
+	if !hasWarning(r, "started 4 other processes (fork) during the capture, which were not traced") {
+		t.Errorf("--no-follow: warnings %q do not say the 4 children were not traced", r.Warnings)
+	}
+}
+
+// The processes a command starts through real programs nobody here wrote
+// are followed into the program that leaks, which each of them execs from
+// a child that shared their memory (vfork, posix_spawn) or forked: a
+// shell, Python's subprocess, make running two recipes at once. Every
+// leaky process is counted exactly, apart.
+func TestRunFollowsSpawnedPrograms(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, leaky := buildAll(t, "leaky")
+	for _, tool := range []string{"python3", "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.SkipOrFail(t, tool+" not found")
+		}
+	}
+	dir := t.TempDir()
+	makefile := filepath.Join(dir, "Makefile")
+	mk := "all: a b\na:\n\t" + leaky + " > /dev/null\nb:\n\t" + leaky + " > /dev/null\n"
+	if err := os.WriteFile(makefile, []byte(mk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		argv  []string
+		leaky int // leaky processes
+	}{
+		{"sh -c 'PROG; true'", []string{"sh", "-c", leaky + "; true"}, 1},
+		{"python3 subprocess", []string{"python3", "-c", "import subprocess, sys; subprocess.run([sys.argv[1]], check=True, stdout=subprocess.DEVNULL)", leaky}, 1},
+		{"make -j2", []string{"make", "-s", "-j2", "-f", makefile}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, stderr := runJSON(t, leakscope, append([]string{"--"}, c.argv...)...)
+			got := leaksByProcess(t, r)
+			n := 0
+			for _, p := range r.Processes {
+				if len(p.Command) == 0 || p.Command[0] != leaky {
+					continue
+				}
+				n++
+				want := map[string]blocks{"leak_request_buffer": {100, 4096 * 100}, "leak_small_tag": {25, 48 * 25}}
+				if g := got[p.Pid]; g["leak_request_buffer"] != want["leak_request_buffer"] || g["leak_small_tag"] != want["leak_small_tag"] {
+					t.Errorf("leaky pid %d: %v, want %v", p.Pid, g, want)
+				}
+				if p.ExitCode == nil || *p.ExitCode != 0 {
+					t.Errorf("leaky pid %d: exit %v, want 0", p.Pid, p.ExitCode)
+				}
+			}
+			if n != c.leaky {
+				t.Errorf("%d leaky processes listed, want %d: %+v\n%s", n, c.leaky, r.Processes, stderr)
+			}
+			if hasWarning(r, "not traced") || hasWarning(r, "could not be followed") {
+				t.Errorf("warnings %q", r.Warnings)
+			}
+		})
+	}
+}
+
+// A server that daemonizes (forks, and the parent exits at once; setsid
+// and fork again) is traced on in its daemon until that exits: run does
+// not end with the process it started, and the report says which process
+// ended when.
+func TestRunFollowsDaemon(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, daemon := buildAll(t, "daemonize")
+	r, stderr := runJSON(t, leakscope, "--", daemon)
+	if len(r.Processes) != 2 {
+		t.Fatalf("%d processes, want the session leader and the daemon: %+v\n%s", len(r.Processes), r.Processes, stderr)
+	}
+	leader, d := r.Processes[0], r.Processes[1]
+	if leader.Parent != r.Target.Pid || d.Parent != leader.Pid {
+		t.Errorf("parents %d and %d, want %d and %d", leader.Parent, d.Parent, r.Target.Pid, leader.Pid)
+	}
+	got := leaksByProcess(t, r)
+	if w := (map[string]blocks{"serve_request": {30, 30 * 512}}); !equalBlocks(got[d.Pid], w) {
+		t.Errorf("daemon %d holds %v, want %v (all: %v)", d.Pid, got[d.Pid], w, got)
+	}
+	if r.Target.ExitCode == nil || *r.Target.ExitCode != 0 || d.ExitCode == nil || *d.ExitCode != 0 {
+		t.Errorf("exit codes %v (command) and %v (daemon), want 0 and 0", r.Target.ExitCode, d.ExitCode)
+	}
+	// The daemon serves 30 requests 10 ms apart and idles 300 ms: it
+	// outlives the command, and the capture lasts until it exits.
+	if r.Target.ExitedAfterSeconds <= 0 || d.ExitedAfterSeconds < r.Target.ExitedAfterSeconds+0.5 || r.DurationSeconds < d.ExitedAfterSeconds {
+		t.Errorf("command exited at %gs, daemon at %gs, capture %gs: want the daemon 0.6s after, within the capture",
+			r.Target.ExitedAfterSeconds, d.ExitedAfterSeconds, r.DurationSeconds)
+	}
+}
+
+// A child that shares its parent's memory and never execs (clone with
+// CLONE_VM) is not traced; the report says so, and that the parent's
+// blocks it freed still count as live.
+func TestRunSaysCloneVMChildIsNotTraced(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, prog := buildAll(t, "clonevm")
+	r, _ := runJSON(t, leakscope, "--", prog)
+	if !hasWarning(r, "started 1 processes sharing its memory (clone with CLONE_VM) that did not exec while traced") {
+		t.Errorf("warnings %q do not name the CLONE_VM child", r.Warnings)
+	}
+	if len(r.Processes) != 0 {
+		t.Errorf("processes %+v, want none traced", r.Processes)
+	}
+}
+
+func equalBlocks(a, b map[string]blocks) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func hasWarning(r *report.V1, s string) bool {
+	for _, w := range r.Warnings {
+		if strings.Contains(w, s) {
+			return true
+		}
+	}
+	return false
+}
