@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,7 @@ const stopTries = 50
 func TestKilledRunNeverLeavesTargetStopped(t *testing.T) {
 	testutil.RequireBPF(t)
 	java := testutil.RequireJava(t)
-	leakscope, _ := buildAll(t, "leaky")
+	leakscope, forker := buildAll(t, "forker")
 	dl := filepath.Join(t.TempDir(), "dlstorm")
 	if b, err := exec.Command("gcc", "-O2", "-o", dl, filepath.Join("testdata", "dlstorm.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
@@ -45,6 +46,9 @@ func TestKilledRunNeverLeavesTargetStopped(t *testing.T) {
 		{"dlopen storm", []string{dl, "1500"}, "dlstorm: done 1500", 1500 * time.Millisecond},
 		{"exit", []string{dl, "1", "300"}, "dlstorm: done 1", 900 * time.Millisecond},
 		{"JVM start-up", []string{java, "-version"}, `version "`, 1200 * time.Millisecond},
+		// Each child is stopped from its fork until leakscope has
+		// attached to it, and again at its first call and exit().
+		{"fork storm", []string{forker, "--children", "4"}, "failed 0", 1500 * time.Millisecond},
 	}
 	for _, sc := range scenarios {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGHUP} {
@@ -137,7 +141,7 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 			}
 			return finished, nil
 		case <-tick.C:
-			for _, pid := range targets {
+			for _, pid := range descendants(targets) {
 				st, err := procfs.ReadStat(pid)
 				if err != nil || st.State != 'T' {
 					delete(stoppedSince, pid)
@@ -152,12 +156,32 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 				}
 			}
 		case <-deadline:
-			for _, pid := range targets {
+			for _, pid := range descendants(targets) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 			return false, fmt.Errorf("the command did not finish within 60s; output:\n%s", out.String())
 		}
 	}
+}
+
+// descendants lists pids and every process descended from them.
+func descendants(pids []int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := procfs.ReadStat(p); err == nil {
+			children[st.PPid] = append(children[st.PPid], p)
+		}
+	}
+	out := slices.Clone(pids)
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
 }
 
 // childrenOf lists the children of pid's threads.
