@@ -770,6 +770,9 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 			if _, ok := index[rec.Site.ID]; ok {
 				return nil, fmt.Errorf("line %d: site %d defined twice", n, rec.Site.ID)
 			}
+			if rec.Site.Pid < 0 || rec.Site.Pid > maxPid {
+				return nil, fmt.Errorf("line %d: site %d has pid %d, which no process can have", n, rec.Site.ID, rec.Site.Pid)
+			}
 			index[rec.Site.ID] = len(c.Sites)
 			c.Sites = append(c.Sites, Site{ID: rec.Site.ID, Kind: rec.Site.Kind, Stack: rec.Site.Stack, Pid: rec.Site.Pid})
 		case "snapshot", "delta":

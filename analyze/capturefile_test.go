@@ -600,3 +600,34 @@ func TestCaptureWriterMakesOnlyNewSites(t *testing.T) {
 		t.Errorf("capture without sites: end record %q, want \"sites\":[] as before", b.String())
 	}
 }
+
+// A capture of several processes keeps each site's process and the
+// processes' descriptions through a capture file.
+func TestCaptureProcessesRoundTrip(t *testing.T) {
+	want := smallCapture()
+	code := 0
+	want.Processes = []Target{{Pid: 4243, Command: []string{"./child", "--x"}, Runtime: RuntimeNative, ExitCode: &code,
+		Parent: want.Target.Pid, StartedAfter: 120 * time.Millisecond, ExitedAfter: 900 * time.Millisecond,
+		Stops: &Stops{Count: 2, Longest: 31 * time.Millisecond, Total: 33 * time.Millisecond}}}
+	want.Sites[len(want.Sites)-1].Pid = 4243
+	got, err := ReadCapture(bytes.NewReader(streamCapture(t, want)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, got, want)
+	if p := got.Process(4243); p == nil || p.Parent != want.Target.Pid {
+		t.Errorf("Process(4243) = %+v", p)
+	}
+	if got.Process(0) != &got.Target || got.Process(1) != nil {
+		t.Error("Process(0) is not the target, or Process(1) found one")
+	}
+	// A pid no kernel hands out is a corrupt capture.
+	data := string(streamCapture(t, want))
+	if !strings.Contains(data, `"pid":4243}`) {
+		t.Fatalf("no site pid in %s", data)
+	}
+	bad := strings.Replace(data, `"pid":4243}`, `"pid":99999999}`, 1)
+	if _, err := ReadCapture(strings.NewReader(bad)); err == nil {
+		t.Error("a site pid of 99999999 was accepted")
+	}
+}

@@ -55,6 +55,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--interval", "0s", "--", "true"}, "--interval must be at least 100ms"},
 		{[]string{"run", "--interval", "1ns", "--", "true"}, "--interval must be at least 100ms"},
 		{[]string{"run", "--top", "-1", "--", "true"}, "--top cannot be negative"},
+		{[]string{"run", "--max-processes", "0", "--", "true"}, "--max-processes must be at least 1"},
 		{[]string{"run", "--progress", "sometimes", "--", "true"}, `unknown --progress "sometimes"`},
 		{[]string{"run", "--malloc", "maybe", "--", "true"}, `unknown --malloc "maybe"`},
 		{[]string{"attach", "--pid", "1", "--malloc", "off", "--sample-bytes", "512KiB"}, "--sample-bytes samples malloc calls"},

@@ -26,6 +26,7 @@ func TestReportOfSavedCaptureEqualsLiveReport(t *testing.T) {
 		{"sampled", []string{"--sample-bytes", "64KiB", "--", leaky}},
 		{"JVM", []string{"--", "java", "-cp", classes, "KafkaRecovery"}},
 		{"ended at --duration", []string{"--duration", "1s", "--", leaky, "--hold", "30000"}},
+		{"processes", []string{"--", "sh", "-c", leaky + " > /dev/null & " + leaky + " > /dev/null; wait"}},
 	} {
 		for _, format := range []string{"text", "json", "html", "pprof"} {
 			t.Run(c.name+"/"+format, func(t *testing.T) {

@@ -55,6 +55,9 @@ A command that fails by itself (a non-zero exit code, a crash) makes run exit
 			if err := opts.validate(); err != nil {
 				return err
 			}
+			if opts.MaxProcesses < 1 {
+				return fmt.Errorf("--max-processes must be at least 1, got %d (--no-follow traces the command alone)", opts.MaxProcesses)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

@@ -54,6 +54,9 @@ func TestParseStat(t *testing.T) {
 		// A command name with spaces and parentheses.
 		{"77 (a) b (c)) Z 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99\n",
 			Stat{State: 'Z', PPid: 1, Flags: 4194560, StartTime: 99}, false},
+		// A zombie that exited with code 3: field 52 is its wait status.
+		{"9 (leaky) Z 8 9 9 0 -1 4227084 118 0 0 0 0 0 0 0 20 0 1 0 6100 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 768\n",
+			Stat{State: 'Z', PPid: 8, Flags: 4227084, StartTime: 6100, ExitCode: 768}, false},
 	}
 	for _, tt := range tests {
 		got, err := ParseStat([]byte(tt.stat))
