@@ -149,7 +149,7 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 		tablewriter.WithPadding(tw.Padding{Right: "  ", Overwrite: true}),
 		tablewriter.WithTrimSpace(tw.Off),
 	)
-	table.Header("RANK", "KIND", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "CULPRIT")
+	table.Header("RANK", "KIND", "CLASS", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "CULPRIT")
 	for _, l := range leaks {
 		s := l.Site
 		oldest := "-"
@@ -159,9 +159,12 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 		top := "-"
 		if l.Culprit != nil {
 			top = termtext.Sanitize(shortFrame(*l.Culprit))
+			if l.Verdict.Class == analyze.ClassPool {
+				top = "asked the pool: " + top // never the holder
+			}
 		}
 		err := table.Append(
-			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), strconv.FormatUint(l.Count, 10),
+			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), label(l), strconv.FormatUint(l.Count, 10),
 			analyze.FormatBytes(l.Bytes), strconv.FormatUint(s.Allocs, 10),
 			strconv.FormatUint(s.Frees, 10), oldest, top,
 		)
@@ -184,7 +187,7 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak) error {
 // writeLeak prints why l ranks where it does and its full stack, leaf first.
 func writeLeak(b *bytes.Buffer, l analyze.Leak) {
 	s := l.Site
-	fmt.Fprintf(b, "rank %d: %s, score %.0f\n", l.Rank, termtext.Sanitize(string(s.Kind)), l.Score)
+	fmt.Fprintf(b, "rank %d: %s, %s, score %.0f\n", l.Rank, termtext.Sanitize(string(s.Kind)), label(l), l.Score)
 	for _, r := range l.Reasons {
 		fmt.Fprintf(b, "  - %s\n", termtext.Sanitize(r))
 	}
@@ -203,6 +206,14 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak) {
 			fmt.Fprintf(b, "    %s\n", termtext.Sanitize(g.String()))
 		}
 	}
+}
+
+// label is l's class as shown, "-" when it has none.
+func label(l analyze.Leak) string {
+	if l.Verdict.Label == "" {
+		return "-"
+	}
+	return l.Verdict.Label
 }
 
 // frame renders f as "function (module+0xoffset) file:line", dropping what
