@@ -12,7 +12,7 @@ import (
 
 // pprofAllocSpaceComment explains the one sample value leakscope cannot
 // measure exactly.
-const pprofAllocSpaceComment = "leakscope: alloc_objects are the allocations made during the capture; alloc_space is alloc_objects × the mean size of the site's live blocks (the sizes of freed allocations are not recorded); inuse_* is what is outstanding at the end; leak_* (the default) is inuse_* of the rows classed leak, growing or pool growth, 0 for plateau, held and filled pools"
+const pprofAllocSpaceComment = "leakscope: alloc_objects are the allocations made during the capture; alloc_space is alloc_objects × the mean size of the site's live blocks (the sizes of freed allocations are not recorded); inuse_* is what is outstanding at the end; leak_* (the default) is inuse_* of the rows classed leak, growing, held or pool growth, 0 for plateaus and filled pools"
 
 // Pprof writes r's capture as a gzipped pprof profile (profile.proto), the
 // format of Go heap profiles, so `go tool pprof -inuse_space`, Pyroscope
@@ -27,8 +27,8 @@ const pprofAllocSpaceComment = "leakscope: alloc_objects are the allocations mad
 // allocations, alloc_space those times the mean size of its live blocks,
 // an estimate, because the tracer does not record the sizes of freed
 // allocations. inuse_* is what is outstanding at the end. leak_* is inuse_*
-// for the rows classed leak, growing or pool growth and 0 for the others
-// (plateau, held, a filled pool), so pprof's default view ranks leaks, not
+// for the rows classed leak, growing, held (too few facts to tell) or pool growth and 0 for the others
+// (plateau, a filled pool), so pprof's default view ranks leaks, not
 // caches. The profile says so in a comment.
 //
 // The profile's comments (go tool pprof -comments) also list every loss
@@ -163,7 +163,7 @@ func pprofClasses(r *analyze.Result) map[uint64]analyze.Verdict {
 
 // pprofLeaks says whether a row's live memory counts in leak_*.
 func pprofLeaks(v analyze.Verdict) bool {
-	return v.Class == analyze.ClassLeak || v.Class == analyze.ClassGrowing || v.Label == "pool growth"
+	return v.Class == analyze.ClassLeak || v.Class == analyze.ClassGrowing || v.Class == analyze.ClassHeld || v.Label == "pool growth"
 }
 
 // pprofComments returns the profile's comments for c: what alloc_space
