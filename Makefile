@@ -215,3 +215,9 @@ vet:
 
 clean:
 	rm -rf bin
+
+# The same program 10 times, half of them with every core busy: the same
+# rank order and classes each time (docs/how-it-works.md#verdict-what-each-class-means).
+.PHONY: verdict-repeat
+verdict-repeat:
+	go test -count=1 -v -run 'TestVerdictRepeatable' ./cmd/leakscope/

@@ -35,6 +35,10 @@ type Options struct {
 	// CulpritSkip skips, besides leakscope's own rules, the frames whose
 	// name it matches when a leak's Culprit is chosen (--culprit-skip).
 	CulpritSkip *regexp.Regexp
+	// Pools matches the functions of pool allocators: a row whose stack
+	// has such a frame is ClassPool (--pool-frame adds to it). nil means
+	// DefaultPools.
+	Pools *regexp.Regexp
 }
 
 // Totals is what every site of a capture still holds, after the Kinds,
@@ -67,9 +71,11 @@ type Leak struct {
 	// equal without a Trend. See Rank.
 	BaseScore, Score float64
 	// Confidence, from 0 to 1, is how much evidence says this is a leak
-	// rather than memory held on purpose (see confidence).
+	// rather than memory held on purpose: set by its Verdict's class.
 	Confidence float64
-	Reasons    []string // human sentences stating the facts the score used
+	// Verdict is the row's class and the facts that decided it.
+	Verdict Verdict
+	Reasons []string // human sentences stating the facts the score used
 	// Goroutines are the goroutines of a Go target's dump whose stacks
 	// run through this leak's Go code (CorrelateGoroutines); nil without
 	// a dump or when none does.
@@ -129,6 +135,11 @@ type Result struct {
 // Equal scores are ordered by Bytes, then Count (both descending), then
 // Site.ID (ascending), so the order is deterministic.
 func Rank(c *Capture, opts Options) *Result {
+	clk := newClock(c) // the whole process's allocations, before filters
+	pools := opts.Pools
+	if pools == nil {
+		pools = DefaultPools
+	}
 	c, notes := filter(c, opts)
 	r := &Result{Capture: c, Options: opts}
 	// Scored in a compact form (56 B a site); a Leak (136 B) and its
@@ -142,8 +153,17 @@ func Rank(c *Capture, opts Options) *Result {
 		}
 		r.Totals.OutstandingCount += l.Count
 		r.Totals.OutstandingBytes += l.Bytes
-		base := float64(l.Bytes) * ageWeight(l, c.Duration) * freeWeight(l.Site)
-		sc = append(sc, scored{count: l.Count, bytes: l.Bytes, oldest: l.OldestAge, base: base, score: base, site: i, ageKnown: l.AgeKnown})
+		fw := freeWeight(l.Site)
+		base := float64(l.Bytes) * ageWeight(l, c.Duration) * fw
+		score := base
+		if share, ok := clk.ageShare(l); ok {
+			score = float64(l.Bytes) * (0.5 + 0.5*share) * fw
+		}
+		p := clk.profile(l.Site)
+		if p.ok {
+			score *= growthWeight(1, p.flat)
+		}
+		sc = append(sc, scored{count: l.Count, bytes: l.Bytes, oldest: l.OldestAge, base: base, score: score, site: i, ageKnown: l.AgeKnown, profiled: p.ok})
 	}
 	keepAll := opts.Top <= 0 || len(sc) <= opts.Top
 	var trends []*Trend // by index in sc, when every leak is kept
@@ -156,7 +176,7 @@ func Rank(c *Capture, opts Options) *Result {
 		if !keepAll {
 			best = &bestTrends{c: c, leaks: sc, top: opts.Top}
 		}
-		fitTrends(c, sc, opts.Top, trends, best)
+		fitTrends(c, clk, sc, opts.Top, trends, best)
 	}
 	leakOf := func(s *scored) Leak {
 		return Leak{Site: &c.Sites[s.site], Count: s.count, Bytes: s.bytes, OldestAge: s.oldest, AgeKnown: s.ageKnown, BaseScore: s.base, Score: s.score}
@@ -171,9 +191,9 @@ func Rank(c *Capture, opts Options) *Result {
 			if f, ok := culprits.FindOr(l.Site.Stack); ok {
 				l.Culprit = &f
 			}
-			l.Confidence = confidence(*l, c)
+			l.Verdict = verdict(l, c, clk, pools)
 			l.Reasons = reasons(*l, c.Duration, opts.MinAge)
-			l.Reasons = append(l.Reasons, fmt.Sprintf("confidence %s (%.2f)", confidenceLabel(l.Confidence), l.Confidence))
+			l.Reasons = append(l.Reasons, l.Verdict.Evidence...)
 			if n, ok := notes[l.Site.ID]; ok {
 				l.Reasons = append(l.Reasons, n)
 			}
@@ -189,6 +209,7 @@ func Rank(c *Capture, opts Options) *Result {
 		explain(r.Leaks)
 		slices.SortFunc(r.Leaks, func(a, b Leak) int {
 			return cmp.Or(
+				cmp.Compare(a.Verdict.tier(), b.Verdict.tier()),
 				cmp.Compare(b.Score, a.Score),
 				cmp.Compare(b.Bytes, a.Bytes),
 				cmp.Compare(b.Count, a.Count),
@@ -204,6 +225,11 @@ func Rank(c *Capture, opts Options) *Result {
 				cmp.Compare(c.Sites[a.site].ID, c.Sites[b.site].ID),
 			)
 		})
+		// Classes order the rows before scores do: the leaks kept are
+		// the best of the first candidates by score (4 × top, at least
+		// 256), ordered by class, then score.
+		cut := opts.Top
+		opts.Top = min(len(sc), max(4*cut, 256))
 		r.Leaks = make([]Leak, opts.Top)
 		var missed []Leak // kept without a trend kept for them: none but for sites sharing an ID
 		for i := range r.Leaks {
@@ -218,7 +244,7 @@ func Rank(c *Capture, opts Options) *Result {
 			}
 		}
 		if len(missed) > 0 {
-			trendsOf(c, missed) // fitted again, as they were scored
+			trendsOf(c, clk, missed) // fitted again, as they were scored
 			for _, m := range missed {
 				for i := range r.Leaks {
 					if r.Leaks[i].Site == m.Site {
@@ -229,6 +255,9 @@ func Rank(c *Capture, opts Options) *Result {
 		}
 		sc = nil
 		explain(r.Leaks)
+		slices.SortStableFunc(r.Leaks, func(a, b Leak) int { return cmp.Compare(a.Verdict.tier(), b.Verdict.tier()) })
+		r.Leaks = slices.Clip(r.Leaks[:cut])
+		opts.Top = cut
 	}
 	if r.Leaks == nil {
 		r.Leaks = []Leak{}
@@ -247,6 +276,7 @@ type scored struct {
 	base, score  float64
 	site         int
 	ageKnown     bool
+	profiled     bool // its growth weight came from its live blocks' ages (clock.profile)
 }
 
 // trendChunk is how many series fitting reads at a time (seriesEach).
@@ -261,7 +291,7 @@ const trendChunk = 8192
 // leak whose base score reaches the top-th score they set; the others keep
 // no trend and score = base score and are cut off by Rank's top.
 // (100k sites and 60 snapshots: 2.6 s fitting every one.)
-func fitTrends(c *Capture, leaks []scored, top int, trends []*Trend, best *bestTrends) {
+func fitTrends(c *Capture, clk *clock, leaks []scored, top int, trends []*Trend, best *bestTrends) {
 	var slopes []float64
 	fit := func(batch []int) {
 		index := make(map[uint64]int, len(batch))
@@ -270,17 +300,22 @@ func fitTrends(c *Capture, leaks []scored, top int, trends []*Trend, best *bestT
 		}
 		seriesEach(c, index, trendChunk, func(k int, points []Point) {
 			i := batch[k]
+			l := &leaks[i]
+			oldest := time.Duration(-1)
+			if l.ageKnown {
+				oldest = c.Duration - l.oldest
+			}
 			if trends != nil {
-				t := trendOf(points, &slopes)
-				if t != nil {
-					leaks[i].score *= t.Weight
+				t := trendOf(points, clk.ev, oldest, &slopes)
+				if t != nil && !l.profiled {
+					l.score *= t.Weight
 				}
 				trends[i] = t
 				return
 			}
-			t, ok := trendValue(points, &slopes)
-			if ok {
-				leaks[i].score *= t.Weight
+			t, ok := trendValue(points, clk.ev, oldest, &slopes)
+			if ok && !l.profiled {
+				l.score *= t.Weight
 			}
 			if best != nil {
 				best.offer(i, t, ok)
@@ -407,14 +442,18 @@ func (b *bestTrends) trendOf(site int) (*Trend, bool) {
 
 // trendsOf sets the Trend of leaks, fitted as fitTrends fitted them (their
 // scores already weigh it).
-func trendsOf(c *Capture, leaks []Leak) {
+func trendsOf(c *Capture, clk *clock, leaks []Leak) {
 	var slopes []float64
 	index := make(map[uint64]int, len(leaks))
 	for k := range leaks {
 		index[leaks[k].Site.ID] = k
 	}
 	seriesEach(c, index, trendChunk, func(k int, points []Point) {
-		leaks[k].Trend = trendOf(points, &slopes)
+		oldest := time.Duration(-1)
+		if leaks[k].AgeKnown {
+			oldest = c.Duration - leaks[k].OldestAge
+		}
+		leaks[k].Trend = trendOf(points, clk.ev, oldest, &slopes)
 	})
 }
 
@@ -507,40 +546,6 @@ func reasons(l Leak, d, minAge time.Duration) []string {
 		rs = append(rs, "stack truncated: "+s.Stack.Truncated)
 	}
 	return rs
-}
-
-// confidence weighs the evidence that a row is a leak, from 0 to 1. It
-// starts at 0.2 for memory merely held, and adds:
-//   - up to 0.3 for age: the oldest live allocation's share of the capture
-//     (memory held since the start is more telling than memory just made);
-//   - up to 0.2 for never freeing: 0.2 × (1 - frees/allocs);
-//   - up to 0.3 for steady growth: 0.3 × the trend's weight above its floor,
-//     or 0.1 when the capture has too few snapshots to tell (unknown).
-//
-// A plateau (a pool filled once) stays at 0.4 or below however much and
-// however long it holds; a steady leak that never frees approaches 1. Sampled captures are scaled by
-// 0.9: their counts are estimates.
-func confidence(l Leak, c *Capture) float64 {
-	conf := 0.2
-	if l.AgeKnown && c.Duration > 0 {
-		conf += 0.3 * min(1, float64(l.OldestAge)/float64(c.Duration))
-	}
-	if s := l.Site; s.Allocs > 0 {
-		conf += 0.2 * (1 - min(1, float64(s.Frees)/float64(s.Allocs)))
-	}
-	if l.Trend != nil {
-		conf += 0.3 * (l.Trend.Weight - 0.1) / 0.9
-		if l.Trend.Plateau {
-			// Filled, then flat: what a pool or a cache does.
-			conf = min(conf, 0.4)
-		}
-	} else {
-		conf += 0.1
-	}
-	if c.SampleBytes > 0 {
-		conf *= 0.9
-	}
-	return math.Round(max(0, min(1, conf))*100) / 100
 }
 
 func confidenceLabel(c float64) string {

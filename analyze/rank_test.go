@@ -200,7 +200,7 @@ func TestRankReasons(t *testing.T) {
 				"never freed: 0 of 512 allocations released",
 				"oldest 9m12s, 92% of the capture",
 				"stack truncated: libfoo.so has no frame pointers",
-				"confidence high (0.78)", // 0.2 + 0.3×0.92 age + 0.2 never freed + 0.1 trend unknown
+				"growth unknown: the capture has no snapshots", "confidence low (0.40): class held, 0.30 plus up to 0.10 for never freeing: too few facts to tell growth",
 			},
 		},
 		{
@@ -214,7 +214,7 @@ func TestRankReasons(t *testing.T) {
 				"holds 99.0 KiB in 99 allocations at least 1m0s old; 1 younger not counted",
 				"frees 99.2%: 12700 of 12800 allocations released",
 				"oldest 2m0s, 20% of the capture",
-				"confidence low (0.36)", // 0.2 + 0.3×0.2 + 0.2×0.008 + 0.1
+				"growth unknown: the capture has no snapshots", "confidence low (0.30): class held, 0.30 plus up to 0.10 for never freeing: too few facts to tell growth",
 			},
 		},
 		{
@@ -225,7 +225,7 @@ func TestRankReasons(t *testing.T) {
 				"holds 3 B in 3 allocations",
 				"free rate unknown: no allocations seen during the capture",
 				"age unknown: the capture has no per-allocation ages, so the min-age filter was not applied",
-				"confidence low (0.30)", // 0.2 + 0.1 trend unknown
+				"growth unknown: the capture has no snapshots", "confidence low (0.40): class held, 0.30 plus up to 0.10 for never freeing: too few facts to tell growth",
 			},
 		},
 	}

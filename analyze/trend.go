@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type Point struct {
 	At        time.Duration // since Capture.StartedAt
 	LiveCount uint64
 	LiveBytes uint64
+	// Allocs and Frees are the site's cumulative counters at the
+	// snapshot: its acquisitions and releases since tracing began.
+	Allocs, Frees uint64
 }
 
 // Trend is how one site's live memory moved across a capture's snapshots.
@@ -55,13 +59,31 @@ type Trend struct {
 	// new high for at least the second half of the span: the shape of a
 	// pool or cache that filled up and stays full.
 	Plateau bool
-	// Weight is the growth weight Rank multiplies the base score by:
+	// GrowthPerEvent is the Theil–Sen slope of live bytes against the
+	// process's allocations (Verdict.Events), in bytes per allocation:
+	// growth per unit of the program's work, whatever its speed. Without
+	// an event clock (TrendOf) it is Growth.
+	GrowthPerEvent float64
+	// FlatShare, in [0, 1], is the share of the process's allocations,
+	// from the snapshot before live bytes first rose to the last one,
+	// made after the last new high: 0 for growth to the end, 1 for
+	// memory that never rose above its first snapshot. When the process
+	// allocated nothing after the last new high, there is no event to
+	// measure by, and it is the same share of time (FlatInTime).
+	FlatShare  float64
+	FlatInTime bool
+	// Weight is the growth weight Rank multiplies the rank score by:
 	//
-	//	Weight = 0.1 + 0.9 × max(0, Tau) × (1 − FlatFor/Span)
+	//	Weight = 0.1 + 0.9 × max(0, Tau) × (1 − FlatShare)
 	//
 	// It is about 1 for memory that grows steadily to the end and 0.1 for
 	// memory that stopped growing early or never grew.
 	Weight float64
+
+	// allocsAt and freesAt are the site's counters at the first snapshot
+	// at or after its oldest live block; sinceKnown says they were found.
+	allocsAt, freesAt uint64
+	sinceKnown        bool
 }
 
 // Series returns the live memory of site id at every snapshot of c, in
@@ -146,8 +168,11 @@ func seriesEach(c *Capture, index map[uint64]int, chunk int, fn func(i int, poin
 				if i < lo || i >= hi {
 					continue
 				}
-				out[i-lo][k].LiveCount += p.LiveCount
-				out[i-lo][k].LiveBytes += p.LiveBytes
+				q := &out[i-lo][k]
+				q.LiveCount += p.LiveCount
+				q.LiveBytes += p.LiveBytes
+				q.Allocs += p.Allocs
+				q.Frees += p.Frees
 			}
 		}
 		for i := lo; i < hi; i++ {
@@ -159,14 +184,17 @@ func seriesEach(c *Capture, index map[uint64]int, chunk int, fn func(i int, poin
 // TrendOf fits a trend to points, which must be in time order. It returns
 // nil when there are fewer than MinTrendPoints points or they all share one
 // time, because then there is no trend to speak of.
+// Without the process's allocation counts, its clock is time.
 func TrendOf(points []Point) *Trend {
-	return trendOf(points, nil)
+	return trendOf(points, nil, -1, nil)
 }
 
-// trendOf is TrendOf with a reusable buffer for the pairwise slopes
+// trendOf is TrendOf against the process's allocation counts ev at each
+// point (nil: time), with the time of the site's oldest live block
+// (negative: unknown) and a reusable buffer for the pairwise slopes
 // (nil: its own).
-func trendOf(points []Point, slopes *[]float64) *Trend {
-	t, ok := trendValue(points, slopes)
+func trendOf(points []Point, ev []uint64, oldest time.Duration, slopes *[]float64) *Trend {
+	t, ok := trendValue(points, ev, oldest, slopes)
 	if !ok {
 		return nil
 	}
@@ -175,7 +203,7 @@ func trendOf(points []Point, slopes *[]float64) *Trend {
 
 // trendValue is trendOf without the allocation; ok is false where trendOf
 // returns nil.
-func trendValue(points []Point, slopes *[]float64) (t Trend, ok bool) {
+func trendValue(points []Point, ev []uint64, oldest time.Duration, slopes *[]float64) (t Trend, ok bool) {
 	n := len(points)
 	if n < MinTrendPoints {
 		return Trend{}, false
@@ -186,7 +214,16 @@ func trendValue(points []Point, slopes *[]float64) (t Trend, ok bool) {
 	}
 	t = Trend{Points: n, Span: span}
 
-	high, lastHigh := points[0].LiveBytes, -1
+	if len(ev) != n {
+		ev = nil
+	}
+	x := func(i int) float64 { // the clock: allocations, or time
+		if ev != nil {
+			return float64(ev[i])
+		}
+		return float64(points[i].At)
+	}
+	high, lastHigh, firstRise := points[0].LiveBytes, -1, -1
 	for i := 1; i < n; i++ {
 		switch a, b := points[i-1].LiveBytes, points[i].LiveBytes; {
 		case b > a:
@@ -202,12 +239,34 @@ func trendValue(points []Point, slopes *[]float64) (t Trend, ok bool) {
 		}
 		if level > high {
 			high, lastHigh = level, i
+			if firstRise < 0 {
+				firstRise = i
+			}
 		}
 	}
 	t.FlatFor = span
+	t.FlatShare = 1
 	if lastHigh >= 0 {
 		t.FlatFor = points[n-1].At - points[lastHigh].At
-		t.Plateau = 2*t.FlatFor >= span
+		flat, life := x(n-1)-x(lastHigh), x(n-1)-x(firstRise-1)
+		if flat == 0 && ev != nil {
+			// Nothing allocated since the last high: only time tells.
+			t.FlatInTime = true
+			flat, life = float64(points[n-1].At-points[lastHigh].At), float64(points[n-1].At-points[firstRise-1].At)
+		}
+		t.FlatShare = 0
+		if life > 0 {
+			t.FlatShare = min(1, flat/life)
+		}
+		t.Plateau = 2*t.FlatShare >= 1
+	}
+	if oldest >= 0 {
+		for _, p := range points {
+			if p.At >= oldest {
+				t.allocsAt, t.freesAt, t.sinceKnown = p.Allocs, p.Frees, true
+				break
+			}
+		}
 	}
 
 	sample := evenly(points, maxPairPoints)
@@ -216,10 +275,47 @@ func trendValue(points []Point, slopes *[]float64) (t Trend, ok bool) {
 	}
 	t.Growth = theilSen(sample, slopes, func(p Point) float64 { return float64(p.LiveBytes) })
 	t.GrowthObjects = theilSen(sample, slopes, func(p Point) float64 { return float64(p.LiveCount) })
+	t.GrowthPerEvent = t.Growth
+	if ev != nil {
+		t.GrowthPerEvent = perEvent(points, ev, slopes)
+	}
 	t.Tau = kendallTau(sample)
-	flat := min(1, float64(t.FlatFor)/float64(span))
-	t.Weight = 0.1 + 0.9*max(0, t.Tau)*(1-flat)
+	t.Weight = growthWeight(t.Tau, t.FlatShare)
 	return t, true
+}
+
+// perEvent is the Theil–Sen slope of live bytes against ev, in bytes per
+// allocation, over at most maxPairPoints points.
+func perEvent(points []Point, ev []uint64, slopes *[]float64) float64 {
+	idx := make([]int, len(points))
+	for i := range idx {
+		idx[i] = i
+	}
+	if len(idx) > maxPairPoints {
+		k := make([]int, maxPairPoints)
+		for i := range k {
+			k[i] = i * (len(points) - 1) / (maxPairPoints - 1)
+		}
+		idx = k
+	}
+	ss := (*slopes)[:0]
+	for a, i := range idx {
+		for _, j := range idx[a+1:] {
+			if dx := float64(ev[j]) - float64(ev[i]); dx > 0 {
+				ss = append(ss, (float64(points[j].LiveBytes)-float64(points[i].LiveBytes))/dx)
+			}
+		}
+	}
+	*slopes = ss
+	if len(ss) == 0 {
+		return 0
+	}
+	m := len(ss) / 2
+	hi := nth(ss, m)
+	if len(ss)%2 == 1 {
+		return hi
+	}
+	return (slices.Max(ss[:m]) + hi) / 2
 }
 
 func median3(a, b, c uint64) uint64 {
@@ -339,13 +435,21 @@ func kendallTau(points []Point) float64 {
 func trendReasons(t *Trend) []string {
 	rs := []string{fmt.Sprintf("grew in %d of %d intervals, fell in %d; trend %s, %s objects/s",
 		t.Rises, t.Points-1, t.Falls, formatRate(t.Growth), formatCountRate(t.GrowthObjects))}
+	if t.GrowthPerEvent != t.Growth && t.GrowthPerEvent != 0 {
+		rs[0] += ", " + formatPerEvent(t.GrowthPerEvent)
+	}
 	switch {
 	case t.Plateau:
-		rs = append(rs, "flat for the last "+FormatDuration(t.FlatFor)+" (pool or cache?)")
+		// The verdict says how long it was flat (Verdict.FlatShare).
 	case t.FlatFor == t.Span:
 		rs = append(rs, fmt.Sprintf("never above its first snapshot in %d snapshots over %s", t.Points, FormatDuration(t.Span)))
 	}
 	return rs
+}
+
+// formatPerEvent renders growth per 1000 process allocations.
+func formatPerEvent(v float64) string {
+	return strings.TrimSuffix(formatRate(1000*v), "/s") + " per 1,000 process allocations"
 }
 
 // formatRate renders a rate in bytes per second with a sign: "+1.5 KiB/s".

@@ -134,9 +134,38 @@ type V1Leak struct {
 	GrowthObjectsPerSecond *float64 `json:"growth_objects_per_second,omitempty"`
 	Trend                  *V1Trend `json:"trend,omitempty"`
 
+	// Verdict is the row's class and the facts that decided it and its
+	// confidence (analyze.Verdict). Added within v1.
+	Verdict *V1Verdict `json:"verdict,omitempty"`
+
 	// Goroutines is present only with a goroutine dump (--goroutines), when
 	// goroutines' stacks run through this leak's Go code. Added within v1.
 	Goroutines []V1Goroutines `json:"goroutines,omitempty"`
+}
+
+// V1Verdict is a leak row's class, decided by the order of the program's
+// allocation events, and its evidence.
+type V1Verdict struct {
+	Class    string   `json:"class"` // leak, growing, pool, held or plateau
+	Label    string   `json:"label"` // as shown: "pool growth", "pool (filled)", or the class
+	Evidence []string `json:"evidence"`
+	// Events is the process's allocations during the capture, the clock of
+	// the facts; events_since_oldest how many came after the oldest live
+	// block (at least).
+	Events            uint64 `json:"events"`
+	EventsSinceOldest uint64 `json:"events_since_oldest"`
+	// SiteAllocsSinceOldest and SiteFreesSinceOldest are the site's own
+	// allocations and frees since its oldest live block (at least);
+	// omitted when unknown.
+	SiteAllocsSinceOldest *uint64 `json:"site_allocs_since_oldest,omitempty"`
+	SiteFreesSinceOldest  *uint64 `json:"site_frees_since_oldest,omitempty"`
+	FlatShare             float64 `json:"flat_share"`
+	FlatInTime            bool    `json:"flat_in_time,omitempty"`
+	Growth                bool    `json:"growth"`
+	// Pool is the pool allocator frame of a pool row, Requester who asked
+	// the pool for memory (never known to be the holder).
+	Pool      string `json:"pool,omitempty"`
+	Requester string `json:"requester,omitempty"`
 }
 
 // V1Goroutines is goroutines of one state and top frame whose stacks run
@@ -263,6 +292,16 @@ func toV1(r *analyze.Result) *V1 {
 				Plateau:        t.Plateau,
 				Weight:         t.Weight,
 			}
+		}
+		if v := l.Verdict; v.Class != "" {
+			jv := &V1Verdict{Class: string(v.Class), Label: v.Label, Evidence: nonNil(v.Evidence), Events: v.Events,
+				EventsSinceOldest: v.EventsSinceOldest, FlatShare: v.FlatShare, FlatInTime: v.FlatInTime, Growth: v.Growth,
+				Pool: v.Pool, Requester: v.Requester}
+			if v.SinceKnown {
+				a, f := v.SiteAllocsSinceOldest, v.SiteFreesSinceOldest
+				jv.SiteAllocsSinceOldest, jv.SiteFreesSinceOldest = &a, &f
+			}
+			jl.Verdict = jv
 		}
 		for _, g := range l.Goroutines {
 			jl.Goroutines = append(jl.Goroutines, V1Goroutines{

@@ -13,20 +13,24 @@ import (
 
 // pprofAllocSpaceComment explains the one sample value leakscope cannot
 // measure exactly.
-const pprofAllocSpaceComment = "leakscope: alloc_space counts only bytes still live at the end of the capture; the sizes of freed allocations are not recorded"
+const pprofAllocSpaceComment = "leakscope: alloc_objects are the allocations made during the capture; alloc_space is alloc_objects × the mean size of the site's live blocks (the sizes of freed allocations are not recorded); inuse_* is what is outstanding at the end; leak_* (the default) is inuse_* of the rows classed leak, growing, held or pool growth, 0 for plateaus and filled pools"
 
 // Pprof writes r's capture as a gzipped pprof profile (profile.proto), the
 // format of Go heap profiles, so `go tool pprof -inuse_space`, Pyroscope
 // and Parca read it. It has the sample types alloc_objects/count,
-// alloc_space/bytes, inuse_objects/count and inuse_space/bytes (the
-// default), and one sample per site of the capture: all of them, whatever
-// r.Options.Top and MinAge, because pprof has its own filters. Each sample
-// carries the label kind (e.g. "zlib.inflate").
+// alloc_space/bytes, inuse_objects/count, inuse_space/bytes, leak_objects/count
+// and leak_space/bytes (the default), and one sample per site of the
+// capture: all of them, whatever r.Options.Top and MinAge, because pprof has
+// its own filters. Each sample carries the labels kind (e.g.
+// "zlib.inflate") and class (the verdict's label).
 //
-// inuse_* are the site's live totals at the end of the capture and
-// alloc_objects its allocations during the capture. alloc_space is a lower
-// bound, the live bytes, because the tracer does not record the sizes of
-// freed allocations; the profile says so in a comment.
+// alloc_* are allocations over the capture: alloc_objects the site's
+// allocations, alloc_space those times the mean size of its live blocks,
+// an estimate, because the tracer does not record the sizes of freed
+// allocations. inuse_* is what is outstanding at the end. leak_* is inuse_*
+// for the rows classed leak, growing, held (too few facts to tell) or pool growth and 0 for the others
+// (plateau, a filled pool), so pprof's default view ranks leaks, not
+// caches. The profile says so in a comment.
 //
 // The profile's comments (go tool pprof -comments) also list every loss
 // counter of the capture, zero or not, one line each ("leakscope: lost
@@ -55,8 +59,10 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 			{Type: "alloc_space", Unit: "bytes"},
 			{Type: "inuse_objects", Unit: "count"},
 			{Type: "inuse_space", Unit: "bytes"},
+			{Type: "leak_objects", Unit: "count"},
+			{Type: "leak_space", Unit: "bytes"},
 		},
-		DefaultSampleType: "inuse_space",
+		DefaultSampleType: "leak_space",
 		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
 		Period:            1,
 		DurationNanos:     c.Duration.Nanoseconds(),
@@ -80,7 +86,8 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 	// reads them): a map, a value slice and a location slice grown by
 	// append for each of 100k sites were most of a 210 MB peak.
 	samples := make([]profile.Sample, len(c.Sites))
-	values := make([]int64, 4*len(c.Sites))
+	values := make([]int64, 6*len(c.Sites))
+	classes := pprofClasses(r)
 	nloc := 0
 	for i := range c.Sites {
 		nloc += len(c.Sites[i].Stack.Frames)
@@ -91,15 +98,15 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 	locs := make([]*profile.Location, 0, nloc)
 	// Samples of one kind and culprit share their label map.
 	type labelKey struct {
-		kind, culprit string
-		pid           int // when the capture traced more than one process
+		kind, culprit, class string
+		pid                  int // when the capture traced more than one process
 	}
 	labels := map[labelKey]map[string][]string{}
 	culprits := analyze.NewCulprits(r.Options.CulpritSkip)
 	p.Sample = make([]*profile.Sample, len(c.Sites))
 	for i := range c.Sites {
 		s := &c.Sites[i]
-		k := labelKey{kind: string(s.Kind)}
+		k := labelKey{kind: string(s.Kind), class: classes[s.ID].Label}
 		if f, ok := culprits.FindOr(s.Stack); ok {
 			k.culprit = shortFrame(f)
 		}
@@ -112,13 +119,24 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 			if k.culprit != "" {
 				label["culprit"] = []string{k.culprit}
 			}
+			if k.class != "" {
+				label["class"] = []string{k.class}
+			}
 			if k.pid != 0 {
 				label["pid"] = []string{strconv.Itoa(k.pid)}
 			}
 			labels[k] = label
 		}
-		v := values[4*i : 4*i+4 : 4*i+4]
-		v[0], v[1], v[2], v[3] = clampInt64(max(s.Allocs, s.LiveCount)), clampInt64(s.LiveBytes), clampInt64(s.LiveCount), clampInt64(s.LiveBytes)
+		v := values[6*i : 6*i+6 : 6*i+6]
+		allocs := max(s.Allocs, s.LiveCount)
+		allocBytes := s.LiveBytes
+		if s.LiveCount > 0 && allocs > s.LiveCount {
+			allocBytes = uint64(float64(s.LiveBytes) / float64(s.LiveCount) * float64(allocs))
+		}
+		v[0], v[1], v[2], v[3] = clampInt64(allocs), clampInt64(allocBytes), clampInt64(s.LiveCount), clampInt64(s.LiveBytes)
+		if cl, ok := classes[s.ID]; ok && pprofLeaks(cl) {
+			v[4], v[5] = v[2], v[3]
+		}
 		start := len(locs)
 		for _, f := range s.Stack.Frames {
 			locs = append(locs, b.location(*f))
@@ -134,6 +152,28 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 		p.Sample[i] = smp
 	}
 	return p
+}
+
+// pprofClasses is the verdict of every site of r's capture by ID: r's
+// rows, and for the sites --top cut off, a ranking of them all.
+func pprofClasses(r *analyze.Result) map[uint64]analyze.Verdict {
+	out := make(map[uint64]analyze.Verdict, len(r.Capture.Sites))
+	leaks := r.Leaks
+	if len(leaks) < len(r.Capture.Sites) {
+		o := r.Options
+		o.Top, o.MinAge = 0, 0
+		o.Kinds, o.Focus, o.Ignore, o.GroupBy = nil, nil, nil, "" // r.Capture is already filtered
+		leaks = analyze.Rank(r.Capture, o).Leaks
+	}
+	for _, l := range leaks {
+		out[l.Site.ID] = l.Verdict
+	}
+	return out
+}
+
+// pprofLeaks says whether a row's live memory counts in leak_*.
+func pprofLeaks(v analyze.Verdict) bool {
+	return v.Class == analyze.ClassLeak || v.Class == analyze.ClassGrowing || v.Class == analyze.ClassHeld || v.Label == "pool growth"
 }
 
 // pprofComments returns the profile's comments for c: what alloc_space

@@ -123,3 +123,41 @@ func TestPprofComments(t *testing.T) {
 		t.Errorf("comments:\n%s\nwant:\n%s", strings.Join(p.Comments, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// In pprof's default view (leak_space) the growing leak ranks above the
+// cache that holds more; alloc_space counts what was allocated over the
+// capture, inuse_space what is outstanding.
+func TestPprofDefaultRanksLeaksNotCaches(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Pprof(&buf, analyze.Rank(loadCapture(t, "growing"), analyze.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DefaultSampleType != "leak_space" {
+		t.Errorf("default sample type %q, want leak_space", p.DefaultSampleType)
+	}
+	idx := map[string]int{}
+	for i, st := range p.SampleType {
+		idx[st.Type] = i
+	}
+	val := map[string][]int64{}
+	for _, s := range p.Sample {
+		val[s.Location[0].Line[0].Function.Name] = s.Value
+	}
+	leak, cache := val["session_new"], val["pool_grow"]
+	if leak == nil || cache == nil {
+		t.Fatalf("samples %v", val)
+	}
+	if cache[idx["inuse_space"]] <= leak[idx["inuse_space"]] {
+		t.Fatalf("inuse_space: cache %d, leak %d; want the cache bigger (the case this is about)", cache[idx["inuse_space"]], leak[idx["inuse_space"]])
+	}
+	if cache[idx["leak_space"]] != 0 || leak[idx["leak_space"]] != leak[idx["inuse_space"]] {
+		t.Errorf("leak_space: cache %d (want 0), leak %d (want its inuse %d)", cache[idx["leak_space"]], leak[idx["leak_space"]], leak[idx["inuse_space"]])
+	}
+	if leak[idx["alloc_space"]] <= leak[idx["inuse_space"]] || leak[idx["alloc_objects"]] != 32 {
+		t.Errorf("session_new alloc %d objects, %d B, inuse %d B; want 32 allocations, more than in use", leak[idx["alloc_objects"]], leak[idx["alloc_space"]], leak[idx["inuse_space"]])
+	}
+}

@@ -182,7 +182,7 @@ func pidOf(c *analyze.Capture, s *analyze.Site) int {
 
 func writeTable(b *bytes.Buffer, leaks []analyze.Leak, c *analyze.Capture) error {
 	align := []tw.Align{
-		tw.AlignRight, tw.AlignLeft, tw.AlignRight, tw.AlignRight,
+		tw.AlignRight, tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight,
 		tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft,
 	}
 	// A PID column when the capture traced more than one process.
@@ -205,7 +205,7 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak, c *analyze.Capture) error
 		tablewriter.WithPadding(tw.Padding{Right: "  ", Overwrite: true}),
 		tablewriter.WithTrimSpace(tw.Off),
 	)
-	header := []string{"RANK", "KIND", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "CULPRIT"}
+	header := []string{"RANK", "KIND", "CLASS", "LIVE", "BYTES", "ALLOCS", "FREES", "OLDEST", "CULPRIT"}
 	if multi {
 		header = slices.Insert(header, 1, "PID")
 	}
@@ -219,9 +219,12 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak, c *analyze.Capture) error
 		top := "-"
 		if l.Culprit != nil {
 			top = termtext.Sanitize(shortFrame(*l.Culprit))
+			if l.Verdict.Class == analyze.ClassPool {
+				top = "asked the pool: " + top // never the holder
+			}
 		}
 		row := []string{
-			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), strconv.FormatUint(l.Count, 10),
+			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), label(l), strconv.FormatUint(l.Count, 10),
 			analyze.FormatBytes(l.Bytes), strconv.FormatUint(s.Allocs, 10),
 			strconv.FormatUint(s.Frees, 10), oldest, top,
 		}
@@ -248,7 +251,7 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak, c *analyze.Capture) error
 // writeLeak prints why l ranks where it does and its full stack, leaf first.
 func writeLeak(b *bytes.Buffer, l analyze.Leak, c *analyze.Capture) {
 	s := l.Site
-	fmt.Fprintf(b, "rank %d: %s, score %.0f\n", l.Rank, termtext.Sanitize(string(s.Kind)), l.Score)
+	fmt.Fprintf(b, "rank %d: %s, %s, score %.0f\n", l.Rank, termtext.Sanitize(string(s.Kind)), label(l), l.Score)
 	if len(c.Processes) > 0 {
 		fmt.Fprintf(b, "  - in process %s\n", termtext.Sanitize(processOf(c, s)))
 	}
@@ -270,6 +273,14 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak, c *analyze.Capture) {
 			fmt.Fprintf(b, "    %s\n", termtext.Sanitize(g.String()))
 		}
 	}
+}
+
+// label is l's class as shown, "-" when it has none.
+func label(l analyze.Leak) string {
+	if l.Verdict.Label == "" {
+		return "-"
+	}
+	return l.Verdict.Label
 }
 
 // frame renders f as "function (module+0xoffset) file:line", dropping what

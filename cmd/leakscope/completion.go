@@ -53,7 +53,7 @@ var completionValues = map[string][]string{
 }
 
 // noFileFlags take a value that is not a file name.
-var noFileFlags = []string{"http", "fail-on", "focus", "ignore", "culprit-skip", "sample-bytes", "max-input", "memory-limit"}
+var noFileFlags = []string{"http", "fail-on", "focus", "ignore", "culprit-skip", "pool-frame", "sample-bytes", "max-input", "memory-limit"}
 
 // captureExt is the file name extension completed for a capture; the
 // docs name captures *.capture, and any other name can still be typed.

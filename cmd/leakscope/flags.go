@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -46,6 +47,8 @@ type captureOptions struct {
 	focus, ignore  *regexp.Regexp
 	CulpritSkip    string // --culprit-skip: frames a culprit is never
 	culpritSkip    *regexp.Regexp
+	PoolFrames     []string // --pool-frame: functions of pool allocators, besides Netty's
+	pools          *regexp.Regexp
 	Kinds          []string // --kind: path.Match patterns on a site's kind
 	GroupBy        string   // --group-by: stack or frame
 	Force          bool     // --force: write through other users' links and over their files
@@ -95,6 +98,7 @@ func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Ignore, "ignore", "", "drop the stacks with a frame whose function (or object, when unnamed) matches this regular expression")
 	fs.StringArrayVar(&o.Kinds, "kind", nil, "keep only the leaks whose kind matches this pattern, e.g. 'zlib.*' (repeatable)")
 	fs.StringVar(&o.CulpritSkip, "culprit-skip", "", "also skip the frames whose function (or object, when unnamed) matches this regular expression when naming a leak's culprit, e.g. a third-party library's package")
+	fs.StringArrayVar(&o.PoolFrames, "pool-frame", nil, "a row whose stack has a frame whose function matches this regular expression is a pool's growth, charged to who asked when the pool was full, never called the holder (repeatable; Netty's PoolArena and PoolChunk always are)")
 	fs.StringVar(&o.GroupBy, "group-by", string(analyze.GroupByStack), "one leak per call stack (stack) or per first frame outside allocators and runtimes (frame)")
 	o.addGoroutinesFlag(fs)
 }
@@ -194,6 +198,19 @@ func (o *captureOptions) parseFilters() error {
 			return err
 		}
 	}
+	o.pools = nil
+	if len(o.PoolFrames) > 0 {
+		alts := []string{analyze.DefaultPools.String()}
+		for _, p := range o.PoolFrames {
+			if _, err := analyze.ParseFilter("--pool-frame", p); err != nil {
+				return err
+			}
+			alts = append(alts, "(?:"+p+")")
+		}
+		if o.pools, err = regexp.Compile(strings.Join(alts, "|")); err != nil {
+			return fmt.Errorf("--pool-frame: %w", err)
+		}
+	}
 	for _, k := range o.Kinds {
 		if _, err := path.Match(k, ""); err != nil {
 			return fmt.Errorf("--kind %q: %w", k, err)
@@ -220,6 +237,7 @@ func (o *captureOptions) rankOptions(top int) analyze.Options {
 		GroupBy: analyze.Grouping(o.GroupBy),
 
 		CulpritSkip: o.culpritSkip,
+		Pools:       o.pools,
 	}
 }
 

@@ -104,7 +104,7 @@ func TestReportDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Sample) != 5 || p.DefaultSampleType != "inuse_space" {
+	if len(p.Sample) != 5 || p.DefaultSampleType != "leak_space" {
 		t.Errorf("profile.pb.gz: %d samples, default %s", len(p.Sample), p.DefaultSampleType)
 	}
 

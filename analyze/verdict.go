@@ -1,0 +1,387 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Class is what the facts of a capture say a leak row is. It is decided
+// by the order of the program's allocation events, not by how long they
+// took: a capture replayed with every interval stretched or shrunk gets
+// the same classes (TestVerdictReplayStretched).
+type Class string
+
+// Classes, in the order of how strongly they point at a leak.
+const (
+	// ClassLeak: live memory grew with the process's allocations to the
+	// end of the capture, and the site either never freed or freed more
+	// blocks since its oldest live one than it still holds (blocks left
+	// behind while the site kept allocating and freeing).
+	ClassLeak Class = "leak"
+	// ClassGrowing: live memory grew to the end, but the site frees and
+	// its survivors are not older than its own turnover: a backlog, a
+	// growing cache, or a slow leak of a site that mostly frees.
+	ClassGrowing Class = "growing"
+	// ClassPool: the stack runs through a pool allocator (Options.Pools):
+	// the row is the pool taking memory, charged to the code that asked
+	// when the pool was full, not to the code holding the pooled buffers.
+	ClassPool Class = "pool"
+	// ClassHeld: memory is held, but the capture has no fact to tell
+	// growth from a fill (fewer than MinTrendPoints snapshots and a site
+	// that frees, or no per-allocation ages).
+	ClassHeld Class = "held"
+	// ClassPlateau: live memory stopped growing for at least half of the
+	// process's allocations since the site began growing (or never grew):
+	// filled once, then held: a cache or pool, or a leak that happened once.
+	ClassPlateau Class = "plateau"
+)
+
+// DefaultPools matches the frames of the pool allocators leakscope knows:
+// Netty's PoolArena and PoolChunk (PooledByteBufAllocator's chunks).
+var DefaultPools = regexp.MustCompile(`^io\.netty\.buffer\.(PoolArena|PoolChunk)\b`)
+
+// Verdict is a leak row's class and the facts that decided it and its
+// confidence, each stated in Evidence.
+type Verdict struct {
+	Class Class
+	// Label is the class as a report shows it: "leak", "growing",
+	// "pool growth", "pool (filled)", "held", "plateau".
+	Label string
+	// Evidence holds one sentence per fact that decided Class and
+	// Confidence, in the order they were weighed.
+	Evidence []string
+	// Events is the process's allocations counted during the capture
+	// (every traced site's acquisitions), the clock the facts below use.
+	Events uint64
+	// EventsSinceOldest is how many of Events came after the site's
+	// oldest live block (a lower bound, to the snapshot); 0 when unknown.
+	EventsSinceOldest uint64
+	// SiteAllocsSinceOldest and SiteFreesSinceOldest are the site's own
+	// allocations and frees since its oldest live block (lower bounds, to
+	// the snapshot); SinceKnown says whether they are known.
+	SiteAllocsSinceOldest, SiteFreesSinceOldest uint64
+	SinceKnown                                  bool
+	// FlatShare, in [0, 1], is the share of the site's growing life (in
+	// process allocations since it began growing) spent without a new
+	// high: 0 for growth to the end, 1 for a fill long before the end.
+	// Growth is true when the facts say live memory grew to the end.
+	FlatShare float64
+	Growth    bool
+	// FlatInTime is true when FlatShare had to be measured in time: no
+	// process allocation was traced after the site's last new high.
+	FlatInTime bool
+	// Pool is the pool allocator frame of a ClassPool row; Requester the
+	// code that asked the pool for memory (the row's culprit).
+	Pool, Requester string
+}
+
+// tier orders classes in a ranking: leak, growing, pool growth, held,
+// then memory that is filled and flat (plateau, a filled pool).
+func (v Verdict) tier() int {
+	switch v.Class {
+	case ClassLeak:
+		return 0
+	case ClassGrowing:
+		return 1
+	case ClassPool:
+		if v.Label == "pool growth" {
+			return 2
+		}
+		return 4
+	case ClassHeld:
+		return 3
+	}
+	return 4
+}
+
+// clock is the process's allocation count at each snapshot: the time base
+// of the verdict. A capture's per-site counters are cumulative, so the sum
+// over sites is the process's allocations traced so far.
+type clock struct {
+	at  []time.Duration // snapshots in time order
+	ev  []uint64        // allocations by then, non-decreasing
+	end uint64          // at the end of the capture
+	d   time.Duration
+	// inTime is true when the snapshots carry no allocation counters:
+	// ev and end are then nanoseconds.
+	inTime bool
+}
+
+func newClock(c *Capture) *clock {
+	k := &clock{d: c.Duration}
+	order := make([]int, len(c.Snapshots))
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmpDuration(c.Snapshots[a].At, c.Snapshots[b].At) })
+	var last uint64
+	for _, j := range order {
+		s := &c.Snapshots[j]
+		var n uint64
+		for _, p := range s.Sites {
+			n += p.Allocs
+		}
+		last = max(last, n)
+		k.at = append(k.at, s.At)
+		k.ev = append(k.ev, last)
+	}
+	for i := range c.Sites {
+		k.end += c.Sites[i].Allocs
+	}
+	k.end = max(k.end, last)
+	if last == 0 && len(k.at) > 0 {
+		// Snapshots without allocation counters (a hand-made capture):
+		// time is the only clock.
+		k.inTime = true
+		for j, at := range k.at {
+			k.ev[j] = uint64(max(0, at))
+		}
+		k.end = uint64(max(k.d, k.at[len(k.at)-1], 0))
+	}
+	return k
+}
+
+func cmpDuration(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// before is the allocation count at the last snapshot at or before t
+// (0 when none): the allocations since t are at most end − before(t).
+func (k *clock) before(t time.Duration) uint64 {
+	i, _ := slices.BinarySearchFunc(k.at, t, func(a, t time.Duration) int {
+		if a <= t {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return 0
+	}
+	return k.ev[i-1]
+}
+
+// after is the allocation count at the first snapshot at or after t (end
+// when none): the allocations since t are at least end − after(t).
+func (k *clock) after(t time.Duration) uint64 {
+	i, _ := slices.BinarySearchFunc(k.at, t, func(a, t time.Duration) int {
+		if a < t {
+			return -1
+		}
+		return 1
+	})
+	if i == len(k.at) {
+		return k.end
+	}
+	return k.ev[i]
+}
+
+// ageShare is the share of the process's allocations made since l's
+// oldest live block, in [0, 1]; ok is false when l has no ages or the
+// process allocated nothing traced.
+func (k *clock) ageShare(l Leak) (share float64, ok bool) {
+	if !l.AgeKnown || k.end == 0 || len(k.at) == 0 {
+		return 0, false
+	}
+	return float64(k.end-k.before(k.d-l.OldestAge)) / float64(k.end), true
+}
+
+// profile is the growth of a site that never freed, read from its live
+// blocks' ages: every block it made is still live, so their allocation
+// times are its growth. ok is false for a site that frees, allocated
+// nothing during the capture, or has no ages.
+type profile struct {
+	flat   float64 // FlatShare
+	inTime bool    // measured in time (no allocation after the last block)
+	ok     bool
+}
+
+func (k *clock) profile(s *Site) profile {
+	if s.Frees != 0 || s.Allocs == 0 || len(s.Live) == 0 || len(k.at) == 0 {
+		return profile{} // no event clock without snapshots
+	}
+	oldest, youngest := s.Live[0].Age, s.Live[0].Age
+	for _, a := range s.Live[1:] {
+		oldest, youngest = max(oldest, a.Age), min(youngest, a.Age)
+	}
+	tOld, tYoung := k.d-oldest, k.d-youngest
+	life := k.end - k.before(tOld)
+	flat := k.end - k.after(tYoung)
+	if flat > 0 && life > 0 {
+		return profile{flat: min(1, float64(flat)/float64(life)), ok: true}
+	}
+	// No allocation traced after the site's last block (within the
+	// snapshot it fell in): only time can say how long it stayed flat.
+	p := profile{inTime: true, ok: true}
+	if d := k.d - tOld; d > 0 {
+		p.flat = min(1, max(0, float64(k.d-tYoung)/float64(d)))
+	}
+	return p
+}
+
+// growthWeight is the weight a site's growth gives its rank score: about
+// 1 for growth to the end, 0.1 for a fill long before it.
+func growthWeight(tau, flat float64) float64 {
+	return 0.1 + 0.9*max(0, tau)*(1-flat)
+}
+
+// verdict decides l's class and confidence from the capture's facts.
+func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp) Verdict {
+	s := l.Site
+	v := Verdict{}
+	if !k.inTime {
+		v.Events = k.end
+	}
+	if l.AgeKnown && !k.inTime {
+		v.EventsSinceOldest = k.end - k.after(k.d-l.OldestAge)
+	}
+	t := l.Trend
+	if t != nil && t.sinceKnown {
+		v.SinceKnown = true
+		v.SiteAllocsSinceOldest = s.Allocs - min(s.Allocs, t.allocsAt)
+		v.SiteFreesSinceOldest = s.Frees - min(s.Frees, t.freesAt)
+	}
+	freed := 0.0
+	if s.Allocs > 0 {
+		freed = min(1, float64(s.Frees)/float64(s.Allocs))
+	}
+	known := true
+	if p := k.profile(s); p.ok {
+		v.FlatShare, v.FlatInTime, v.Growth = p.flat, p.inTime, p.flat < 0.5
+	} else if t != nil {
+		v.FlatShare, v.FlatInTime = t.FlatShare, t.FlatInTime
+		v.Growth = t.FlatShare < 0.5 && t.Tau > 0
+	} else {
+		known = false
+	}
+	survivors := s.Frees == 0 || (v.SinceKnown && v.SiteFreesSinceOldest >= l.Count)
+	var conf float64
+	switch {
+	case !known:
+		v.Class, conf = ClassHeld, 0.3+0.1*(1-freed)
+	case v.Growth && survivors:
+		v.Class, conf = ClassLeak, 0.7+0.15*(1-v.FlatShare)+0.15*(1-freed)
+	case v.Growth:
+		v.Class, conf = ClassGrowing, 0.45+0.2*(1-v.FlatShare)
+	default:
+		v.Class, conf = ClassPlateau, 0.2+0.1*(1-freed)
+	}
+	v.Label = string(v.Class)
+	v.Evidence = append(v.Evidence, v.facts(l, k, known)...)
+	if pools != nil {
+		for _, f := range s.Stack.Frames {
+			if pools.MatchString(f.Function) {
+				v.Pool = f.Function
+				break
+			}
+		}
+	}
+	if v.Pool != "" {
+		growing := v.Class == ClassLeak || v.Class == ClassGrowing
+		v.Class, v.Label, conf = ClassPool, "pool (filled)", 0.2
+		if growing {
+			v.Label, conf = "pool growth", 0.3
+		}
+		if l.Culprit != nil {
+			v.Requester = l.Culprit.Function
+		}
+		v.Evidence = append(v.Evidence, poolEvidence(v.Pool, v.Requester, growing)...)
+	}
+	if c.SampleBytes > 0 {
+		conf *= 0.9
+	}
+	l.Confidence = math.Round(max(0, min(1, conf))*100) / 100
+	v.Evidence = append(v.Evidence, fmt.Sprintf("confidence %s (%.2f): class %s%s", confidenceLabel(l.Confidence), l.Confidence, v.Label, confidenceWhy(v.Class)))
+	return v
+}
+
+// confidenceWhy says, after the class, what its confidence range means.
+func confidenceWhy(c Class) string {
+	switch c {
+	case ClassLeak:
+		return ", 0.70 plus up to 0.15 for growth to the end and 0.15 for never freeing"
+	case ClassGrowing:
+		return ", 0.45 plus up to 0.20 for growth to the end"
+	case ClassPool:
+		return ": this row shows who asked the pool for memory, not who holds it"
+	case ClassHeld:
+		return ", 0.30 plus up to 0.10 for never freeing: too few facts to tell growth"
+	}
+	return ", 0.20 plus up to 0.10 for never freeing: filled, then held"
+}
+
+// facts states, one sentence each, the event facts the class rests on.
+func (v *Verdict) facts(l *Leak, k *clock, known bool) []string {
+	s := l.Site
+	var fs []string
+	if v.Events > 0 && l.AgeKnown && len(k.at) > 0 && !k.inTime {
+		fs = append(fs, fmt.Sprintf("its oldest live block is older than %s of the process's %s allocations in the capture (%.0f%%)",
+			FormatCount(v.EventsSinceOldest), FormatCount(v.Events), 100*float64(v.EventsSinceOldest)/float64(v.Events)))
+	}
+	if v.SinceKnown && s.Frees > 0 {
+		fs = append(fs, fmt.Sprintf("since its oldest live block the site allocated %s times and freed %s, and still holds %s",
+			FormatCount(v.SiteAllocsSinceOldest), FormatCount(v.SiteFreesSinceOldest), FormatCount(l.Count)))
+	}
+	if !known {
+		if len(k.at) == 0 {
+			return append(fs, "growth unknown: the capture has no snapshots")
+		}
+		return append(fs, "growth unknown: fewer than 3 snapshots, and a site that frees cannot be read from its live blocks' ages")
+	}
+	unit := "of the process's allocations"
+	if v.FlatInTime || k.inTime {
+		unit = "of its time (no allocation was counted after the snapshot of its last new high, so measured in time)"
+	}
+	switch {
+	case v.Growth && v.FlatShare == 0:
+		fs = append(fs, "grew with the process's allocations to the end of the capture")
+	case v.Growth:
+		fs = append(fs, fmt.Sprintf("grew to near the end: flat for the last %.0f%% %s since it began growing", 100*v.FlatShare, unit))
+	case v.FlatShare >= 1 && l.Trend != nil && l.Trend.FlatFor == l.Trend.Span:
+		fs = append(fs, "never grew during the capture")
+	default:
+		fs = append(fs, fmt.Sprintf("flat for the last %.0f%% %s since it began growing: filled, then held (a pool or cache, or a leak that happened once: a longer capture or more rounds of the work tell them apart)", 100*v.FlatShare, unit))
+	}
+	return fs
+}
+
+// poolEvidence says what a pool row means and what finds the holder.
+func poolEvidence(pool, requester string, growing bool) []string {
+	who := "the code on this stack"
+	if requester != "" {
+		who = requester
+	}
+	what := "the pool grew"
+	if !growing {
+		what = "the pool filled"
+	}
+	fs := []string{
+		fmt.Sprintf("%s: %s is on the stack, so this memory is a pool's; %s asked when the pool was full, it is not known to hold the pooled buffers", what, pool, who),
+		"leakscope cannot see buffers inside a pool, only the pool taking memory; who holds them:",
+	}
+	if DefaultPools.MatchString(pool) {
+		fs = append(fs,
+			"- Netty's leak detector, -Dio.netty.leakDetection.level=paranoid, names where each buffer that was never released was allocated (reported once it is garbage-collected)",
+			"- an unpooled run, -Dio.netty.allocator.type=unpooled, makes each buffer an allocation of its own, so leakscope ranks the holder")
+	} else {
+		fs = append(fs, "- the pool's own leak detection, or a run with the pool disabled, so that each buffer is an allocation of its own")
+	}
+	return fs
+}
+
+// FormatCount renders n with thousands separators: "1,234,567".
+func FormatCount(n uint64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

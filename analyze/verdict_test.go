@@ -1,0 +1,214 @@
+package analyze
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// simulated is a program's allocation events, in order, and where the
+// snapshots fall among them: what a capture records, before time.
+type simulated struct {
+	sites []Site
+	// at[e] is the time of event e; snapshots[j] the event index after
+	// which snapshot j is taken.
+	snapshots []int
+	events    []simEvent
+}
+
+type simEvent struct {
+	site  int // index in sites
+	free  int // -1: an allocation; else the allocation (event index) freed
+	bytes uint64
+}
+
+// simulate runs a program of five sites, one step at a time:
+//   - 0 leak: one 16 KiB block every 8th step, never freed;
+//   - 1 cache: 64 blocks of 64 KiB in the first 64 steps, kept;
+//   - 2 burst: 100 blocks of 4 KiB at step 400, never freed (a leak that
+//     happened once, as in examples/c/leaky.c);
+//   - 3 ring: a bounded log of 128 entries of 1 KiB, the oldest freed as
+//     each new one comes (a Redis slowlog);
+//   - 4 survivor: 64 B blocks, 1 in 20 never freed, the rest freed
+//     at once (a leak of a site that mostly frees);
+//   - 5 churn: 4 blocks allocated and freed every step.
+func simulate(steps int) *simulated {
+	s := &simulated{sites: make([]Site, 6)}
+	for i := range s.sites {
+		s.sites[i] = Site{ID: uint64(i + 1), Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Function: []string{"leak", "cache", "burst", "ring", "survivor", "churn"}[i]}}}}
+	}
+	alloc := func(site int, b uint64) int {
+		s.events = append(s.events, simEvent{site: site, free: -1, bytes: b})
+		return len(s.events) - 1
+	}
+	free := func(e int) {
+		s.events = append(s.events, simEvent{site: s.events[e].site, free: e, bytes: s.events[e].bytes})
+	}
+	var ring []int
+	for step := range steps {
+		if step%8 == 0 {
+			alloc(0, 16<<10)
+		}
+		if step < 64 {
+			alloc(1, 64<<10)
+		}
+		if step == 400 {
+			for range 100 {
+				alloc(2, 4<<10)
+			}
+		}
+		ring = append(ring, alloc(3, 1<<10))
+		if len(ring) > 128 {
+			free(ring[0])
+			ring = ring[1:]
+		}
+		if e := alloc(4, 64); step%20 != 0 {
+			free(e)
+		}
+		for range 4 {
+			free(alloc(5, 256))
+		}
+		if step%50 == 49 {
+			s.snapshots = append(s.snapshots, len(s.events))
+		}
+	}
+	return s
+}
+
+// capture turns s into a capture, event e happening at time at(e) (which
+// must not decrease), snapshots taken right after their event.
+func (s *simulated) capture(at func(e int) time.Duration) *Capture {
+	n := len(s.events)
+	d := at(n)
+	c := &Capture{Duration: d, Sites: slices.Clone(s.sites)}
+	freed := make([]bool, n)
+	points := make([]SitePoint, len(c.Sites))
+	for i := range points {
+		points[i].ID = c.Sites[i].ID
+	}
+	next := 0
+	for e, ev := range s.events {
+		p := &points[ev.site]
+		if ev.free < 0 {
+			p.Allocs++
+			p.LiveCount++
+			p.LiveBytes += ev.bytes
+		} else {
+			p.Frees++
+			p.LiveCount--
+			p.LiveBytes -= ev.bytes
+			freed[ev.free] = true
+		}
+		if next < len(s.snapshots) && s.snapshots[next] == e+1 {
+			c.Snapshots = append(c.Snapshots, Snapshot{At: at(e + 1), Sites: slices.Clone(points)})
+			next++
+		}
+	}
+	for i := range c.Sites {
+		st := &c.Sites[i]
+		st.Allocs, st.Frees, st.LiveCount, st.LiveBytes = points[i].Allocs, points[i].Frees, points[i].LiveCount, points[i].LiveBytes
+	}
+	for e, ev := range s.events {
+		if ev.free < 0 && !freed[e] {
+			st := &c.Sites[ev.site]
+			st.Live = append(st.Live, Alloc{Size: ev.bytes, Age: d - at(e)})
+		}
+	}
+	return c
+}
+
+type classRow struct {
+	site  string
+	class Class
+}
+
+func classes(r *Result) []classRow {
+	var out []classRow
+	for _, l := range r.Leaks {
+		out = append(out, classRow{l.Site.Stack.Frames[0].Function, l.Verdict.Class})
+	}
+	return out
+}
+
+// TestVerdictClasses: each shape of the simulated program gets the class
+// its facts call for.
+func TestVerdictClasses(t *testing.T) {
+	c := simulate(2000).capture(func(e int) time.Duration { return time.Duration(e) * time.Millisecond })
+	r := Rank(c, Options{})
+	want := map[string]Class{"leak": ClassLeak, "cache": ClassPlateau, "burst": ClassPlateau, "ring": ClassPlateau, "survivor": ClassLeak}
+	for _, l := range r.Leaks {
+		name := l.Site.Stack.Frames[0].Function
+		if l.Verdict.Class != want[name] {
+			t.Errorf("%s: class %s, want %s; evidence %q", name, l.Verdict.Class, want[name], l.Verdict.Evidence)
+		}
+		t.Logf("rank %d %s: %s %.2f score %.0f: %q", l.Rank, name, l.Verdict.Class, l.Confidence, l.Score, l.Reasons)
+	}
+	if got := r.Leaks[0].Site.Stack.Frames[0].Function; got != "leak" {
+		t.Errorf("rank 1 is %s, want leak", got)
+	}
+	s := r.Leaks[slices.IndexFunc(r.Leaks, func(l Leak) bool { return l.Site.ID == 5 })]
+	if !slices.ContainsFunc(s.Reasons, func(r string) bool { return strings.HasPrefix(r, "since its oldest live block the site allocated ") }) {
+		t.Errorf("survivor reasons %q do not state its turnover", s.Reasons)
+	}
+}
+
+// TestVerdictReplayStretched: the same events with every interval
+// stretched or shrunk at random (load that comes and goes: from a tenth to
+// ten times the speed), then the whole capture taking 5 times as long,
+// give the same classes and the same order.
+func TestVerdictReplayStretched(t *testing.T) {
+	s := simulate(2000)
+	base := classes(Rank(s.capture(func(e int) time.Duration { return time.Duration(e) * time.Millisecond }), Options{}))
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		at := make([]time.Duration, len(s.events)+1)
+		for e := 1; e < len(at); e++ {
+			at[e] = at[e-1] + time.Duration(float64(time.Millisecond)*(0.1+9.9*rng.Float64()*rng.Float64()))
+		}
+		stretch := time.Duration(1 + 4*(seed%2))
+		got := classes(Rank(s.capture(func(e int) time.Duration { return stretch * at[e] }), Options{}))
+		if !slices.Equal(got, base) {
+			t.Errorf("seed %d: classes and order\n got %v\nwant %v", seed, got, base)
+		}
+	}
+}
+
+// A capture whose process stops allocating (idle, or descheduled under
+// load) after a leak's last block is measured in time for that stretch,
+// and says so.
+func TestVerdictIdleProcessInTime(t *testing.T) {
+	c := &Capture{Duration: 10 * time.Second}
+	st := Site{ID: 1, Kind: KindMalloc, Allocs: 4, LiveCount: 4, LiveBytes: 4 << 20}
+	for i := range 4 {
+		st.Live = append(st.Live, Alloc{Size: 1 << 20, Age: time.Duration(10-i) * time.Second})
+	}
+	c.Sites = []Site{st}
+	for i := range 11 {
+		n := uint64(min(i+1, 4))
+		c.Snapshots = append(c.Snapshots, Snapshot{At: time.Duration(i) * time.Second, Sites: []SitePoint{{ID: 1, LiveCount: n, LiveBytes: n << 20, Allocs: n}}})
+	}
+	l := Rank(c, Options{}).Leaks[0]
+	if l.Verdict.Class != ClassPlateau || !l.Verdict.FlatInTime {
+		t.Errorf("class %s, in time %v, want a plateau measured in time: %q", l.Verdict.Class, l.Verdict.FlatInTime, l.Verdict.Evidence)
+	}
+}
+
+// Pool frames make a row "pool growth", never a leak with its requester
+// as the holder, and the evidence says how to find the holder.
+func TestVerdictPool(t *testing.T) {
+	c := simulate(2000).capture(func(e int) time.Duration { return time.Duration(e) * time.Millisecond })
+	c.Sites[0].Stack.Frames = append([]*Frame{{Function: "io.netty.buffer.PoolArena$DirectArena.newChunk"}}, c.Sites[0].Stack.Frames...)
+	r := Rank(c, Options{})
+	i := slices.IndexFunc(r.Leaks, func(l Leak) bool { return l.Site.ID == 1 })
+	v := r.Leaks[i].Verdict
+	if v.Class != ClassPool || v.Label != "pool growth" || v.Pool != "io.netty.buffer.PoolArena$DirectArena.newChunk" || r.Leaks[i].Confidence >= 0.45 {
+		t.Errorf("pool row verdict %+v, confidence %.2f; want pool growth, low", v, r.Leaks[i].Confidence)
+	}
+	for _, want := range []string{"-Dio.netty.leakDetection.level=paranoid", "-Dio.netty.allocator.type=unpooled", "it is not known to hold the pooled buffers"} {
+		if !slices.ContainsFunc(v.Evidence, func(s string) bool { return strings.Contains(s, want) }) {
+			t.Errorf("pool evidence %q lacks %q", v.Evidence, want)
+		}
+	}
+}
