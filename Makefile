@@ -159,7 +159,7 @@ $(EXAMPLES)/%: examples/c/%.c examples/c/common.h
 
 ## demo: trace the leaky example and print the report (needs root)
 demo: build examples
-	./$(BIN) run --top 3 -- ./$(EXAMPLES)/leaky
+	./$(BIN) run --top 3 --duration 5s -- ./$(EXAMPLES)/leaky --forever
 
 ## demo-java: the Kafka incident: a JVM (no flags) leaking GZIPInputStreams, traced by
 ## leakscope run; needs a JDK (javac, java) and root; JAVA picks the JVM it runs on

@@ -78,8 +78,8 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if st := t.Status(); st != "" {
 		target += ", " + st
 	}
-	if t.ExitedAfter > 0 {
-		target += " at +" + analyze.FormatDuration(t.ExitedAfter)
+	if t.ExitedAfter > 0 && len(c.Processes) > 0 {
+		target += " at +" + analyze.FormatDuration(t.ExitedAfter) // which process ended when
 	}
 	target += ")"
 
