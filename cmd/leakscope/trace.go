@@ -1,10 +1,18 @@
+//go:build linux && amd64
+
+// What needs the tracer: eBPF uprobes and a stack walker that is x86-64
+// code, so Linux on amd64. trace_other.go stands in for it elsewhere.
+
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -153,10 +161,7 @@ type progressLine struct {
 func newProgressLine(w io.Writer, mode string) *progressLine {
 	enabled := mode == "always"
 	if mode == "auto" {
-		if f, ok := w.(*os.File); ok {
-			_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-			enabled = err == nil
-		}
+		enabled = isTerminal(w)
 	}
 	return &progressLine{w: w, enabled: enabled}
 }
@@ -178,4 +183,170 @@ func (p *progressLine) clear() {
 		fmt.Fprint(p.w, "\r\x1b[K")
 		p.shown = false
 	}
+}
+
+// runShim runs leakscope as run's exec shim when it was started as one
+// (probe.RunShim), and returns otherwise.
+func runShim() { probe.RunShim() }
+
+func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
+	if err := opts.checkOutputs(); err != nil {
+		return err
+	}
+	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
+	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, opts.probeOptions(ctx, warnf))
+	if err != nil {
+		return err
+	}
+	// On Ctrl-C the terminal signals the command too; on SIGTERM or
+	// SIGHUP, pass it on.
+	stopFwd := context.AfterFunc(ctx, func() {
+		if !opts.KeepRunning {
+			_ = proc.Signal(os.Interrupt)
+		}
+	})
+	defer stopFwd()
+	var ended string  // Target.Ended
+	var endedCmd bool // leakscope ended the command itself
+	ending := func(why string) {
+		if opts.KeepRunning {
+			return
+		}
+		select {
+		case <-proc.Done():
+		default:
+			if why == "interrupted" {
+				// It had the interrupt: a moment to act on it.
+				select {
+				case <-proc.Done():
+				case <-time.After(min(opts.KillAfter, time.Second)):
+				}
+			}
+		}
+		tm := proc.Terminate(opts.KillAfter)
+		var parts []string
+		switch tm.Signal {
+		case syscall.SIGKILL:
+			parts = append(parts, fmt.Sprintf("killed by leakscope %s, %s after SIGTERM", whyEnded(why), opts.KillAfter))
+		case syscall.SIGTERM:
+			parts = append(parts, "terminated by leakscope "+whyEnded(why))
+		}
+		endedCmd = tm.Signal != 0
+		if tm.Others > 0 {
+			p := fmt.Sprintf("%d other processes it started were terminated", tm.Others)
+			if tm.Killed > 0 {
+				p += fmt.Sprintf(" (%d killed %s after SIGTERM)", tm.Killed, opts.KillAfter)
+			}
+			parts = append(parts, p)
+		}
+		ended = strings.Join(parts, "; ")
+	}
+	var exitCode *int
+	finalize := func(c *analyze.Capture) {
+		select {
+		case <-proc.Done():
+			code := proc.ExitCode()
+			c.Target.ExitCode = &code
+			exitCode = &code
+		default:
+			c.Target.KeptRunning = true
+		}
+		c.Target.Ended = ended
+	}
+	c, why, err := traceLoop(ctx, t, proc.Done(), ending, finalize, &opts.captureOptions, io.Err)
+	if err != nil {
+		return err
+	}
+	printLine(io.Err, "leakscope: traced pid %d (%s), %s; %s", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
+	err = finish(c, &opts.captureOptions, io)
+	// The command failed by itself (not ended by leakscope, nor by the
+	// interrupt that ended tracing): never a success.
+	if exitCode != nil && *exitCode != 0 && !endedCmd && why != "interrupted" {
+		failed := fmt.Errorf("the command %s", c.Target.Status())
+		var ee *exitError
+		if err == nil {
+			return &exitError{code: 3, err: failed}
+		}
+		if errors.As(err, &ee) && ee.code == 1 {
+			printLine(io.Err, "leakscope: %v", failed)
+		}
+	}
+	return err
+}
+
+// whyEnded says why tracing ended before the command, for Target.Ended.
+func whyEnded(why string) string {
+	if why == "duration reached" {
+		return "at --duration"
+	}
+	return "after the interrupt (Ctrl-C, SIGTERM or SIGHUP)"
+}
+
+func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
+	if err := opts.checkOutputs(); err != nil {
+		return err
+	}
+	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
+	t, err := probe.Attach(opts.Pid, opts.probeOptions(ctx, warnf))
+	if err != nil {
+		return fmt.Errorf("attach pid %d: %w", opts.Pid, err)
+	}
+	c, why, err := traceLoop(ctx, t, exited(opts.Pid), nil, nil, &opts.captureOptions, io.Err)
+	if err != nil {
+		return err
+	}
+	printLine(io.Err, "leakscope: traced pid %d (%s), %s; %s", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
+	return finish(c, &opts.captureOptions, io)
+}
+
+// exited returns a channel closed when process pid ends (pidfd readable).
+func exited(pid int) <-chan struct{} {
+	done := make(chan struct{})
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return done // never closes: duration or a signal ends the trace
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if n > 0 || err != nil {
+				close(done)
+				return
+			}
+		}
+	}()
+	return done
+}
+
+func runDoctor(opts *doctorOptions, io ioStreams) error {
+	dbg, notice, err := opts.Debuginfod.source()
+	if err != nil {
+		return err
+	}
+	if notice != "" {
+		printLine(io.Err, "leakscope: warning: %s", notice)
+	}
+	failed := 0
+	for _, c := range probe.Doctor(opts.Pid, dbg) {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+			switch c.Name {
+			case "frame pointers", "JVM", "debuginfod", "debug info": // stacks or names suffer, counts do not
+				mark = "note"
+			default:
+				failed++
+			}
+		}
+		printLine(io.Out, "%s %-22s %s", mark, c.Name, c.Detail)
+	}
+	if failed > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("%d check(s) failed", failed)}
+	}
+	return nil
 }
