@@ -156,15 +156,10 @@ func seriesEach(c *Capture, index map[uint64]int, chunk int, fn func(i int, poin
 	}
 }
 
-// TrendOf fits a trend to points, which must be in time order. It returns
-// nil when there are fewer than MinTrendPoints points or they all share one
+// trendOf fits a trend to points, which must be in time order, with a
+// reusable buffer for the pairwise slopes (nil: its own). It returns nil
+// when there are fewer than MinTrendPoints points or they all share one
 // time, because then there is no trend to speak of.
-func TrendOf(points []Point) *Trend {
-	return trendOf(points, nil)
-}
-
-// trendOf is TrendOf with a reusable buffer for the pairwise slopes
-// (nil: its own).
 func trendOf(points []Point, slopes *[]float64) *Trend {
 	t, ok := trendValue(points, slopes)
 	if !ok {

@@ -142,11 +142,3 @@ func (w *watchdog) release() {
 	w.gate.Close()
 	w.gate = nil
 }
-
-// pid is the watchdog's pid, 0 if none.
-func (w *watchdog) pid() int {
-	if w == nil {
-		return 0
-	}
-	return w.cmd.Process.Pid
-}
