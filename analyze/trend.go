@@ -17,7 +17,7 @@ const MinTrendPoints = 3
 // are sampled evenly, first and last point included, so a capture with
 // thousands of snapshots still ranks in milliseconds per site. 24 points
 // are 276 pairs, plenty for a median slope and a trend sign; 128 points made
-// ranking 100k sites take 11.6 s and 8 GB (bench/results-2026-11-29.md).
+// ranking 100k sites take 11.6 s and 8 GB (BenchmarkRank).
 const maxPairPoints = 24
 
 // Point is one site's live memory at one snapshot.
