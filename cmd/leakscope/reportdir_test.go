@@ -174,7 +174,7 @@ func TestFormatHTML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stdout.Len() != 0 || !strings.HasPrefix(string(data), "<!DOCTYPE html>") || !strings.Contains(string(data), "session_new") {
+	if stdout.Len() != 0 || !strings.HasPrefix(string(data), "<!DOCTYPE html>") || !strings.Contains(string(data), "conn_new") {
 		t.Errorf("stdout %q; file starts %.40q", stdout.String(), data)
 	}
 }
