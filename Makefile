@@ -208,7 +208,7 @@ fuzz:
 	done
 
 ## bench: storms under leakscope, heaptrack and bpftrace, plus the Go benchmarks
-## (needs root; ~12 min; writes bench/results-DATE.md, see docs/performance.md)
+## (needs root; ~10 min; writes bench/results-DATE-COMMIT.md, see docs/performance.md)
 bench:
 	bash bench/run.sh
 
