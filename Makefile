@@ -127,8 +127,8 @@ uninstall:
 ## man pages, completions, README.md) and their SHA256SUMS. Entries are sorted,
 ## owned by root and dated at the commit; with SOURCE_DATE_EPOCH set (the
 ## build date) a tarball is the same byte for byte on a rebuild. Only amd64:
-## probe/gen.go generates the BPF object for amd64 alone, so GOARCH=arm64
-## does not build until it also targets arm64.
+## probe/gen.go generates the BPF object for amd64 alone, so an arm64 build
+## (make cross) reads captures but cannot trace.
 DIST       := bin/dist
 DIST_ARCHS ?= amd64
 DIST_MTIME := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)

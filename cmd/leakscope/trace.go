@@ -185,6 +185,9 @@ func (p *progressLine) clear() {
 	}
 }
 
+// canTrace says that this build has the tracer (and its BPF object).
+const canTrace = true
+
 // runShim runs leakscope as run's exec shim when it was started as one
 // (probe.RunShim), and returns otherwise.
 func runShim() { probe.RunShim() }
