@@ -36,20 +36,12 @@ import (
 // and its value must be accepted. Nothing is traced, no file is read or
 // written, no process is looked up.
 func TestDocExamples(t *testing.T) {
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{"../../README.md", "../../examples/README.md"}, files...)
+	pages := docPages(t, "../../README.md", "../../examples/README.md", "../../docs/*.md")
 	total := 0
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ex := range docExamples(string(data)) {
+	for _, page := range pages {
+		for _, ex := range docExamples(page.text) {
 			total++
-			name := fmt.Sprintf("%s:%d", strings.TrimPrefix(file, "../../"), ex.line)
+			name := fmt.Sprintf("%s:%d", page.name, ex.line)
 			if err := parseExample(ex.args); err != nil {
 				t.Errorf("%s: leakscope %s\n\t%v", name, strings.Join(ex.args, " "), err)
 			}
@@ -57,9 +49,9 @@ func TestDocExamples(t *testing.T) {
 	}
 	// The README alone has eight; a broken extractor finds none.
 	if total < 10 {
-		t.Errorf("found %d examples in %d files; the extraction is broken", total, len(files))
+		t.Errorf("found %d examples in %d files; the extraction is broken", total, len(pages))
 	}
-	t.Logf("%d examples in %d files", total, len(files))
+	t.Logf("%d examples in %d files", total, len(pages))
 }
 
 // The extractor and the check on a made-up page: what is a command, what
@@ -278,14 +270,7 @@ func parseExample(args []string) error {
 // a #fragment names a heading of the page it points to, as GitHub makes
 // heading anchors. A renamed page, results file or section then fails here.
 func TestDocLinks(t *testing.T) {
-	var files []string
-	for _, pattern := range []string{"../../README.md", "../../docs/*.md", "../../examples/README.md", "../../bench/*.md"} {
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
-	}
+	pages := docPages(t, "../../README.md", "../../docs/*.md", "../../examples/README.md", "../../bench/*.md")
 	anchors := map[string]map[string]bool{}
 	anchorsOf := func(path string) map[string]bool {
 		if a, ok := anchors[path]; ok {
@@ -300,14 +285,11 @@ func TestDocLinks(t *testing.T) {
 		return a
 	}
 	links := 0
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range docLinks(string(data)) {
+	for _, page := range pages {
+		file := page.path
+		for _, l := range docLinks(page.text) {
 			links++
-			name := fmt.Sprintf("%s:%d: %s", strings.TrimPrefix(file, "../../"), l.line, l.target)
+			name := fmt.Sprintf("%s:%d: %s", page.name, l.line, l.target)
 			path, frag, _ := strings.Cut(l.target, "#")
 			target := file
 			if path != "" {
@@ -323,8 +305,32 @@ func TestDocLinks(t *testing.T) {
 		}
 	}
 	if links < 20 {
-		t.Errorf("found %d links in %d files; the extraction is broken", links, len(files))
+		t.Errorf("found %d links in %d files; the extraction is broken", links, len(pages))
 	}
+}
+
+// docPage is a Markdown file of the repository: its path from this
+// package, its name from the repository's root, and its text.
+type docPage struct{ path, name, text string }
+
+// docPages reads the files the glob patterns match.
+func docPages(t *testing.T, patterns ...string) []docPage {
+	t.Helper()
+	var pages []docPage
+	for _, pattern := range patterns {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages = append(pages, docPage{path: file, name: strings.TrimPrefix(file, "../../"), text: string(data)})
+		}
+	}
+	return pages
 }
 
 type docLink struct {
