@@ -182,7 +182,7 @@ var errWriterClosed = errors.New("capture writer is closed")
 
 // NewCaptureWriter writes the header of c (its target, start time, objects
 // and warnings so far) to w and returns a writer for the rest. It ignores
-// c's sites and snapshots; WriteCapture writes a whole capture at once.
+// c's sites and snapshots: WriteSnapshotOf and Close write those.
 func NewCaptureWriter(w io.Writer, c *Capture) (*CaptureWriter, error) {
 	cw := &CaptureWriter{w: w}
 	h := captureHeader{
@@ -217,18 +217,14 @@ func (s Sites) Len() int        { return len(s) }
 func (s Sites) ID(i int) uint64 { return s[i].ID }
 func (s Sites) Site(i int) Site { return s[i] }
 
-// WriteSnapshot appends a definition for each of sites not defined yet (only
+// WriteSnapshotOf appends a definition for each of sites not defined yet (only
 // their ID, kind and stack are written; earlier definitions win), then s:
 // the first snapshot whole, each later one as a delta from the one before.
 // Every site s lists must be defined by now, so that the file never refers
 // to a stack it does not hold, and listed once. A point of all zeros (a
 // site the kernel made for an allocation it then could not record) says
-// what leaving the site out says: it is not written.
-func (cw *CaptureWriter) WriteSnapshot(sites []Site, s Snapshot) error {
-	return cw.WriteSnapshotOf(Sites(sites), s)
-}
-
-// WriteSnapshotOf is WriteSnapshot with sites made as they are written.
+// what leaving the site out says: it is not written. A site is made
+// (SiteList.Site) only when its definition is written.
 func (cw *CaptureWriter) WriteSnapshotOf(sites SiteList, s Snapshot) error {
 	if cw.err != nil {
 		return cw.err
@@ -543,18 +539,6 @@ func weightOf(weights []float64, i int) float64 {
 	return 0
 }
 
-// endLine encodes the end record as json.Marshal does (encodeEnd), in one
-// buffer.
-func endLine(end *captureEnd) (json.RawMessage, error) {
-	var line []byte
-	totals := func(i int) siteTotals { return end.Sites[i] }
-	err := encodeEnd(end, len(end.Sites), totals, end.Sites == nil, false, func(p []byte) error {
-		line = append(line, p...)
-		return nil
-	})
-	return line, err
-}
-
 // encodeEnd encodes the end record as json.Marshal does, newline included
 // when newline is set, and hands it to emit in pieces of about writeChunk
 // bytes, each in a buffer reused for the next (emit must not keep it).
@@ -655,26 +639,6 @@ func encodeEnd(end *captureEnd, n int, totals func(int) siteTotals, null, newlin
 		b = append(b, '\n')
 	}
 	return emit(b)
-}
-
-// WriteCapture writes all of c as a capture file: header, sites,
-// snapshots and end record. A site c's snapshots mention but c.Sites lacks
-// is an error.
-func WriteCapture(w io.Writer, c *Capture) error {
-	cw, err := NewCaptureWriter(w, c)
-	if err != nil {
-		return err
-	}
-	for i, s := range c.Snapshots {
-		sites := c.Sites
-		if i > 0 {
-			sites = nil
-		}
-		if err := cw.WriteSnapshot(sites, s); err != nil {
-			return err
-		}
-	}
-	return cw.Close(c)
 }
 
 // ReadCapture reads a capture file. A file that ends early, because the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -65,7 +66,7 @@ func streamCapture(tb testing.TB, c *Capture) []byte {
 				sites = append(sites, c.Sites[indexOf(c, p.ID)])
 			}
 		}
-		if err := cw.WriteSnapshot(sites, s); err != nil {
+		if err := cw.WriteSnapshotOf(Sites(sites), s); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -138,7 +139,7 @@ func TestCaptureFileRoundTrip(t *testing.T) {
 	equalCaptures(t, got, want)
 
 	var whole bytes.Buffer
-	if err := WriteCapture(&whole, want); err != nil {
+	if err := writeCapture(&whole, want); err != nil {
 		t.Fatal(err)
 	}
 	got, err = ReadCapture(&whole)
@@ -286,11 +287,11 @@ func TestCaptureWriterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = cw.WriteSnapshot(c.Sites[:1], c.Snapshots[1])
+	err = cw.WriteSnapshotOf(Sites(c.Sites[:1]), c.Snapshots[1])
 	if err == nil || err.Error() != "write capture snapshot 1: site 9 has no definition" {
 		t.Errorf("snapshot with an undefined site: %v", err)
 	}
-	if err := cw.WriteSnapshot(c.Sites[:1], c.Snapshots[0]); err != nil {
+	if err := cw.WriteSnapshotOf(Sites(c.Sites[:1]), c.Snapshots[0]); err != nil {
 		t.Fatal(err)
 	}
 	dup := *c
@@ -301,7 +302,7 @@ func TestCaptureWriterErrors(t *testing.T) {
 	if err := cw.Close(c); err != nil {
 		t.Fatal(err)
 	}
-	if err := cw.WriteSnapshot(nil, Snapshot{}); !errors.Is(err, errWriterClosed) {
+	if err := cw.WriteSnapshotOf(Sites(nil), Snapshot{}); !errors.Is(err, errWriterClosed) {
 		t.Errorf("WriteSnapshot after Close = %v", err)
 	}
 	if err := cw.Close(c); !errors.Is(err, errWriterClosed) {
@@ -314,11 +315,11 @@ func TestCaptureWriterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cw.WriteSnapshot(c.Sites, c.Snapshots[0]); !errors.Is(err, errDiskFull) {
+	if err := cw.WriteSnapshotOf(Sites(c.Sites), c.Snapshots[0]); !errors.Is(err, errDiskFull) {
 		t.Fatalf("WriteSnapshot = %v", err)
 	}
 	f.n = 10
-	if err := cw.WriteSnapshot(nil, c.Snapshots[1]); !errors.Is(err, errDiskFull) {
+	if err := cw.WriteSnapshotOf(Sites(nil), c.Snapshots[1]); !errors.Is(err, errDiskFull) {
 		t.Errorf("WriteSnapshot after a failed write = %v", err)
 	}
 	if got, err := ReadCapture(&f.buf); err != nil || len(got.Snapshots) != 0 {
@@ -347,7 +348,7 @@ func FuzzReadCapture(f *testing.F) {
 			return
 		}
 		var b bytes.Buffer
-		if err := WriteCapture(&b, c); err != nil {
+		if err := writeCapture(&b, c); err != nil {
 			if strings.Contains(err.Error(), "json: error calling MarshalJSON for type time.Time") {
 				return // a time.Time that parses but does not format (year > 9999)
 			}
@@ -391,7 +392,7 @@ func (w *writeSizes) Write(p []byte) (int, error) {
 func TestCaptureWriterChunks(t *testing.T) {
 	c := synthCapture(20_000, 300_000, 3) // an end record of several pieces
 	var w writeSizes
-	if err := WriteCapture(&w, c); err != nil {
+	if err := writeCapture(&w, c); err != nil {
 		t.Fatal(err)
 	}
 	if len(w.sizes) < 3 {
@@ -483,7 +484,7 @@ func TestCaptureDeltas(t *testing.T) {
 	}
 	c.Duration = 10 * time.Second
 	var b bytes.Buffer
-	if err := WriteCapture(&b, c); err != nil {
+	if err := writeCapture(&b, c); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(b.String(), "\n")
@@ -525,7 +526,7 @@ func TestCaptureWeightsRoundTrip(t *testing.T) {
 	scaleSampledForTest(c)
 	c.Sites[0].LiveWeights[1] = 0 // a traced one among sampled ones
 	var b bytes.Buffer
-	if err := WriteCapture(&b, c); err != nil {
+	if err := writeCapture(&b, c); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadCapture(&b)
@@ -593,7 +594,7 @@ func TestCaptureWriterMakesOnlyNewSites(t *testing.T) {
 	}
 
 	b.Reset()
-	if err := WriteCapture(&b, &Capture{Target: Target{Pid: 1, Runtime: RuntimeNative}}); err != nil {
+	if err := writeCapture(&b, &Capture{Target: Target{Pid: 1, Runtime: RuntimeNative}}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `"sites":[]`) {
@@ -630,4 +631,35 @@ func TestCaptureProcessesRoundTrip(t *testing.T) {
 	if _, err := ReadCapture(strings.NewReader(bad)); err == nil {
 		t.Error("a site pid of 99999999 was accepted")
 	}
+}
+
+// writeCapture writes all of c as a capture file: header, sites,
+// snapshots and end record. A site c's snapshots mention but c.Sites lacks
+// is an error.
+func writeCapture(w io.Writer, c *Capture) error {
+	cw, err := NewCaptureWriter(w, c)
+	if err != nil {
+		return err
+	}
+	for i, s := range c.Snapshots {
+		sites := c.Sites
+		if i > 0 {
+			sites = nil
+		}
+		if err := cw.WriteSnapshotOf(Sites(sites), s); err != nil {
+			return err
+		}
+	}
+	return cw.Close(c)
+}
+
+// endLine encodes the end record with encodeEnd, in one buffer.
+func endLine(end *captureEnd) (json.RawMessage, error) {
+	var line []byte
+	totals := func(i int) siteTotals { return end.Sites[i] }
+	err := encodeEnd(end, len(end.Sites), totals, end.Sites == nil, false, func(p []byte) error {
+		line = append(line, p...)
+		return nil
+	})
+	return line, err
 }

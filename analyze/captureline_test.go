@@ -135,7 +135,7 @@ func TestLineDecoderMatchesJSON(t *testing.T) {
 	// Every line of a written capture but the header takes the fast
 	// path.
 	var b bytes.Buffer
-	if err := WriteCapture(&b, synthCapture(200, 1000, 4)); err != nil {
+	if err := writeCapture(&b, synthCapture(200, 1000, 4)); err != nil {
 		t.Fatal(err)
 	}
 	lines := bytes.Split(bytes.TrimSuffix(b.Bytes(), []byte("\n")), []byte("\n"))

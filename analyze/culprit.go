@@ -80,27 +80,6 @@ func (m *culpritMatcher) skips(f *Frame) bool {
 	return false
 }
 
-// Culprit returns the frame that names who is responsible for a stack:
-// its first frame, leaf first, that is the program's own code, walking out
-// of allocators and their wrappers (operator new, xmalloc, g_malloc,
-// std:: allocators, sqlite3Malloc), language runtimes and standard
-// libraries (runtime.*, cgo's glue, java.*, jdk.*, sun.*, JNI entry points,
-// libc, libstdc++, Go's standard library) and the libraries whose calls
-// are traced (zlib, the JDK's libzip). skip, when set, skips the frames
-// whose function (or module base name, when unnamed) it matches too
-// (--culprit-skip). A frame of a module no rule names and with no function
-// is the program's own. ok is false when every frame is skipped.
-func Culprit(s Stack, skip *regexp.Regexp) (f Frame, ok bool) {
-	return NewCulprits(skip).Find(s)
-}
-
-// CulpritOr is Culprit or, when every frame is skipped, the first frame
-// past the allocators (the stack's first if none); ok is false only for a
-// stack without frames.
-func CulpritOr(s Stack, skip *regexp.Regexp) (Frame, bool) {
-	return NewCulprits(skip).FindOr(s)
-}
-
 // Culprits finds the culprits of many stacks, deciding each frame once:
 // stacks share their frames (a capture's 100k stacks have far fewer).
 // Not safe for concurrent use.
@@ -123,7 +102,16 @@ func (c *Culprits) skips(f *Frame) bool {
 	return s
 }
 
-// Find is Culprit.
+// Find returns the frame that names who is responsible for a stack:
+// its first frame, leaf first, that is the program's own code, walking out
+// of allocators and their wrappers (operator new, xmalloc, g_malloc,
+// std:: allocators, sqlite3Malloc), language runtimes and standard
+// libraries (runtime.*, cgo's glue, java.*, jdk.*, sun.*, JNI entry points,
+// libc, libstdc++, Go's standard library) and the libraries whose calls
+// are traced (zlib, the JDK's libzip). skip, when set, skips the frames
+// whose function (or module base name, when unnamed) it matches too
+// (--culprit-skip). A frame of a module no rule names and with no function
+// is the program's own. ok is false when every frame is skipped.
 func (c *Culprits) Find(s Stack) (Frame, bool) {
 	for _, f := range s.Frames {
 		if !c.skips(f) {
@@ -133,8 +121,10 @@ func (c *Culprits) Find(s Stack) (Frame, bool) {
 	return Frame{}, false
 }
 
-// FindOr is CulpritOr, where a stack of library frames only (a JVM's
-// own malloc) is named by its first frame past the allocators.
+// FindOr is Find or, when every frame is skipped, the first frame past
+// the allocators (the stack's first if none), so that a stack of library
+// frames only (a JVM's own malloc) is named; ok is false only for a stack
+// without frames.
 func (c *Culprits) FindOr(s Stack) (Frame, bool) {
 	if f, ok := c.Find(s); ok {
 		return f, true

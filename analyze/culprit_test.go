@@ -36,7 +36,7 @@ func TestCulprit(t *testing.T) {
 		if tt.skip != "" {
 			skip = regexp.MustCompile(tt.skip)
 		}
-		f, ok := Culprit(Stack{Frames: tt.stack}, skip)
+		f, ok := NewCulprits(skip).Find(Stack{Frames: tt.stack})
 		got := f.Function
 		if got == "" {
 			got = f.Module

@@ -405,22 +405,22 @@ func TestCulpritSkipsAllocatorsAndRuntimes(t *testing.T) {
 		"com.example.Cache.put", "KafkaRecovery.recoverSegment",
 	}
 	for _, fn := range skipped {
-		if f, ok := Culprit(stack(fn, "caller"), nil); !ok || f.Function != "caller" {
+		if f, ok := NewCulprits(nil).Find(stack(fn, "caller")); !ok || f.Function != "caller" {
 			t.Errorf("Culprit(%s, caller) = %s, want caller", fn, f.Function)
 		}
 	}
 	for _, fn := range kept {
-		if f, ok := Culprit(stack(fn, "caller"), nil); !ok || f.Function != fn {
+		if f, ok := NewCulprits(nil).Find(stack(fn, "caller")); !ok || f.Function != fn {
 			t.Errorf("Culprit(%s, caller) = %s, want %s", fn, f.Function, fn)
 		}
 	}
-	if f, ok := Culprit(Stack{Frames: []*Frame{{Function: "malloc"}, {Module: "/lib/x.so", Offset: 0x10}}}, nil); !ok || f.Offset != 0x10 {
+	if f, ok := NewCulprits(nil).Find(Stack{Frames: []*Frame{{Function: "malloc"}, {Module: "/lib/x.so", Offset: 0x10}}}); !ok || f.Offset != 0x10 {
 		t.Errorf("an unnamed frame was skipped: %+v, %v", f, ok)
 	}
-	if _, ok := Culprit(stack("runtime.cgocall", "runtime.goexit"), nil); ok {
+	if _, ok := NewCulprits(nil).Find(stack("runtime.cgocall", "runtime.goexit")); ok {
 		t.Errorf("a stack of runtime frames has a group frame")
 	}
-	if _, ok := Culprit(Stack{}, nil); ok {
+	if _, ok := NewCulprits(nil).Find(Stack{}); ok {
 		t.Errorf("an empty stack has a group frame")
 	}
 }

@@ -82,7 +82,7 @@ func TestCorrelateGoroutines(t *testing.T) {
 		leakWith(KindZlibInflate, 12, "open_inflater", "_cgo_0123abcd_Cfunc_open_inflater", "runtime.asmcgocall",
 			"runtime.cgocall", "main._Cfunc_open_inflater", "main.(*decoder).run", "runtime.goexit"),
 		// Allocated from main.main: the main goroutine still runs it.
-		leakWith(KindMalloc, 3, "session_buffer", "main.serve", "main.main", "runtime.main", "runtime.goexit"),
+		leakWith(KindMalloc, 3, "conn_buffer", "main.serve", "main.main", "runtime.main", "runtime.goexit"),
 		// Only runtime and C frames: nothing to match.
 		leakWith(KindMalloc, 1, "x_cgo_thread_start", "runtime.newm", "runtime.goexit"),
 	}}
@@ -146,9 +146,9 @@ func TestGoCaller(t *testing.T) {
 		s    Stack
 		want string
 	}{
-		{frames("session_buffer", "_cgo_1_Cfunc_session_buffer", "runtime.asmcgocall", "runtime.cgocall",
-			"main._Cfunc_session_buffer", "main.(*sessionTable).buffer!", "main.(*sessionTable).open", "main.main"),
-			"main.(*sessionTable).buffer, inlined in main.(*sessionTable).open"},
+		{frames("conn_buffer", "_cgo_1_Cfunc_conn_buffer", "runtime.asmcgocall", "runtime.cgocall",
+			"main._Cfunc_conn_buffer", "main.(*connTable).buffer!", "main.(*connTable).open", "main.main"),
+			"main.(*connTable).buffer, inlined in main.(*connTable).open"},
 		{frames("open_inflater", "runtime.cgocall", "main._Cfunc_open_inflater", "main.(*decoder).run", "runtime.goexit"),
 			"main.(*decoder).run"},
 		{frames("leak_request_buffer", "parse_request", "main"), ""},

@@ -238,7 +238,7 @@ func signalName(sig int) string {
 	return fmt.Sprintf("killed by signal %d", sig)
 }
 
-// Capture is everything one tracing session recorded, symbolized while the
+// Capture is everything one capture recorded, symbolized while the
 // target was alive and self-contained afterwards.
 type Capture struct {
 	Target    Target        `json:"target"`

@@ -122,7 +122,7 @@ func BenchmarkRank(b *testing.B) {
 func BenchmarkCaptureFile(b *testing.B) {
 	c := synthCapture(synthSites, synthLive, 10)
 	var file bytes.Buffer
-	if err := WriteCapture(&file, c); err != nil {
+	if err := writeCapture(&file, c); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("capture file: %.1f MiB", float64(file.Len())/(1<<20))
@@ -131,7 +131,7 @@ func BenchmarkCaptureFile(b *testing.B) {
 		var buf bytes.Buffer
 		for b.Loop() {
 			buf.Reset()
-			if err := WriteCapture(&buf, c); err != nil {
+			if err := writeCapture(&buf, c); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -52,11 +52,3 @@ func Thin[S any](snaps []S, points func(*S) int, merge func(dropped, next *S)) [
 	}
 	return snaps
 }
-
-func snapshotPoints(snaps []Snapshot) int {
-	n := 0
-	for _, s := range snaps {
-		n += len(s.Sites)
-	}
-	return n
-}

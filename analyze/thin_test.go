@@ -46,3 +46,12 @@ func TestThinSnapshots(t *testing.T) {
 		t.Errorf("last snapshot %v, want 299", snaps[len(snaps)-1].At)
 	}
 }
+
+// snapshotPoints counts the points snaps keep.
+func snapshotPoints(snaps []Snapshot) int {
+	n := 0
+	for _, s := range snaps {
+		n += len(s.Sites)
+	}
+	return n
+}

@@ -18,7 +18,7 @@ const MinTrendPoints = 3
 // are sampled evenly, first and last point included, so a capture with
 // thousands of snapshots still ranks in milliseconds per site. 24 points
 // are 276 pairs, plenty for a median slope and a trend sign; 128 points made
-// ranking 100k sites take 11.6 s and 8 GB (bench/results-2026-11-29.md).
+// ranking 100k sites take 11.6 s and 8 GB (BenchmarkRank).
 const maxPairPoints = 24
 
 // Point is one site's live memory at one snapshot.
@@ -62,7 +62,7 @@ type Trend struct {
 	// GrowthPerEvent is the Theil–Sen slope of live bytes against the
 	// process's allocations (Verdict.Events), in bytes per allocation:
 	// growth per unit of the program's work, whatever its speed. Without
-	// an event clock (TrendOf) it is Growth.
+	// an event clock it is Growth.
 	GrowthPerEvent float64
 	// FlatShare, in [0, 1], is the share of the process's allocations,
 	// from the snapshot before live bytes first rose to the last one,
@@ -181,18 +181,12 @@ func seriesEach(c *Capture, index map[uint64]int, chunk int, fn func(i int, poin
 	}
 }
 
-// TrendOf fits a trend to points, which must be in time order. It returns
-// nil when there are fewer than MinTrendPoints points or they all share one
-// time, because then there is no trend to speak of.
-// Without the process's allocation counts, its clock is time.
-func TrendOf(points []Point) *Trend {
-	return trendOf(points, nil, -1, nil)
-}
-
-// trendOf is TrendOf against the process's allocation counts ev at each
-// point (nil: time), with the time of the site's oldest live block
-// (negative: unknown) and a reusable buffer for the pairwise slopes
-// (nil: its own).
+// trendOf fits a trend to points, which must be in time order, against
+// the process's allocation counts ev at each point (nil: time), with the
+// time of the site's oldest live block (negative: unknown) and a reusable
+// buffer for the pairwise slopes (nil: its own). It returns nil when there
+// are fewer than MinTrendPoints points or they all share one time, because
+// then there is no trend to speak of.
 func trendOf(points []Point, ev []uint64, oldest time.Duration, slopes *[]float64) *Trend {
 	t, ok := trendValue(points, ev, oldest, slopes)
 	if !ok {

@@ -18,7 +18,7 @@ func points(step time.Duration, bytes ...uint64) []Point {
 	return ps
 }
 
-func TestTrendOf(t *testing.T) {
+func TestTrend(t *testing.T) {
 	const s = time.Second
 	tests := []struct {
 		name         string
@@ -66,22 +66,22 @@ func TestTrendOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := TrendOf(tt.points)
+			tr := trendOf(tt.points, nil, -1, nil)
 			if tt.nilTrend {
 				if tr != nil {
-					t.Fatalf("TrendOf = %+v, want nil", tr)
+					t.Fatalf("trendOf = %+v, want nil", tr)
 				}
 				return
 			}
 			if tr == nil {
-				t.Fatal("TrendOf = nil")
+				t.Fatal("trendOf = nil")
 			}
 			if tr.Points != len(tt.points) || tr.Span != tt.points[len(tt.points)-1].At-tt.points[0].At {
 				t.Errorf("Points, Span = %d, %v", tr.Points, tr.Span)
 			}
 			if !near(tr.Growth, tt.growth) || tr.Rises != tt.rises || tr.Falls != tt.falls ||
 				!near(tr.Tau, tt.tau) || tr.FlatFor != tt.flatFor || tr.Plateau != tt.plateau || !near(tr.Weight, tt.weight) {
-				t.Errorf("TrendOf = %+v\nwant growth %v rises %d falls %d tau %v flatFor %v plateau %v weight %v",
+				t.Errorf("trendOf = %+v\nwant growth %v rises %d falls %d tau %v flatFor %v plateau %v weight %v",
 					*tr, tt.growth, tt.rises, tt.falls, tt.tau, tt.flatFor, tt.plateau, tt.weight)
 			}
 			if tt.name == "straight line" && !near(tr.GrowthObjects, 10) {
@@ -93,16 +93,16 @@ func TestTrendOf(t *testing.T) {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(b)) }
 
-func TestTrendOfLongSeries(t *testing.T) {
+func TestTrendLongSeries(t *testing.T) {
 	// 10000 snapshots: sampled for the pairwise statistics, counted in full
 	// for rises and falls.
 	ps := make([]Point, 10000)
 	for i := range ps {
 		ps[i] = Point{At: time.Duration(i) * time.Second, LiveBytes: uint64(i) * 10}
 	}
-	tr := TrendOf(ps)
+	tr := trendOf(ps, nil, -1, nil)
 	if tr.Rises != 9999 || !near(tr.Growth, 10) || !near(tr.Tau, 1) || !near(tr.Weight, 1) {
-		t.Errorf("TrendOf = %+v", *tr)
+		t.Errorf("trendOf = %+v", *tr)
 	}
 }
 

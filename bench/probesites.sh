@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/probesites.sh OLD NEW - the alloc storm under two leakscope builds,
-# alternated, to compare probe-site selections (docs/performance.md, "Probe
-# sites"). Each repetition runs bare, OLD and NEW in an order rotated by
+# alternated, to compare probe-site selections (docs/performance.md, "Where
+# a call's cost goes"). Each repetition runs bare, OLD and NEW in an order rotated by
 # repetition, for the malloc storm and the posix_memalign storm (--align 64).
 # Prints one line per run: storm tool rep storm_ns cpu_us calls.
 #   REPS=5  PAIRS=1000000  ALIGN_PAIRS=300000

@@ -8,7 +8,7 @@
 # heaptrack, bpftrace). Then it
 # measures what the timed runs cannot (fixed costs, BPF map memory, per-probe
 # program time), runs the Go benchmarks, and writes
-# bench/results-YYYY-MM-DD.md via bench/report.py. Raw outputs stay in
+# bench/results-YYYY-MM-DD-COMMIT.md via bench/report.py. Raw outputs stay in
 # bin/bench/run-<stamp>/.
 #
 # Environment:
@@ -24,8 +24,9 @@
 #   BPF_STATS=1        one extra run with kernel.bpf_stats_enabled=1 for the
 #                      per-program breakdown (restored afterwards)
 #   INSTALL=1          apt-get the missing tools (time heaptrack bpftrace ...)
-#   OUT=bench/results-<UTC date>.md   where the summary goes (-2, -3, ...
-#                      added when that file exists: an earlier run is kept)
+#   OUT=bench/results-<UTC date>-<commit>.md   where the summary goes (-2,
+#                      -3, ... added when that file exists: an earlier run
+#                      is kept)
 #   PHASES="timed fixed memory stats stacks kafka go"   the parts to run;
 #                      "stacks" is leakscope's own memory at 1M live
 #                      allocations on 100k stacks (bench/stacks.sh with
@@ -53,12 +54,13 @@ STACKS_REPS=${STACKS_REPS:-3}
 [ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
 RAW=${RAW:-bin/bench/run-$(date -u +%Y%m%dT%H%M%SZ)}
 if [ -z "${OUT:-}" ]; then
-	# Never over an earlier run's results: a second run on the same day
-	# gets -2, -3, ...
-	OUT=bench/results-$(date -u +%Y-%m-%d).md
+	# Named by date and the commit measured; never over an earlier run's
+	# results: a second run of the same commit on the same day gets -2, -3, ...
+	name=bench/results-$(date -u +%Y-%m-%d)-$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+	OUT=$name.md
 	n=2
 	while [ -e "$OUT" ]; do
-		OUT=bench/results-$(date -u +%Y-%m-%d)-$n.md
+		OUT=$name-$n.md
 		n=$((n + 1))
 	done
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/stacks.sh - leakscope on 1M live allocations held by 100k distinct
 # stacks (examples/bench/stacks_storm.c), as the real binary does it; method
-# and results in docs/performance.md ("Many stacks").
+# and results in docs/performance.md ("Tool memory at 1M live allocations
+# on 100k stacks").
 #
 # Each repetition runs
 #   leakscope run --max-sites 131072 --max-stacks 131072 --save C -- stacks_storm

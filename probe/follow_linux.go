@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package probe
 
 import (
@@ -20,9 +22,6 @@ const (
 	rangeMissFork  = 3
 	rangeMissSpawn = 4
 )
-
-// DefaultMaxProcesses is Options.MaxProcesses's default.
-const DefaultMaxProcesses = 16
 
 // follower traces the processes a launched command starts, and theirs:
 // one Tracer each (its own BPF collection, pid filter and tables), made

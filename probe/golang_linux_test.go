@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package probe
 
 import (
@@ -115,10 +117,10 @@ func attachGo(t *testing.T, bin string) *analyze.Capture {
 	return c
 }
 
-// sessionLeak is cgoleak's ground truth (examples/README.md): 40 buffers
-// of 3072 bytes opened by main.(*sessionTable).open and never freed, of
+// connLeak is cgoleak's ground truth (examples/README.md): 40 buffers
+// of 3072 bytes opened by main.(*connTable).open and never freed, of
 // 200 allocated.
-func checkSessionLeak(t *testing.T, c *analyze.Capture) analyze.Leak {
+func checkConnLeak(t *testing.T, c *analyze.Capture) analyze.Leak {
 	t.Helper()
 	checkNoLoss(t, c)
 	if c.Target.Runtime != analyze.RuntimeGo || c.Target.RuntimeVersion != runtime.Version() {
@@ -130,16 +132,16 @@ func checkSessionLeak(t *testing.T, c *analyze.Capture) analyze.Leak {
 	}
 	l := res.Leaks[0]
 	fns := functions(*l.Site)
-	if !contains(fns, "main.(*sessionTable).open") || l.Count != 40 || l.Bytes != 40*3072 ||
+	if !contains(fns, "main.(*connTable).open") || l.Count != 40 || l.Bytes != 40*3072 ||
 		l.Site.Allocs != 200 || l.Site.Frees != 160 {
-		t.Errorf("rank 1: %d blocks, %d bytes, %d allocs, %d frees in %v; want 40, 122880, 200, 160 through main.(*sessionTable).open",
+		t.Errorf("rank 1: %d blocks, %d bytes, %d allocs, %d frees in %v; want 40, 122880, 200, 160 through main.(*connTable).open",
 			l.Count, l.Bytes, l.Site.Allocs, l.Site.Frees, fns)
 	}
-	if want := "called through cgo by main.(*sessionTable).buffer, inlined in main.(*sessionTable).open"; !contains(l.Reasons, want) {
+	if want := "called through cgo by main.(*connTable).buffer, inlined in main.(*connTable).open"; !contains(l.Reasons, want) {
 		t.Errorf("rank 1 reasons %q, want %q", l.Reasons, want)
 	}
 	for _, other := range res.Leaks[1:] {
-		if contains(functions(*other.Site), "main.(*sessionTable).open") {
+		if contains(functions(*other.Site), "main.(*connTable).open") {
 			t.Errorf("open appears in a second leak: %v (%d blocks)", functions(*other.Site), other.Count)
 		}
 	}
@@ -157,32 +159,32 @@ func contains(list []string, s string) bool {
 
 // After the C helper, the whole Go stack: the cgo call, the inlined
 // helper, the method and main, down to the goroutine's bottom frame.
-var goTail = []string{"main._Cfunc_session_buffer", "main.(*sessionTable).buffer", "main.(*sessionTable).open",
+var goTail = []string{"main._Cfunc_conn_buffer", "main.(*connTable).buffer", "main.(*connTable).open",
 	"main.serve", "main.main", "runtime.main", "runtime.goexit"}
 
 func TestGoCgoLeakExact(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildGoExample(t, "cgoleak", nil)
-	l := checkSessionLeak(t, attachGo(t, bin))
+	l := checkConnLeak(t, attachGo(t, bin))
 	s := l.Site.Stack
 	fns := functions(*l.Site)
 	// With frame pointers in the cgo C code (the example's #cgo CFLAGS)
 	// nothing is skipped: C helper, cgo stub, the switch back to the
 	// goroutine's stack, Go.
-	if len(fns) < 3 || fns[0] != "session_buffer" || !strings.HasSuffix(fns[1], "_Cfunc_session_buffer") ||
+	if len(fns) < 3 || fns[0] != "conn_buffer" || !strings.HasSuffix(fns[1], "_Cfunc_conn_buffer") ||
 		fns[2] != "runtime.asmcgocall" || s.Truncated != "" {
-		t.Errorf("stack %v (truncated %q), want session_buffer, the cgo stub, runtime.asmcgocall, ...", fns, s.Truncated)
+		t.Errorf("stack %v (truncated %q), want conn_buffer, the cgo stub, runtime.asmcgocall, ...", fns, s.Truncated)
 	}
 	if got := strings.Join(fns[len(fns)-len(goTail):], ","); got != strings.Join(goTail, ",") {
 		t.Errorf("stack ends %s, want %s", got, strings.Join(goTail, ","))
 	}
 	for _, f := range s.Frames {
 		switch f.Function {
-		case "main.(*sessionTable).buffer":
+		case "main.(*connTable).buffer":
 			if !f.Inlined || !strings.HasSuffix(f.File, "cgoleak/main.go") || f.Line == 0 {
 				t.Errorf("inlined frame %+v, want Inlined with cgoleak/main.go:line", f)
 			}
-		case "main.(*sessionTable).open":
+		case "main.(*connTable).open":
 			if f.Inlined || !strings.HasSuffix(f.File, "cgoleak/main.go") || f.Line == 0 {
 				t.Errorf("frame %+v, want cgoleak/main.go:line", f)
 			}
@@ -198,12 +200,12 @@ func TestGoCgoWithoutFramePointers(t *testing.T) {
 	bin := buildGoExample(t, "cgoleak", func(src string) string {
 		return strings.Replace(src, "#cgo CFLAGS: -O2 -g -fno-omit-frame-pointer", "#cgo CFLAGS: -O2 -g", 1)
 	})
-	l := checkSessionLeak(t, attachGo(t, bin))
+	l := checkConnLeak(t, attachGo(t, bin))
 	fns := functions(*l.Site)
 	if got := strings.Join(fns[len(fns)-len(goTail):], ","); got != strings.Join(goTail, ",") {
 		t.Errorf("stack ends %s, want %s", got, strings.Join(goTail, ","))
 	}
-	if tr := l.Site.Stack.Truncated; fns[0] != "session_buffer" || !strings.Contains(tr, "frames between session_buffer and") ||
+	if tr := l.Site.Stack.Truncated; fns[0] != "conn_buffer" || !strings.Contains(tr, "frames between conn_buffer and") ||
 		!strings.Contains(tr, "-fno-omit-frame-pointer") {
 		t.Errorf("stack %v, truncated %q: want the skipped C frames named", fns, tr)
 	}
@@ -217,7 +219,7 @@ func TestGoStrippedBinary(t *testing.T) {
 	if out, _ := exec.Command("file", bin).Output(); len(out) > 0 && !strings.Contains(string(out), "stripped") {
 		t.Logf("file: %s", out)
 	}
-	l := checkSessionLeak(t, attachGo(t, bin))
+	l := checkConnLeak(t, attachGo(t, bin))
 	fns := functions(*l.Site)
 	if got := strings.Join(fns[len(fns)-len(goTail):], ","); got != strings.Join(goTail, ",") {
 		t.Errorf("stack ends %s, want %s", got, strings.Join(goTail, ","))
@@ -234,7 +236,7 @@ func TestLaunchGoProgram(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildGoExample(t, "cgoleak", nil)
 	c, _ := launch(t, bin)
-	l := checkSessionLeak(t, c)
+	l := checkConnLeak(t, c)
 	fns := functions(*l.Site)
 	if got := strings.Join(fns[len(fns)-len(goTail):], ","); got != strings.Join(goTail, ",") || l.Site.Stack.Truncated != "" {
 		t.Errorf("stack %v (truncated %q), want it to end %s", fns, l.Site.Stack.Truncated, strings.Join(goTail, ","))

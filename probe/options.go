@@ -90,6 +90,7 @@ const (
 	DefaultMaxSites       = 1 << 16
 	DefaultMaxStacks      = 1 << 16
 	DefaultMaxUnwindRows  = 1 << 20
+	DefaultMaxProcesses   = 16
 )
 
 // DebuginfodWait bounds how long Stop waits for debug files still being

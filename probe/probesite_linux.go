@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package probe
 
 import (
@@ -26,7 +28,7 @@ import (
 //     Unify insn_is_nop()", October 2025) take any NOP/NOPL, mov %reg,%reg,
 //     lea 0(%reg),%reg and jmp +0; the nops accepted here are emulated by
 //     both. A 5-byte nop is even rewritten into a call to a trampoline
-//     (optimized uprobes, 0.36 µs in FACTS.md).
+//     (optimized uprobes).
 //
 // Everything else, endbr64 included, is single-stepped. So a probe need
 // not sit on a function's first instruction: it can sit on the first

@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package probe
 
 import (
@@ -318,7 +320,7 @@ func (t *Tracer) load(mode tracerMode) error {
 	// The per-allocation and per-stack tables take memory as they fill,
 	// not all at load: preallocated, their default sizes held 165 MiB of
 	// kernel memory for any target, even one that allocates nothing
-	// (docs/performance.md, "Map memory").
+	// (docs/performance.md, "Fixed costs and the BPF maps").
 	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}

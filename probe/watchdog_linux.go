@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package probe
 
 import (
@@ -250,12 +252,4 @@ func (w *watchdog) follow(pid int) {
 	rec := [5]byte{gateFollow}
 	binary.LittleEndian.PutUint32(rec[1:], uint32(pid))
 	_, _ = w.gate.Write(rec[:])
-}
-
-// pid is the watchdog's pid, 0 if none.
-func (w *watchdog) pid() int {
-	if w == nil {
-		return 0
-	}
-	return w.cmd.Process.Pid
 }

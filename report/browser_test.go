@@ -36,7 +36,7 @@ func TestHTMLInBrowser(t *testing.T) {
 		names   []string // flame graph boxes that must be drawn
 	}{
 		{"leaky", loadCapture(t, "leaky"), 4, []string{"all", "malloc", "cache_put", "foo_buffer_new", "[truncated: /usr/lib/x86_64-linux-gnu/libfoo.so.1 has no frame pointers]"}},
-		{"growing", loadCapture(t, "growing"), 2, []string{"all", "main", "pool_grow", "session_new"}},
+		{"growing", loadCapture(t, "growing"), 2, []string{"all", "main", "pool_grow", "conn_new"}},
 		{"evil", evilCapture(), 2, []string{"&lt;script&gt;alert(1)&lt;/script&gt;", `"&gt;&lt;img src=x onerror=alert(1)&gt;`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,9 +36,9 @@ func TestGolangGolden(t *testing.T) {
 	}
 	testutil.Golden(t, filepath.Join("testdata", "zgoroutines.json.golden"), js.Bytes())
 
-	// The extension round-trips through ParseJSON.
-	v, err := ParseJSON(&js)
-	if err != nil {
+	// The extension round-trips.
+	v := new(V1)
+	if err := testutil.DecodeJSON(&js, SchemaV1, v); err != nil {
 		t.Fatal(err)
 	}
 	want := V1Goroutines{Count: 12, State: "chan receive", WaitMinutes: 31, Function: "main.(*decoder).run"}

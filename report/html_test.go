@@ -55,7 +55,7 @@ func TestHTMLContent(t *testing.T) {
 		`<td class="num" data-sort="552000000000">9m12s</td>`,
 		`<td class="frame" data-sort="foo_buffer_new"><code>foo_buffer_new</code></td>`,
 		`<li>never freed: 0 of 16 allocations released</li>`,
-		`<li><span class="idx">#1</span> <code>foo_session_open (/usr/lib/x86_64-linux-gnu/libfoo.so.1&#43;0x3b44)</code></li>`,
+		`<li><span class="idx">#1</span> <code>foo_conn_open (/usr/lib/x86_64-linux-gnu/libfoo.so.1&#43;0x3b44)</code></li>`,
 		`<p class="truncated">… stack truncated: /usr/lib/x86_64-linux-gnu/libfoo.so.1 has no frame pointers</p>`,
 		// Rank 2 has no ages: unknown sorts lowest.
 		`<td class="num" data-sort="-1">-</td>`,
@@ -88,12 +88,12 @@ func TestHTMLChart(t *testing.T) {
 	if ch == nil || len(ch.Series) != 2 {
 		t.Fatalf("chart = %+v, want 2 series", ch)
 	}
-	// Rank 1 is session_new; its series comes from Capture.Series.
+	// Rank 1 is conn_new; its series comes from Capture.Series.
 	s := ch.Series[0]
-	if s.Rank != 1 || s.Label != "session_new" || len(s.Dots) != 6 {
+	if s.Rank != 1 || s.Label != "conn_new" || len(s.Dots) != 6 {
 		t.Fatalf("series 1 = %+v", s)
 	}
-	if want := "#1 session_new at 10m0s: 1.5 MiB in 24 allocations"; s.Dots[5].Title != want {
+	if want := "#1 conn_new at 10m0s: 1.5 MiB in 24 allocations"; s.Dots[5].Title != want {
 		t.Errorf("last point %q, want %q", s.Dots[5].Title, want)
 	}
 	// 4 MiB is the top: ticks every MiB, time every 2 minutes.
@@ -114,7 +114,7 @@ func TestHTMLChart(t *testing.T) {
 	if p := ch.Series[1].Dots[1]; p.Y != ch.Top {
 		t.Errorf("pool_grow at 4 MiB drawn at y=%s, want the top %s", p.Y, ch.Top)
 	}
-	for _, want := range []string{`<polyline fill="none" stroke="#4e79a7" points="`, `<title>#1 session_new at 10m0s: 1.5 MiB in 24 allocations</title>`} {
+	for _, want := range []string{`<polyline fill="none" stroke="#4e79a7" points="`, `<title>#1 conn_new at 10m0s: 1.5 MiB in 24 allocations</title>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
 		}
@@ -156,7 +156,7 @@ func TestFlame(t *testing.T) {
 		{"main", 2, 0, 4400000},
 		{"cache_put", 3, 0, 4400000},
 		{"[truncated: /usr/lib/x86_64-linux-gnu/libfoo.so.1 has no frame pointers]", 2, 4400000, 4194304},
-		{"foo_session_open", 3, 4400000, 4194304},
+		{"foo_conn_open", 3, 4400000, 4194304},
 		{"foo_buffer_new", 4, 4400000, 4194304},
 		{"scratch_alloc", 2, 8594304, 4096},
 		{"zlib.inflate", 1, 8598400, 21480},
@@ -214,8 +214,8 @@ func TestHTMLFlameJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(m[1]), &fl); err != nil {
 		t.Fatalf("flame-data is not JSON: %v", err)
 	}
-	if fl.Total != 4194304+1572864 || len(fl.Nodes) != 5 || fl.Nodes[4].Name != "session_new" ||
-		fl.Nodes[4].Title != "session_new in /opt/server/bin/server (src/session.c)" {
+	if fl.Total != 4194304+1572864 || len(fl.Nodes) != 5 || fl.Nodes[4].Name != "conn_new" ||
+		fl.Nodes[4].Title != "conn_new in /opt/server/bin/server (src/conn.c)" {
 		t.Errorf("flame-data %+v", fl)
 	}
 }

@@ -221,23 +221,6 @@ func JSON(w io.Writer, r *analyze.Result) error {
 	return nil
 }
 
-// ParseJSON reads a v1 JSON report. It rejects any other schema, and ignores
-// fields it does not know, which later v1 writers may add.
-func ParseJSON(r io.Reader) (*V1, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("parse report: %w", err)
-	}
-	var v V1
-	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("parse report: %w", err)
-	}
-	if v.Schema != SchemaV1 {
-		return nil, fmt.Errorf("parse report: schema %q, want %s", v.Schema, SchemaV1)
-	}
-	return &v, nil
-}
-
 func toV1(r *analyze.Result) *V1 {
 	c := r.Capture
 	v := &V1{

@@ -147,7 +147,7 @@ func TestPprofDefaultRanksLeaksNotCaches(t *testing.T) {
 	for _, s := range p.Sample {
 		val[s.Location[0].Line[0].Function.Name] = s.Value
 	}
-	leak, cache := val["session_new"], val["pool_grow"]
+	leak, cache := val["conn_new"], val["pool_grow"]
 	if leak == nil || cache == nil {
 		t.Fatalf("samples %v", val)
 	}

@@ -5,9 +5,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
-
-	"github.com/leakscope/leakscope/probe"
 )
 
 type attachOptions struct {
@@ -43,45 +40,4 @@ frees are counted as unknown frees.`,
 	cmd.Flags().IntVarP(&opts.Pid, "pid", "p", 0, "process id to trace")
 	opts.addFlags(cmd.Flags())
 	return cmd
-}
-
-func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
-	if err := opts.checkOutputs(); err != nil {
-		return err
-	}
-	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
-	t, err := probe.Attach(opts.Pid, opts.probeOptions(ctx, warnf))
-	if err != nil {
-		return fmt.Errorf("attach pid %d: %w", opts.Pid, err)
-	}
-	c, why, err := traceLoop(ctx, t, exited(opts.Pid), nil, nil, &opts.captureOptions, io.Err)
-	if err != nil {
-		return err
-	}
-	printLine(io.Err, "leakscope: traced pid %d (%s), %s; %s", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
-	return finish(c, &opts.captureOptions, io)
-}
-
-// exited returns a channel closed when process pid ends (pidfd readable).
-func exited(pid int) <-chan struct{} {
-	done := make(chan struct{})
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return done // never closes: duration or a signal ends the trace
-	}
-	go func() {
-		defer unix.Close(fd)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			n, err := unix.Poll(fds, -1)
-			if err == unix.EINTR {
-				continue
-			}
-			if n > 0 || err != nil {
-				close(done)
-				return
-			}
-		}
-	}()
-	return done
 }

@@ -50,7 +50,7 @@ func TestCgoBuildTracesTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := report.ParseJSON(f)
+		r, err := parseReport(f)
 		f.Close()
 		if err != nil {
 			t.Fatal(err)

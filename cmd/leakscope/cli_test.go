@@ -3,16 +3,29 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/report"
 )
 
 func streams() (ioStreams, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
 	return ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb}, &out, &errb
+}
+
+// parseReport reads a JSON report as its consumers do.
+func parseReport(r io.Reader) (*report.V1, error) {
+	v := new(report.V1)
+	if err := testutil.DecodeJSON(r, report.SchemaV1, v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 func TestRunParsesOptions(t *testing.T) {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/spf13/cobra"
 )
@@ -34,20 +36,12 @@ import (
 // and its value must be accepted. Nothing is traced, no file is read or
 // written, no process is looked up.
 func TestDocExamples(t *testing.T) {
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{"../../README.md", "../../examples/README.md"}, files...)
+	pages := docPages(t, "../../README.md", "../../examples/README.md", "../../docs/*.md")
 	total := 0
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ex := range docExamples(string(data)) {
+	for _, page := range pages {
+		for _, ex := range docExamples(page.text) {
 			total++
-			name := fmt.Sprintf("%s:%d", strings.TrimPrefix(file, "../../"), ex.line)
+			name := fmt.Sprintf("%s:%d", page.name, ex.line)
 			if err := parseExample(ex.args); err != nil {
 				t.Errorf("%s: leakscope %s\n\t%v", name, strings.Join(ex.args, " "), err)
 			}
@@ -55,9 +49,9 @@ func TestDocExamples(t *testing.T) {
 	}
 	// The README alone has eight; a broken extractor finds none.
 	if total < 10 {
-		t.Errorf("found %d examples in %d files; the extraction is broken", total, len(files))
+		t.Errorf("found %d examples in %d files; the extraction is broken", total, len(pages))
 	}
-	t.Logf("%d examples in %d files", total, len(files))
+	t.Logf("%d examples in %d files", total, len(pages))
 }
 
 // The extractor and the check on a made-up page: what is a command, what
@@ -269,4 +263,139 @@ func parseExample(args []string) error {
 	}
 	root.SetArgs(args)
 	return suggestCommand(root.ExecuteContext(context.Background()))
+}
+
+// TestDocLinks checks every relative link of the docs (README.md,
+// docs/*.md, examples/README.md, bench/*.md): the file it names exists, and
+// a #fragment names a heading of the page it points to, as GitHub makes
+// heading anchors. A renamed page, results file or section then fails here.
+func TestDocLinks(t *testing.T) {
+	pages := docPages(t, "../../README.md", "../../docs/*.md", "../../examples/README.md", "../../bench/*.md")
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		a := headingAnchors(string(data))
+		anchors[path] = a
+		return a
+	}
+	links := 0
+	for _, page := range pages {
+		file := page.path
+		for _, l := range docLinks(page.text) {
+			links++
+			name := fmt.Sprintf("%s:%d: %s", page.name, l.line, l.target)
+			path, frag, _ := strings.Cut(l.target, "#")
+			target := file
+			if path != "" {
+				target = filepath.Join(filepath.Dir(file), path)
+				if _, err := os.Stat(target); err != nil {
+					t.Errorf("%s: %v", name, err)
+					continue
+				}
+			}
+			if frag != "" && strings.HasSuffix(target, ".md") && !anchorsOf(target)[frag] {
+				t.Errorf("%s: no heading #%s in %s", name, frag, strings.TrimPrefix(target, "../../"))
+			}
+		}
+	}
+	if links < 20 {
+		t.Errorf("found %d links in %d files; the extraction is broken", links, len(pages))
+	}
+}
+
+// docPage is a Markdown file of the repository: its path from this
+// package, its name from the repository's root, and its text.
+type docPage struct{ path, name, text string }
+
+// docPages reads the files the glob patterns match.
+func docPages(t *testing.T, patterns ...string) []docPage {
+	t.Helper()
+	var pages []docPage
+	for _, pattern := range patterns {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages = append(pages, docPage{path: file, name: strings.TrimPrefix(file, "../../"), text: string(data)})
+		}
+	}
+	return pages
+}
+
+type docLink struct {
+	line   int
+	target string
+}
+
+var mdLink = regexp.MustCompile(`\]\(([^()\s]+)\)`)
+
+// docLinks returns the relative link targets of md outside fenced code.
+func docLinks(md string) []docLink {
+	var links []docLink
+	fenced := false
+	for i, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links = append(links, docLink{line: i + 1, target: target})
+		}
+	}
+	return links
+}
+
+// headingAnchors returns the anchors GitHub gives md's headings: lower
+// case, punctuation but '-' and '_' dropped, spaces as '-', and -1, -2, ...
+// after a repeated one.
+func headingAnchors(md string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(text) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteByte('-')
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			seen[a]++
+			a = fmt.Sprintf("%s-%d", a, n)
+		} else {
+			seen[a] = 1
+		}
+		anchors[a] = true
+	}
+	return anchors
 }

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/leakscope/leakscope/probe"
 )
 
 type doctorOptions struct {
@@ -37,32 +34,4 @@ It exits 2 when a host check fails.`,
 	cmd.Flags().IntVarP(&opts.Pid, "pid", "p", 0, "also check this process")
 	opts.Debuginfod.addFlag(cmd.Flags())
 	return cmd
-}
-
-func runDoctor(opts *doctorOptions, io ioStreams) error {
-	dbg, notice, err := opts.Debuginfod.source()
-	if err != nil {
-		return err
-	}
-	if notice != "" {
-		printLine(io.Err, "leakscope: warning: %s", notice)
-	}
-	failed := 0
-	for _, c := range probe.Doctor(opts.Pid, dbg) {
-		mark := "ok  "
-		if !c.OK {
-			mark = "FAIL"
-			switch c.Name {
-			case "frame pointers", "JVM", "debuginfod", "debug info": // stacks or names suffer, counts do not
-				mark = "note"
-			default:
-				failed++
-			}
-		}
-		printLine(io.Out, "%s %-22s %s", mark, c.Name, c.Detail)
-	}
-	if failed > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("%d check(s) failed", failed)}
-	}
-	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/leakscope/leakscope/internal/testutil"
-	"github.com/leakscope/leakscope/report"
 )
 
 // buildAll compiles leakscope and one C example into a temporary directory.
@@ -52,7 +51,7 @@ func TestRunWritesJSONReport(t *testing.T) {
 	}
 	f, _ := os.Open(out)
 	defer f.Close()
-	r, err := report.ParseJSON(f)
+	r, err := parseReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +104,7 @@ func TestRunCtrlCWritesReport(t *testing.T) {
 	if !strings.Contains(stderr.String(), "interrupted") && !strings.Contains(stderr.String(), "target exited") {
 		t.Errorf("stderr = %s", stderr.String())
 	}
-	r, err := report.ParseJSON(&stdout)
+	r, err := parseReport(&stdout)
 	if err != nil {
 		t.Fatalf("report after Ctrl-C: %v\n%s", err, stderr.String())
 	}
@@ -151,7 +150,7 @@ func TestRunFailOnAndSave(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
-	r, err := report.ParseJSON(&stdout)
+	r, err := parseReport(&stdout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/leakscope/leakscope/internal/testutil"
-	"github.com/leakscope/leakscope/report"
 )
 
 // buildFakeJVM compiles leakscope and testdata/fakejvm.c with its
@@ -191,7 +190,7 @@ func TestAttachFakeJVMInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := report.ParseJSON(f); err != nil {
+	if _, err := parseReport(f); err != nil {
 		t.Errorf("report after SIGINT: %v", err)
 	}
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/testutil"
 	"github.com/leakscope/leakscope/report"
 )
 
@@ -111,15 +110,7 @@ func writeFilterCapture(t *testing.T) string {
 			{ID: 5, Kind: analyze.KindZlibInflate, Stack: frames("parse_header", "main"), LiveCount: 1, LiveBytes: 7000, Allocs: 1, Live: allocs(1, 7000)},
 		},
 	}
-	var b bytes.Buffer
-	if err := analyze.WriteCapture(&b, c); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "filters.capture")
-	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testutil.SaveCapture(t, filepath.Join(t.TempDir(), "filters.capture"), c)
 }
 
 // The filters shape the report, its totals and the --fail-on gate alike.
@@ -166,7 +157,7 @@ func TestReportFilters(t *testing.T) {
 			if code := execute(context.Background(), append(append([]string{"report", "--format", "json"}, tc.args...), capture), io); code != 0 {
 				t.Fatalf("exit %d: %s", code, errb.String())
 			}
-			r, err := report.ParseJSON(out)
+			r, err := parseReport(out)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -143,7 +143,7 @@ func TestAttachGoroutinesCorrelation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := report.ParseJSON(f)
+	r, err := parseReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestReportRefusesHostileInputs(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	good := relCapture(t)
+	good := writeTestCapture(t, "leaky")
 
 	cases := []struct {
 		name string
@@ -83,7 +83,7 @@ func TestReportRefusesHostileInputs(t *testing.T) {
 func TestReadCaptureInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := readCaptureFile(ctx, relCapture(t), inputOptions{MaxInput: defaultMaxInput})
+	_, err := readCaptureFile(ctx, writeTestCapture(t, "leaky"), inputOptions{MaxInput: defaultMaxInput})
 	if err == nil || !strings.Contains(err.Error(), "interrupted while reading") {
 		t.Errorf("err = %v", err)
 	}
@@ -91,7 +91,7 @@ func TestReadCaptureInterrupted(t *testing.T) {
 
 // A capture of exactly --max-input bytes is read whole.
 func TestReportAtExactlyMaxInput(t *testing.T) {
-	good := relCapture(t)
+	good := writeTestCapture(t, "leaky")
 	st, err := os.Stat(good)
 	if err != nil {
 		t.Fatal(err)

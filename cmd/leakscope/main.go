@@ -12,11 +12,10 @@ import (
 	"syscall"
 
 	"github.com/leakscope/leakscope/internal/termtext"
-	"github.com/leakscope/leakscope/probe"
 )
 
 func main() {
-	probe.RunShim()
+	runShim()
 	// SIGHUP (a closed terminal or ssh connection) ends a capture as Ctrl-C
 	// and SIGTERM do: the report is written.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)

@@ -73,7 +73,7 @@ func (f rootFile) check(t *testing.T) {
 // itself is replaced by a file of root's, mode 0600.
 func TestPlantedLinksAndFilesAreRefused(t *testing.T) {
 	testutil.RequireBPF(t) // run --save starts a tracer once the checks pass
-	capture := relCapture(t)
+	capture := writeTestCapture(t, "leaky")
 	leakscope, _ := buildAll(t, "leaky")
 	shared := stickyDir(t)
 	victims := t.TempDir() // root's, mode 0755

@@ -44,7 +44,7 @@ func TestPoolVsLeak(t *testing.T) {
 	if !strings.Contains(stderr.String(), want) {
 		t.Fatalf("the example did not report its ground truth %q:\n%s", want, stderr.String())
 	}
-	r, err := report.ParseJSON(&stdout)
+	r, err := parseReport(&stdout)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -186,7 +186,7 @@ func TestKilledCaptureReport(t *testing.T) {
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("report: %v\n%s", err, stderr.String())
 			}
-			r, err := report.ParseJSON(&stdout)
+			r, err := parseReport(&stdout)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
 	"github.com/leakscope/leakscope/report"
 )
@@ -549,7 +548,7 @@ func readReport(t *testing.T, path string) *report.V1 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := report.ParseJSON(f)
+	r, err := parseReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -814,33 +813,11 @@ func TestOutputsPrivateWithoutEnvironment(t *testing.T) {
 	}
 }
 
-// relCapture saves report/testdata/captures/leaky.json as a capture file.
-func relCapture(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "report", "testdata", "captures", "leaky.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c analyze.Capture
-	if err := json.Unmarshal(data, &c); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := analyze.WriteCapture(&b, &c); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "leaky.capture")
-	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // -o naming a device, a pipe or a symbolic link writes through it: the
 // atomic rename must never replace /dev/null (or a FIFO) with a regular
 // file, nor a link with a copy.
 func TestOutputThroughDevicePipeAndLink(t *testing.T) {
-	capture := relCapture(t)
+	capture := writeTestCapture(t, "leaky")
 	dir := t.TempDir()
 	render := func(out string) {
 		t.Helper()

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/leakscope/leakscope/internal/testutil"
-	"github.com/leakscope/leakscope/report"
 )
 
 // The CI job of docs/ci.md on a real run: --report-dir gets every artifact
@@ -32,7 +31,7 @@ func TestRunReportDir(t *testing.T) {
 		}
 		return string(data)
 	}
-	r, err := report.ParseJSON(strings.NewReader(read("report.json")))
+	r, err := parseReport(strings.NewReader(read("report.json")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/safefile"
-	"github.com/leakscope/leakscope/report"
+	"github.com/leakscope/leakscope/internal/testutil"
 )
 
 // writeTestCapture saves report/testdata/captures/<name>.json as a capture
@@ -29,15 +29,7 @@ func writeTestCapture(t *testing.T, name string) string {
 	if err := json.Unmarshal(data, &c); err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := analyze.WriteCapture(&b, &c); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), name+".capture")
-	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testutil.SaveCapture(t, filepath.Join(t.TempDir(), name+".capture"), &c)
 }
 
 func TestReportDir(t *testing.T) {
@@ -90,7 +82,7 @@ func TestReportDir(t *testing.T) {
 	if txt := string(read("report.txt")); !strings.HasPrefix(txt, "target:      pid 4242") || !strings.Contains(txt, "rank 1: malloc") {
 		t.Errorf("report.txt:\n%s", txt)
 	}
-	js, err := report.ParseJSON(bytes.NewReader(read("report.json")))
+	js, err := parseReport(bytes.NewReader(read("report.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +174,7 @@ func TestFormatHTML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stdout.Len() != 0 || !strings.HasPrefix(string(data), "<!DOCTYPE html>") || !strings.Contains(string(data), "session_new") {
+	if stdout.Len() != 0 || !strings.HasPrefix(string(data), "<!DOCTYPE html>") || !strings.Contains(string(data), "conn_new") {
 		t.Errorf("stdout %q; file starts %.40q", stdout.String(), data)
 	}
 }

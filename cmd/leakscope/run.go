@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe"
 )
 
@@ -70,99 +65,4 @@ A command that fails by itself (a non-zero exit code, a crash) makes run exit
 	cmd.Flags().BoolVar(&opts.KeepRunning, "keep-running", false, "at --duration or Ctrl-C, leave the command running instead of terminating it")
 	cmd.Flags().DurationVar(&opts.KillAfter, "kill-after", 5*time.Second, "when tracing ends before the command does, send SIGTERM to it and everything it started, then SIGKILL to what still runs after this long")
 	return cmd
-}
-
-func runRun(ctx context.Context, opts *runOptions, io ioStreams) error {
-	if err := opts.checkOutputs(); err != nil {
-		return err
-	}
-	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
-	po := opts.probeOptions(ctx, warnf)
-	po.Follow, po.MaxProcesses = !opts.NoFollow, opts.MaxProcesses
-	t, proc, err := probe.Launch(opts.Command, probe.Stdio{In: io.In, Out: io.Out, Err: io.Err}, po)
-	if err != nil {
-		return err
-	}
-	// On Ctrl-C the terminal signals the command too; on SIGTERM or
-	// SIGHUP, pass it on.
-	stopFwd := context.AfterFunc(ctx, func() {
-		if !opts.KeepRunning {
-			_ = proc.Signal(os.Interrupt)
-		}
-	})
-	defer stopFwd()
-	var ended string  // Target.Ended
-	var endedCmd bool // leakscope ended the command itself
-	ending := func(why string) {
-		if opts.KeepRunning {
-			return
-		}
-		select {
-		case <-proc.Done():
-		default:
-			if why == "interrupted" {
-				// It had the interrupt: a moment to act on it.
-				select {
-				case <-proc.Done():
-				case <-time.After(min(opts.KillAfter, time.Second)):
-				}
-			}
-		}
-		tm := proc.Terminate(opts.KillAfter)
-		var parts []string
-		switch tm.Signal {
-		case syscall.SIGKILL:
-			parts = append(parts, fmt.Sprintf("killed by leakscope %s, %s after SIGTERM", whyEnded(why), opts.KillAfter))
-		case syscall.SIGTERM:
-			parts = append(parts, "terminated by leakscope "+whyEnded(why))
-		}
-		endedCmd = tm.Signal != 0
-		if tm.Others > 0 {
-			p := fmt.Sprintf("%d other processes it started were terminated", tm.Others)
-			if tm.Killed > 0 {
-				p += fmt.Sprintf(" (%d killed %s after SIGTERM)", tm.Killed, opts.KillAfter)
-			}
-			parts = append(parts, p)
-		}
-		ended = strings.Join(parts, "; ")
-	}
-	var exitCode *int
-	finalize := func(c *analyze.Capture) {
-		select {
-		case <-proc.Done():
-			code := proc.ExitCode()
-			c.Target.ExitCode = &code
-			exitCode = &code
-		default:
-			c.Target.KeptRunning = true
-		}
-		c.Target.Ended = ended
-	}
-	c, why, err := traceLoop(ctx, t, t.TreeDone(proc.Done()), ending, finalize, &opts.captureOptions, io.Err)
-	if err != nil {
-		return err
-	}
-	printLine(io.Err, "leakscope: traced pid %d (%s), %s; %s", t.Pid(), c.Duration.Round(1e6), tracedWhat(t), why)
-	err = finish(c, &opts.captureOptions, io)
-	// The command failed by itself (not ended by leakscope, nor by the
-	// interrupt that ended tracing): never a success.
-	if exitCode != nil && *exitCode != 0 && !endedCmd && why != "interrupted" {
-		failed := fmt.Errorf("the command %s", c.Target.Status())
-		var ee *exitError
-		if err == nil {
-			return &exitError{code: 3, err: failed}
-		}
-		if errors.As(err, &ee) && ee.code == 1 {
-			printLine(io.Err, "leakscope: %v", failed)
-		}
-	}
-	return err
-}
-
-// whyEnded says why tracing ended before the command, for Target.Ended.
-func whyEnded(why string) string {
-	if why == "duration reached" {
-		return "at --duration"
-	}
-	return "after the interrupt (Ctrl-C, SIGTERM or SIGHUP)"
 }

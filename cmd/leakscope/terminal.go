@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 // binaryFormats write bytes a terminal cannot show.
@@ -63,6 +63,5 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return isatty.IsTerminal(f.Fd())
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leakscope/leakscope/analyze"
-	"github.com/leakscope/leakscope/report"
+	"github.com/leakscope/leakscope/internal/testutil"
 )
 
 // evilName is a symbol name a target can have: it sets the terminal's
@@ -60,15 +58,7 @@ func writeEvilCapture(t *testing.T, dir, name string, count uint64) string {
 		}},
 		Warnings: []string{"JVM 4242 replied " + evilName},
 	}
-	var b bytes.Buffer
-	if err := analyze.WriteCapture(&b, c); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testutil.SaveCapture(t, filepath.Join(dir, name), c)
 }
 
 // A capture read back with hostile names prints them escaped in the text
@@ -111,7 +101,7 @@ func TestReportEscapesUntrustedNames(t *testing.T) {
 	if code := execute(context.Background(), []string{"report", "--format", "json", cur}, io); code != 0 {
 		t.Fatalf("report --format json: exit %d; stderr:\n%s", code, errb.String())
 	}
-	r, err := report.ParseJSON(out)
+	r, err := parseReport(out)
 	if err != nil {
 		t.Fatal(err)
 	}

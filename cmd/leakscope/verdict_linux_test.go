@@ -45,8 +45,8 @@ func TestVerdictRepeatable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: %v\n%s", run, err, stderr.String())
 		}
-		r, err := report.ParseJSON(&stdout)
-		if err != nil {
+		var r report.V1
+		if err := testutil.DecodeJSON(&stdout, report.SchemaV1, &r); err != nil {
 			t.Fatal(err)
 		}
 		var got []string

@@ -79,7 +79,12 @@ func readBuildInfo() buildInfo {
 		b.Date = vcsTime
 	}
 	for _, o := range bpfObjects {
-		b.BPF = append(b.BPF, fmt.Sprintf("linux/%s (%s)", o.arch, o.object))
+		if canTrace && o.arch == runtime.GOARCH {
+			b.BPF = append(b.BPF, fmt.Sprintf("linux/%s (%s)", o.arch, o.object))
+		}
+	}
+	if len(b.BPF) == 0 {
+		b.BPF = []string{"none in this build (tracing needs linux/amd64)"}
 	}
 	return b
 }

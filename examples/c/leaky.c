@@ -10,7 +10,7 @@
  *
  * Call chains (caller -> callee, the last one calls the allocator):
  *   main -> handle_requests -> parse_request -> leak_request_buffer -> malloc
- *   main -> label_sessions -> leak_small_tag -> calloc
+ *   main -> label_requests -> leak_small_tag -> calloc
  *
  * Everything else is freed before the summary line is printed:
  *   - 200000 messages of 16..4096 bytes, malloc'ed by process_message and
@@ -135,22 +135,22 @@ EXAMPLE_NOINLINE void handle_requests(long count)
 	g_sink_sum += sum;
 }
 
-/* ---- leak #2: main -> label_sessions -> leak_small_tag ------------------ */
+/* ---- leak #2: main -> label_requests -> leak_small_tag ------------------ */
 
 /* BUG (intentional): a 48-byte zeroed tag is allocated and never freed. */
-EXAMPLE_NOINLINE void leak_small_tag(unsigned session)
+EXAMPLE_NOINLINE void leak_small_tag(unsigned request)
 {
 	unsigned char *tag = calloc(TAG_NMEMB, TAG_SIZE);
 
 	if (!tag)
 		die(PROG, "calloc");
 	COUNT_CALL(API_CALLOC);
-	use_memory(tag, TAG_NMEMB * TAG_SIZE, session);
+	use_memory(tag, TAG_NMEMB * TAG_SIZE, request);
 	g_tag_blocks++;
 	g_tag_bytes += TAG_NMEMB * TAG_SIZE;
 }
 
-EXAMPLE_NOINLINE void label_sessions(long count)
+EXAMPLE_NOINLINE void label_requests(long count)
 {
 	for (long i = 0; i < count; i++)
 		leak_small_tag((unsigned)i);
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 		/* Leaks happen in the middle of the churn, not in isolation. */
 		churn_messages(messages / 2, &rng);
 		handle_requests(requests);
-		label_sessions(tags);
+		label_requests(tags);
 		churn_messages(messages - messages / 2, &rng);
 		rounds++;
 		if (!o.forever || g_stop)

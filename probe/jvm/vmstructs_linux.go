@@ -267,14 +267,6 @@ func (r reader) uint(addr uint64, width uint8) (uint64, error) {
 	return binary.LittleEndian.Uint64(b), nil
 }
 
-func (r reader) u16(addr uint64) (uint16, error) {
-	b, err := r.read(addr, 2)
-	if err != nil {
-		return 0, err
-	}
-	return binary.LittleEndian.Uint16(b), nil
-}
-
 // stringAt reads the char* at addr and the string it points to; "" for NULL.
 func (r reader) stringAt(addr uint64) (string, error) {
 	p, err := r.u64(addr)

@@ -12,7 +12,7 @@ import (
 // Go binaries carry their own function table, .gopclntab, which the Go
 // runtime needs for tracebacks and garbage collection, so it survives
 // stripping (-ldflags=-s -w removes .symtab and DWARF, not the table). It
-// names every Go function (main.(*sessionTable).open), gives file and line
+// names every Go function (main.(*connTable).open), gives file and line
 // for every PC, and records where the compiler inlined calls.
 //
 // The Go 1.20+ layout (pcHeader magic 0xfffffff1, still current in Go

@@ -187,7 +187,7 @@ func (o *Object) close() {
 // return address minus 1 to get the line of the call.
 //
 // In a Go binary, Go code is named from .gopclntab (see Frames), which
-// stripping does not remove, with Go's names (main.(*sessionTable).open);
+// stripping does not remove, with Go's names (main.(*connTable).open);
 // C code linked in through cgo is named from the ELF symbols as usual.
 func (o *Object) Symbolize(vaddr uint64) (function, file string, line int) {
 	// A line without a file (corrupt debug data) says nothing.

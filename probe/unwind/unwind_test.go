@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/leakscope/leakscope/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/leakscope/leakscope/internal/testutil"
 )
 
 const (
@@ -95,41 +96,21 @@ func checkTable(t testing.TB, rows []Row, st Stats) {
 	}
 }
 
-func TestMarshal(t *testing.T) {
-	rows := []Row{
-		{PC: 0x1000, CFAOffset: 8, Rule: RegRSP},
-		{PC: 0x1001, CFAOffset: 16, RBPOffset: -16, Rule: RegRSP | RBPSaved<<4},
-		{PC: 0xfffffff0, CFAOffset: -2, RBPOffset: -128, Rule: RegRBP | RBPUndefined<<4},
-	}
-	b := Marshal(rows)
-	if len(b) != len(rows)*RowSize {
-		t.Fatalf("len(Marshal) = %d, want %d", len(b), len(rows)*RowSize)
-	}
-	want := []byte{
-		0x00, 0x10, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00,
-		0x01, 0x10, 0x00, 0x00, 0x10, 0x00, 0xf0, 0x10,
-		0xf0, 0xff, 0xff, 0xff, 0xfe, 0xff, 0x80, 0x21,
-	}
-	if !bytes.Equal(b, want) {
-		t.Fatalf("Marshal = % x\nwant      % x", b, want)
-	}
-}
-
-func TestLookup(t *testing.T) {
+func TestTableLookup(t *testing.T) {
 	rows := []Row{{PC: 0x10, CFAOffset: 8}, {PC: 0x20, CFAOffset: 16}, {PC: 0x30, Rule: RuleUndefined}}
 	for _, tc := range []struct {
 		pc   uint32
 		want int // index into rows, -1 for none
 	}{{0, -1}, {0xf, -1}, {0x10, 0}, {0x1f, 0}, {0x20, 1}, {0x30, 2}, {0xffffffff, 2}} {
-		got, ok := Lookup(rows, tc.pc)
+		got, ok := lookup(rows, tc.pc)
 		if tc.want < 0 {
 			if ok {
-				t.Errorf("Lookup(%#x) = %v, want none", tc.pc, got)
+				t.Errorf("lookup(%#x) = %v, want none", tc.pc, got)
 			}
 			continue
 		}
 		if !ok || got != rows[tc.want] {
-			t.Errorf("Lookup(%#x) = %v, %v; want %v", tc.pc, got, ok, rows[tc.want])
+			t.Errorf("lookup(%#x) = %v, %v; want %v", tc.pc, got, ok, rows[tc.want])
 		}
 	}
 }
@@ -640,7 +621,7 @@ func compareReadelf(t *testing.T, path string, rows []Row, section string) reade
 			}
 			a.rows++
 			want, either := expect(r.vals, fd.signal, inPLT(r.loc))
-			got, _ := Lookup(rows, uint32(r.loc))
+			got, _ := lookup(rows, uint32(r.loc))
 			if !matches(got, want, either) {
 				bad("readelf %#x %v: table %v, want %v", r.loc, r.vals, got, want)
 				continue
@@ -654,7 +635,7 @@ func compareReadelf(t *testing.T, path string, rows []Row, section string) reade
 			}
 		}
 		if fd.end > fd.start && !starts[fd.end] {
-			if got, _ := Lookup(rows, uint32(fd.end)); got.CFARule() == RuleUndefined {
+			if got, _ := lookup(rows, uint32(fd.end)); got.CFARule() == RuleUndefined {
 				a.gaps++
 			} else {
 				bad("FDE %#x-%#x: table at its end %v, want RuleUndefined", fd.start, fd.end, got)
@@ -809,7 +790,7 @@ func simulate(t *testing.T, rows []Row, addr uint64, code []byte) map[uint64]Row
 	rbpKnown := true
 	seen := map[uint64]Row{}
 	check := func(pc uint64) {
-		got, ok := Lookup(rows, uint32(pc))
+		got, ok := lookup(rows, uint32(pc))
 		want := cur
 		if !rbpKnown {
 			want.Rule = want.Rule&0xf | got.Rule&0xf0
@@ -922,8 +903,8 @@ func TestCompiled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			entry, _ := Lookup(rows, uint32(addr))
-			after, _ := Lookup(rows, uint32(addr)+uint32(first.Len))
+			entry, _ := lookup(rows, uint32(addr))
+			after, _ := lookup(rows, uint32(addr)+uint32(first.Len))
 			if entry.CFARule() != RegRSP || entry.CFAOffset != 8 {
 				t.Errorf("one: at entry %v, want rsp+8", entry)
 			}
@@ -933,7 +914,7 @@ func TestCompiled(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				body, _ := Lookup(rows, uint32(addr)+uint32(first.Len+second.Len))
+				body, _ := lookup(rows, uint32(addr)+uint32(first.Len+second.Len))
 				if first.String() != "PUSH RBP" || second.String() != "MOV RBP, RSP" {
 					t.Fatalf("one starts %v; %v, want push %%rbp; mov %%rsp,%%rbp", first, second)
 				}
@@ -958,7 +939,7 @@ func TestCompiled(t *testing.T) {
 					t.Errorf("no IBT .plt expression seen; reasons %v", st.Reasons)
 				}
 				if sec := f.Section(".plt.sec"); sec != nil {
-					if r, _ := Lookup(rows, uint32(sec.Addr)); r.CFARule() != RegRSP || r.CFAOffset != 8 {
+					if r, _ := lookup(rows, uint32(sec.Addr)); r.CFARule() != RegRSP || r.CFAOffset != 8 {
 						t.Errorf(".plt.sec at %#x: %v, want rsp+8", sec.Addr, r)
 					}
 				}
@@ -1003,9 +984,6 @@ func FuzzBuild(f *testing.F) {
 				return
 			}
 			checkTable(t, rows, st)
-			if len(Marshal(rows)) != len(rows)*RowSize {
-				t.Fatal("Marshal length")
-			}
 		}
 		check(source{data: data, addr: testBase, debug: debug})
 		if len(data) < 1<<12 {
@@ -1034,4 +1012,49 @@ func BenchmarkBuild(b *testing.B) {
 			b.ReportMetric(float64(st.FDEs), "FDEs")
 		})
 	}
+}
+
+// RBPRule returns the RBP rule, the high nibble of r.Rule.
+func (r Row) RBPRule() uint8 { return r.Rule >> 4 }
+
+// String formats r like readelf's frames-interp columns, in test failures: "0x1139 rsp+16 rbp=c-16".
+func (r Row) String() string {
+	var cfa string
+	switch r.CFARule() {
+	case RegRSP:
+		cfa = fmt.Sprintf("rsp%+d", r.CFAOffset)
+	case RegRBP:
+		cfa = fmt.Sprintf("rbp%+d", r.CFAOffset)
+	case RuleUndefined:
+		cfa = "undefined"
+	case RuleUnsupported:
+		cfa = "unsupported"
+	case RulePLT:
+		cfa = "plt"
+	default:
+		cfa = fmt.Sprintf("rule%d", r.CFARule())
+	}
+	var rbp string
+	switch r.RBPRule() {
+	case RBPSame:
+		rbp = "s"
+	case RBPSaved:
+		rbp = fmt.Sprintf("c%+d", r.RBPOffset)
+	case RBPUndefined:
+		rbp = "u"
+	default:
+		rbp = fmt.Sprintf("rule%d", r.RBPRule())
+	}
+	return fmt.Sprintf("%#x %s rbp=%s", r.PC, cfa, rbp)
+}
+
+// lookup returns the row covering pc, the last row whose PC is at most pc,
+// as the BPF walker's binary search finds it. It reports false when pc is
+// below the first row.
+func lookup(rows []Row, pc uint32) (Row, bool) {
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].PC > pc })
+	if i == 0 {
+		return Row{}, false
+	}
+	return rows[i-1], true
 }

@@ -1,15 +1,15 @@
 // Command cgoleak is a leakscope example target: a Go program whose
-// (*sessionTable).open allocates C buffers through cgo, and which frees
-// all of them but the sessions it abandons.
+// (*connTable).open allocates C buffers through cgo, and which frees
+// all of them but the connections it abandons.
 //
 // Ground truth with default flags (see examples/README.md):
 //
 //	site                          API            blocks  bytes
-//	main.(*sessionTable).open     malloc(3072)       40  122880
+//	main.(*connTable).open        malloc(3072)       40  122880
 //
-// open allocates each buffer through session_buffer, a C function that
-// calls malloc itself. Of 200 sessions, every fifth (id % 5 == 4) is
-// abandoned without session_release; the other 160 buffers are freed.
+// open allocates each buffer through conn_buffer, a C function that
+// calls malloc itself. Of 200 connections, every fifth (id % 5 == 4) is
+// abandoned without conn_release; the other 160 buffers are freed.
 //
 // The C code is compiled with -fno-omit-frame-pointer (the #cgo CFLAGS
 // line below): without it, a frame-pointer walk cannot cross the C frames
@@ -23,10 +23,10 @@ package main
 #include <stdlib.h>
 #include <string.h>
 
-// session_buffer allocates and fills one session's buffer. noinline and
+// conn_buffer allocates and fills one connection's buffer. noinline and
 // noipa keep it a frame of its own that calls malloc directly; the memset
 // after the call keeps malloc from becoming a tail call.
-__attribute__((noinline, noipa)) static void *session_buffer(size_t n)
+__attribute__((noinline, noipa)) static void *conn_buffer(size_t n)
 {
 	void *p = malloc(n);
 	if (p != NULL)
@@ -34,7 +34,7 @@ __attribute__((noinline, noipa)) static void *session_buffer(size_t n)
 	return p;
 }
 
-__attribute__((noinline, noipa)) static void session_release(void *p)
+__attribute__((noinline, noipa)) static void conn_release(void *p)
 {
 	free(p);
 }
@@ -50,53 +50,53 @@ import (
 	"unsafe"
 )
 
-type session struct {
+type conn struct {
 	id  int
 	buf unsafe.Pointer
 }
 
-// sessionTable owns sessions and their C buffers.
-type sessionTable struct {
+// connTable owns connections and their C buffers.
+type connTable struct {
 	size int
-	live map[int]*session
+	live map[int]*conn
 }
 
-// open starts a session with a C buffer of t.size bytes.
+// open starts a connection with a C buffer of t.size bytes.
 //
 //go:noinline
-func (t *sessionTable) open(id int) *session {
-	s := &session{id: id, buf: t.buffer()}
+func (t *connTable) open(id int) *conn {
+	s := &conn{id: id, buf: t.buffer()}
 	t.live[id] = s
 	return s
 }
 
 // buffer is small enough for the compiler to inline into open, so stacks
 // through it show an inlined frame.
-func (t *sessionTable) buffer() unsafe.Pointer {
-	return C.session_buffer(C.size_t(t.size))
+func (t *connTable) buffer() unsafe.Pointer {
+	return C.conn_buffer(C.size_t(t.size))
 }
 
-// close ends a session and frees its buffer.
+// close ends a connection and frees its buffer.
 //
 //go:noinline
-func (t *sessionTable) close(s *session) {
-	C.session_release(s.buf)
+func (t *connTable) close(s *conn) {
+	C.conn_release(s.buf)
 	delete(t.live, s.id)
 }
 
-// abandon forgets a session without freeing its buffer: the leak.
+// abandon forgets a connection without freeing its buffer: the leak.
 //
 //go:noinline
-func (t *sessionTable) abandon(s *session) {
+func (t *connTable) abandon(s *conn) {
 	s.buf = nil
 	delete(t.live, s.id)
 }
 
-// serve opens n sessions and ends them; every leakEvery-th is abandoned.
+// serve opens n connections and ends them; every leakEvery-th is abandoned.
 // It returns the blocks and bytes leaked.
 //
 //go:noinline
-func serve(t *sessionTable, n, leakEvery int) (blocks, bytes int) {
+func serve(t *connTable, n, leakEvery int) (blocks, bytes int) {
 	for id := 0; id < n; id++ {
 		s := t.open(id)
 		if leakEvery > 0 && id%leakEvery == leakEvery-1 {
@@ -111,9 +111,9 @@ func serve(t *sessionTable, n, leakEvery int) (blocks, bytes int) {
 }
 
 func main() {
-	sessions := flag.Int("sessions", 200, "sessions to open")
-	leakEvery := flag.Int("leak-every", 5, "abandon every Nth session (0: none)")
-	size := flag.Int("size", 3072, "bytes of each session's C buffer")
+	conns := flag.Int("conns", 200, "connections to open")
+	leakEvery := flag.Int("leak-every", 5, "abandon every Nth connection (0: none)")
+	size := flag.Int("size", 3072, "bytes of each connection's C buffer")
 	waitFile := flag.String("wait-file", "", "before the work, wait until this file exists")
 	hold := flag.Duration("hold", 0, "after the summary line, keep running this long with the leaks held")
 	flag.Parse()
@@ -126,9 +126,9 @@ func main() {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	t := &sessionTable{size: *size, live: map[int]*session{}}
-	blocks, bytes := serve(t, *sessions, *leakEvery)
-	fmt.Fprintf(os.Stderr, "cgoleak: leaked %d blocks, %d bytes in main.(*sessionTable).open; freed %d blocks; %s; pid %d\n",
-		blocks, bytes, *sessions-blocks, runtime.Version(), os.Getpid())
+	t := &connTable{size: *size, live: map[int]*conn{}}
+	blocks, bytes := serve(t, *conns, *leakEvery)
+	fmt.Fprintf(os.Stderr, "cgoleak: leaked %d blocks, %d bytes in main.(*connTable).open; freed %d blocks; %s; pid %d\n",
+		blocks, bytes, *conns-blocks, runtime.Version(), os.Getpid())
 	time.Sleep(*hold)
 }
