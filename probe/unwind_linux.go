@@ -17,9 +17,10 @@ type unwindSpan struct {
 // loadUnwindLocked gives every newly mapped object that needs it its
 // .eh_frame rows in the kernel, per the unwind mode: "auto" for objects
 // without frame pointers, or with them only in some functions (both
-// walked wrong by %rbp), "dwarf" for all, "fp" for none. Rows are built
-// once per object and never moved; when the table is full, later objects
-// fall back to frame pointers and a warning says so.
+// walked wrong by %rbp; in a Go binary, its C code decides), "dwarf" for
+// all, "fp" for none. Rows are built once per object and never moved;
+// when the table is full, later objects fall back to frame pointers and
+// a warning says so.
 func (t *Tracer) loadUnwindLocked() {
 	if t.opts.Unwind == UnwindFP {
 		return
@@ -31,8 +32,7 @@ func (t *Tracer) loadUnwindLocked() {
 		if _, done := t.view.unwind[m.Path]; done {
 			continue
 		}
-		class := t.view.fpClass(m)
-		if t.opts.Unwind == UnwindAuto && class == fpYes {
+		if t.opts.Unwind == UnwindAuto && t.view.unwindClass(m) == fpYes {
 			t.view.unwind[m.Path] = unwindSpan{}
 			continue
 		}

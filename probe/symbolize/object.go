@@ -57,6 +57,10 @@ type Object struct {
 	fpOnce  sync.Once
 	fpShare float64
 	fpFuncs int
+	// fpShareC and fpFuncsC are FramePointerShare over the functions
+	// outside the object's Go code (CFramePointerShare).
+	fpShareC float64
+	fpFuncsC int
 }
 
 // openObject reads path and the separate debug file found for it under
