@@ -34,8 +34,11 @@ type mappingView struct {
 	objs    map[string]*symbolize.Object
 	zlib    map[uint64]bool       // inodes of objects whose zlib is probed
 	unwind  map[string]unwindSpan // by path: the object's rows in unwind_rows
-	jvmCode *jvm.Code             // a JVM's code cache, once known
-	gone    bool                  // target exited: maps no longer readable
+	// callback holds, by path of a Go binary, the rows of its crosscall2
+	// (goCallbackRows), where C calls back into Go.
+	callback map[string]unwindSpan
+	jvmCode  *jvm.Code // a JVM's code cache, once known
+	gone     bool      // target exited: maps no longer readable
 	// runtime and runtimeVersion describe the executable (detectRuntime);
 	// "" until the mappings were first read.
 	runtime        analyze.Runtime
@@ -43,7 +46,7 @@ type mappingView struct {
 }
 
 func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
-	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}, unwind: map[string]unwindSpan{}}
+	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}, unwind: map[string]unwindSpan{}, callback: map[string]unwindSpan{}}
 }
 
 // newImage forgets the mappings after the target exec'd: the address space
@@ -203,7 +206,9 @@ func (v *mappingView) execRanges() []leakExecRange {
 // .eh_frame describes only the C code. runtime.asmcgocall, where C frames
 // return into Go from the system stack, is flagged RANGE_GO_CGOCALL: the
 // walk switches to the goroutine's stack there (go_stack_switch in
-// ebpf/track.bpf.h).
+// ebpf/track.bpf.h). crosscall2, where C calls back into Go, is walked
+// with the rows goCallbackRows made for it: the frame-pointer chain it
+// keeps passes through a slot holding the C caller's %rbp.
 func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRange {
 	if !v.goCode(m.Path) {
 		return rs
@@ -219,6 +224,16 @@ func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRa
 	}
 	if start, end, ok := obj.GoFunc("runtime.asmcgocall"); ok && start+bias >= m.Start && end+bias <= m.End {
 		rs = splitRange(rs, start+bias, end+bias, goFlags|uint32(leakRangeFlagRANGE_GO_CGOCALL))
+	}
+	if span := v.callback[m.Path]; span.use {
+		if start, end, ok := obj.GoFunc("crosscall2"); ok && start+bias >= m.Start && end+bias <= m.End {
+			rs = splitRange(rs, start+bias, end+bias, goFlags|uint32(leakRangeFlagRANGE_DWARF))
+			for i := range rs {
+				if rs[i].Start == start+bias {
+					rs[i].RowStart, rs[i].RowCount, rs[i].Bias = span.start, span.count, bias
+				}
+			}
+		}
 	}
 	return rs
 }

@@ -289,6 +289,10 @@ func (o *Object) segment(vaddr uint64) *elf.ProgHeader {
 	return nil
 }
 
+// ReadCode is readCode: up to len(buf) bytes of the object's code at
+// vaddr, as its file holds them.
+func (o *Object) ReadCode(vaddr uint64, buf []byte) int { return o.readCode(vaddr, buf) }
+
 // readCode reads up to len(buf) bytes of the object's file image at vaddr,
 // stopping at the end of the segment. It returns the count read.
 func (o *Object) readCode(vaddr uint64, buf []byte) int {

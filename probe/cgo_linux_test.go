@@ -94,6 +94,121 @@ func main() {
 `, b.String()
 }
 
+// buildCgoProgram writes files, a main package, into a module of its own
+// named name and builds it with cgo and its default flags.
+func buildCgoProgram(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testutil.SkipOrFail(t, "cgo programs need gcc: "+err.Error())
+	}
+	dir := t.TempDir()
+	files["go.mod"] = "module " + name + "\n\ngo 1.24\n"
+	for file, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, b)
+	}
+	return bin
+}
+
+// cgoCallbackSource is a Go program whose viaCallback calls C (run_cb),
+// which calls back into Go (goCallback, through crosscall2), which leaks
+// -leak buffers through C (alloc_in_cb). cgo's default flags: no frame
+// pointers in the C code.
+const cgoCallbackSource = `package main
+
+/*
+#include <stdlib.h>
+#include <string.h>
+
+extern void goCallback(int n);
+
+__attribute__((noinline, noipa)) static void *alloc_in_cb(size_t n)
+{
+	void *p = malloc(n);
+	if (p != NULL)
+		memset(p, 0x5a, n);
+	return p;
+}
+
+// The barrier after the call keeps it from becoming a tail call.
+__attribute__((noinline, noipa)) static void run_cb(int n)
+{
+	goCallback(n);
+	__asm__ volatile("" ::: "memory");
+}
+*/
+import "C"
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+	"unsafe"
+)
+
+var kept []unsafe.Pointer
+
+//export goCallback
+func goCallback(n C.int) {
+	for i := 0; i < int(n); i++ {
+		kept = append(kept, C.alloc_in_cb(1024))
+	}
+}
+
+//go:noinline
+func viaCallback(n int) { C.run_cb(C.int(n)) }
+
+func main() {
+	leak := flag.Int("leak", 20, "buffers the callback leaks")
+	waitFile := flag.String("wait-file", "", "wait until this file exists before starting")
+	hold := flag.Duration("hold", 0, "stay alive this long after the summary")
+	flag.Parse()
+	for *waitFile != "" {
+		if _, err := os.Stat(*waitFile); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	viaCallback(*leak)
+	fmt.Fprintf(os.Stderr, "cgocallback: leaked %d buffers of 1024 bytes in main.goCallback\n", len(kept))
+	time.Sleep(*hold)
+}
+`
+
+// A callback from C into Go: the walk crosses both cgo calls, the inner
+// one at runtime.asmcgocall and the callback at crosscall2 (walked with
+// the row unwind.EntryRow made for it), to the Go code that called C
+// first.
+func TestGoCgoCallback(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildCgoProgram(t, "cgocallback", map[string]string{"main.go": cgoCallbackSource})
+	c := attachGo(t, bin)
+	checkNoLoss(t, c)
+	res := analyze.Rank(c, analyze.Options{})
+	if len(res.Leaks) == 0 {
+		t.Fatal("no leaks")
+	}
+	l := res.Leaks[0]
+	fns := functions(*l.Site)
+	stack := strings.Join(fns, ",")
+	if l.Count != 20 || l.Bytes != 20*1024 || l.Site.Allocs != 20 || l.Site.Stack.Truncated != "" || fns[0] != "alloc_in_cb" ||
+		!strings.Contains(stack, ",runtime.asmcgocall,runtime.cgocall,main._Cfunc_alloc_in_cb,main.goCallback,") ||
+		!strings.Contains(stack, ",runtime.cgocallback,crosscall2,goCallback,run_cb,") ||
+		!strings.HasSuffix(stack, ",runtime.asmcgocall,runtime.cgocall,main._Cfunc_run_cb,main.viaCallback,main.main,runtime.main,runtime.goexit") {
+		t.Errorf("rank 1: %d blocks, %d bytes, %d allocs, truncated %q: %s; want 20 of 1024 bytes through the callback to main.viaCallback and runtime.goexit",
+			l.Count, l.Bytes, l.Site.Allocs, l.Site.Stack.Truncated, stack)
+	}
+}
+
 // A Go binary with thousands of C functions built with cgo's default
 // flags (no frame pointers): its Go code is walked by frame pointers and
 // its C code with its unwind rows, each by its own share of functions
@@ -103,23 +218,8 @@ func main() {
 // leaked, and the path that frees is in no leak.
 func TestGoManyCFunctions(t *testing.T) {
 	testutil.RequireBPF(t)
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testutil.SkipOrFail(t, "cgo programs need gcc: "+err.Error())
-	}
-	dir := t.TempDir()
 	goSrc, cSrc := cgoManySource()
-	for name, data := range map[string]string{"main.go": goSrc, "hash.c": cSrc, "go.mod": "module cgomany\n\ngo 1.24\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "cgomany")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bin := buildCgoProgram(t, "cgomany", map[string]string{"main.go": goSrc, "hash.c": cSrc})
 	obj, err := symbolize.NewCache().Object(bin)
 	if err != nil {
 		t.Fatal(err)
