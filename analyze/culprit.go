@@ -32,6 +32,9 @@ var culpritRules = []culpritRule{
 	{Function: `(inflate|deflate)(Init2?_|Reset2?|ResetKeep|SetDictionary|Copy|Prime|Params|Bound)?|(inflate|deflate)_\w+|zcalloc|(un)?compress2?|gz\w+|adler32\w*|crc32\w*`,
 		Why: "zlib, statically linked or not"},
 	{Function: `sqlite3\w*`, Why: "SQLite's own functions"},
+	// Most of SQLite's functions are static (dbMallocRawFinish,
+	// growOpArray, yy_reduce): its amalgamation's file names them.
+	{Function: `.+`, File: `(.*/)?(sqlite3|sqlite3-binding)\.c`, Why: "SQLite's static functions, by its amalgamation (sqlite3.c; go-sqlite3's sqlite3-binding.c)"},
 	// Go's standard library, by its top-level packages, only for Go
 	// frames (a .go file): after the package path, a function or method
 	// name holds no '/' (github.com/x/y.F does).

@@ -75,7 +75,13 @@ enum range_flag {
 	RANGE_DWARF = 8,  /* unwind through it with its rows in unwind_rows (.eh_frame) */
 	RANGE_JVM_INTERP = 16, /* HotSpot's template interpreter: each frame's Method* is at fp-3 words */
 	RANGE_JVM_CODE = 32,   /* HotSpot's code cache: compiled frames are unwound by their code blob's frame size */
+	RANGE_GO_CGOCALL = 64, /* Go's runtime.asmcgocall: it called C on the system stack, its own frame is on the goroutine's */
 };
+
+/* Offset of stack.hi in the Go runtime's struct g (its first field is the
+ * goroutine's stack, struct { lo, hi uintptr }; asm_amd64.s reads it as
+ * g_stack+stack_hi). */
+#define GO_G_STACK_HI 8
 
 #define MAX_JVM_HEAPS 4
 #define JVM_SEGMAP_STEPS 64

@@ -433,6 +433,48 @@ static __always_inline __u64 jvm_bci(__u64 bcp, __u64 method)
 	return (bcp - code + 1) << STACK_JVM_BCI_SHIFT;
 }
 
+/* go_stack_switch leaves the system stack for the goroutine's at w->ip, a
+ * return address into runtime.asmcgocall, as asmcgocall itself does when
+ * the C call returns (asm_amd64.s). Before switching to the thread's
+ * system stack (g0) and calling C, asmcgocall stored at what is now the C
+ * callee's CFA (w->sp) the goroutine's stack depth, g.stack.hi minus its
+ * own frame pointer, then g; called on a system stack already (nosave),
+ * it stored its frame pointer itself, then 0. That frame pointer is where
+ * asmcgocall pushed its caller's %rbp, with its return address above: a
+ * frame-pointer step from there reaches runtime.cgocall and the Go code
+ * that called C, whatever the C code did with %rbp. The depth, not a
+ * saved stack pointer, because a callback into Go may move the
+ * goroutine's stack. Returns 1 to stop the walk. */
+static __always_inline long go_stack_switch(struct walk_ctx *w)
+{
+	struct stack *st = w->st;
+	__u64 saved[2] = {}; /* depth (or the frame pointer), g (or 0) */
+	if (stack_read(w, saved, sizeof(saved), w->sp)) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	__u64 fp = saved[0];
+	if (saved[1]) {
+		__u64 hi = 0;
+		if (bpf_probe_read_user(&hi, sizeof(hi), (void *)(saved[1] + GO_G_STACK_HI))) {
+			st->flags |= STACK_READ_ERROR;
+			return 1;
+		}
+		if (saved[0] >= hi) {
+			st->flags |= STACK_BAD_FRAME;
+			return 1;
+		}
+		fp = hi - saved[0];
+	}
+	if (fp == 0 || (fp & 7)) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	w->fp = fp;
+	w->sp = fp;
+	return 0;
+}
+
 /* walk_step appends one frame; returns 1 to stop the walk. */
 static long walk_step(__u64 i, struct walk_ctx *w)
 {
@@ -440,6 +482,8 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	struct frame_rule fr = {};
 	struct frame_rule *cached = NULL;
 	bool known = frame_rule(w, &fr, &cached);
+	if (known && (fr.flags & RANGE_GO_CGOCALL) && go_stack_switch(w))
+		return 1;
 	if (known && (fr.flags & RANGE_DWARF))
 		return dwarf_step(w, &fr);
 	if (known && (fr.flags & RANGE_JVM_CODE)) {

@@ -158,6 +158,25 @@ func doctorTarget(pid int) []Check {
 	for _, o := range objs {
 		var what string
 		ok := true
+		if obj, err := view.object(procfs.Mapping{Path: o.Path}); err == nil && obj.Go() {
+			// Go code and the C code cgo linked in are walked apart
+			// (mappingView.splitGo, unwindClass).
+			cshare, cfuncs := obj.CFramePointerShare()
+			how := "walked with frame pointers"
+			if view.unwindClass(procfs.Mapping{Path: o.Path}) != fpYes {
+				rows, _, err := unwind.BuildFile(procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path}))
+				if err == nil && len(rows) > 0 {
+					how = fmt.Sprintf("walked with its unwind table (%d rows from .eh_frame)", len(rows))
+				} else {
+					ok = false
+					how = "without a usable unwind table: a stack that reaches it ends at its function"
+				}
+			}
+			cs = append(cs, Check{"frame pointers", ok,
+				fmt.Sprintf("%s: Go, %.0f%% of functions: its Go code walked with frame pointers, onto the goroutine's stack at runtime.asmcgocall; its C code (%d functions, %.0f%% with frame pointers) %s",
+					o.Path, 100*o.FPShare, cfuncs, 100*cshare, how)})
+			continue
+		}
 		switch o.FramePointer {
 		case fpYes:
 			what = "walked with frame pointers"

@@ -59,8 +59,13 @@ func buildGoExample(t *testing.T, name string, edit func(string) string, flags .
 
 // attachGo starts bin, waiting on a gate file, attaches, opens the gate and
 // traces until the example printed its summary line, then stops.
-func attachGo(t *testing.T, bin string) *analyze.Capture {
+func attachGo(t *testing.T, bin string, opts ...Options) *analyze.Capture {
 	t.Helper()
+	o := Options{}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Warnf = t.Logf
 	gate := filepath.Join(t.TempDir(), "gate")
 	cmd := exec.Command(bin, "-wait-file", gate, "-hold", "60s")
 	stderr, err := cmd.StderrPipe()
@@ -85,7 +90,7 @@ func attachGo(t *testing.T, bin string) *analyze.Capture {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
+	tr, err := Attach(cmd.Process.Pid, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,14 +198,36 @@ func TestGoCgoLeakExact(t *testing.T) {
 }
 
 // cgo's default CFLAGS (-O2, no -fno-omit-frame-pointer) leave the C code
-// without frame pointers: the walk still reaches the Go callers, and says
-// which frames it skipped.
+// without frame pointers: the kernel walks it with its .eh_frame rows, its
+// Go code by frame pointers, and switches to the goroutine's stack at
+// runtime.asmcgocall, so the stack is the one built with frame pointers.
 func TestGoCgoWithoutFramePointers(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildGoExample(t, "cgoleak", func(src string) string {
 		return strings.Replace(src, "#cgo CFLAGS: -O2 -g -fno-omit-frame-pointer", "#cgo CFLAGS: -O2 -g", 1)
 	})
 	l := checkConnLeak(t, attachGo(t, bin))
+	fns := functions(*l.Site)
+	want := append([]string{"conn_buffer", "", "runtime.asmcgocall", "runtime.cgocall"}, goTail...)
+	if len(fns) != len(want) || !strings.HasSuffix(fns[1], "_Cfunc_conn_buffer") || l.Site.Stack.Truncated != "" {
+		t.Fatalf("stack %v (truncated %q), want %v with the cgo stub second", fns, l.Site.Stack.Truncated, want)
+	}
+	for i, w := range want {
+		if w != "" && fns[i] != w {
+			t.Errorf("frame %d is %s, want %s: %v", i, fns[i], w, fns)
+		}
+	}
+}
+
+// With --unwind fp nothing is walked with unwind rows: the frame-pointer
+// walk leaves the C code at the Go frame its %rbp still points to, and the
+// stack names the frames it skipped.
+func TestGoCgoWithoutFramePointersUnwindFP(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildGoExample(t, "cgoleak", func(src string) string {
+		return strings.Replace(src, "#cgo CFLAGS: -O2 -g -fno-omit-frame-pointer", "#cgo CFLAGS: -O2 -g", 1)
+	})
+	l := checkConnLeak(t, attachGo(t, bin, Options{Unwind: UnwindFP}))
 	fns := functions(*l.Site)
 	if got := strings.Join(fns[len(fns)-len(goTail):], ","); got != strings.Join(goTail, ",") {
 		t.Errorf("stack ends %s, want %s", got, strings.Join(goTail, ","))

@@ -83,7 +83,7 @@ func (t *Tracer) prepareLocked(path string) {
 	m := procfs.Mapping{Path: path}
 	t.view.classify(m)
 	if _, done := t.view.unwind[path]; !done && t.opts.Unwind != UnwindFP &&
-		(t.opts.Unwind != UnwindAuto || t.view.fpClass(m) != fpYes) {
+		(t.opts.Unwind != UnwindAuto || t.view.unwindClass(m) != fpYes) {
 		t.view.unwind[path] = t.uploadRows(m)
 	}
 }

@@ -114,6 +114,7 @@ const (
 	leakRangeFlagRANGE_DWARF      leakRangeFlag = 8
 	leakRangeFlagRANGE_JVM_INTERP leakRangeFlag = 16
 	leakRangeFlagRANGE_JVM_CODE   leakRangeFlag = 32
+	leakRangeFlagRANGE_GO_CGOCALL leakRangeFlag = 64
 )
 
 type leakRangeMiss struct {

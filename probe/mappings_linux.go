@@ -36,8 +36,11 @@ type mappingView struct {
 	objs    map[string]*symbolize.Object
 	zlib    map[uint64]bool       // inodes of objects whose zlib is probed
 	unwind  map[string]unwindSpan // by path: the object's rows in unwind_rows
-	jvmCode *jvm.Code             // a JVM's code cache, once known
-	gone    bool                  // target exited: maps no longer readable
+	// callback holds, by path of a Go binary, the rows of its crosscall2
+	// (goCallbackRows), where C calls back into Go.
+	callback map[string]unwindSpan
+	jvmCode  *jvm.Code // a JVM's code cache, once known
+	gone     bool      // target exited: maps no longer readable
 	// runtime and runtimeVersion describe the executable (detectRuntime);
 	// "" until the mappings were first read.
 	runtime        analyze.Runtime
@@ -45,7 +48,7 @@ type mappingView struct {
 }
 
 func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
-	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}, unwind: map[string]unwindSpan{}}
+	return &mappingView{pid: pid, cache: cache, fp: map[string]analyze.Object{}, objs: map[string]*symbolize.Object{}, zlib: map[uint64]bool{}, unwind: map[string]unwindSpan{}, callback: map[string]unwindSpan{}}
 }
 
 // newImage forgets the mappings after the target exec'd: the address space
@@ -134,6 +137,22 @@ func (v *mappingView) classify(m procfs.Mapping) {
 	v.fp[m.Path] = o
 }
 
+// unwindClass is the frame-pointer class that decides whether the object
+// behind m is walked with its unwind rows: fpClass, or for a Go binary the
+// class of its C code alone (its Go code is always walked by frame
+// pointers, splitGo); yes for one without C code, which has no rows to
+// walk with.
+func (v *mappingView) unwindClass(m procfs.Mapping) string {
+	if o, ok := v.objs[m.Path]; ok && o.Go() {
+		share, funcs := o.CFramePointerShare()
+		if funcs == 0 {
+			return fpYes
+		}
+		return symbolize.FramePointerClass(share, funcs)
+	}
+	return v.fpClass(m)
+}
+
 // fpClass is the frame-pointer class of the object behind m.
 func (v *mappingView) fpClass(m procfs.Mapping) string {
 	if o, ok := v.fp[m.Path]; ok {
@@ -169,6 +188,9 @@ func (v *mappingView) execRanges() []leakExecRange {
 		rs = append(rs, r)
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
+	for _, m := range v.current {
+		rs = v.splitGo(rs, m)
+	}
 	if c := v.jvmCode; c != nil {
 		for i := range rs {
 			if rs[i].Start >= c.Cache[0] && rs[i].End <= c.Cache[1] {
@@ -176,6 +198,44 @@ func (v *mappingView) execRanges() []leakExecRange {
 			}
 		}
 		rs = splitRange(rs, c.Interpreter[0], c.Interpreter[1], uint32(leakRangeFlagRANGE_JVM_INTERP|leakRangeFlagRANGE_HAS_FP))
+	}
+	return rs
+}
+
+// splitGo gives the Go code of a Go binary mapped at m ranges of its own,
+// walked by frame pointers whatever the rest of the object (its C code)
+// is walked with: Go keeps them in every function with a frame, and its
+// .eh_frame describes only the C code. runtime.asmcgocall, where C frames
+// return into Go from the system stack, is flagged RANGE_GO_CGOCALL: the
+// walk switches to the goroutine's stack there (go_stack_switch in
+// ebpf/track.bpf.h). crosscall2, where C calls back into Go, is walked
+// with the rows goCallbackRows made for it: the frame-pointer chain it
+// keeps passes through a slot holding the C caller's %rbp.
+func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRange {
+	if !v.goCode(m.Path) {
+		return rs
+	}
+	obj, err := v.object(m)
+	if err != nil {
+		return rs
+	}
+	bias := m.Start - obj.VAddr(m.Start, m.Start, m.Offset)
+	goFlags := uint32(leakRangeFlagRANGE_HAS_FP | leakRangeFlagRANGE_GO)
+	if start, end, ok := obj.GoText(); ok && start+bias >= m.Start && end+bias <= m.End {
+		rs = splitRange(rs, start+bias, end+bias, goFlags)
+	}
+	if start, end, ok := obj.GoFunc("runtime.asmcgocall"); ok && start+bias >= m.Start && end+bias <= m.End {
+		rs = splitRange(rs, start+bias, end+bias, goFlags|uint32(leakRangeFlagRANGE_GO_CGOCALL))
+	}
+	if span := v.callback[m.Path]; span.use {
+		if start, end, ok := obj.GoFunc("crosscall2"); ok && start+bias >= m.Start && end+bias <= m.End {
+			rs = splitRange(rs, start+bias, end+bias, goFlags|uint32(leakRangeFlagRANGE_DWARF))
+			for i := range rs {
+				if rs[i].Start == start+bias {
+					rs[i].RowStart, rs[i].RowCount, rs[i].Bias = span.start, span.count, bias
+				}
+			}
+		}
 	}
 	return rs
 }

@@ -67,23 +67,45 @@ func (o *Object) FramePointerShare() (share float64, funcs int) {
 		if o.machine != elf.EM_X86_64 {
 			return
 		}
-		var with int
+		var with, withC int
 		buf := make([]byte, prologueBytes)
 		for _, s := range o.shareFuncs() {
 			if s.size < minPrologueFuncBytes || !o.isCode(s.addr) {
 				continue
 			}
 			n := o.readCode(s.addr, buf[:min(uint64(len(buf)), s.size)])
+			fp := hasFramePointerPrologue(buf[:n])
 			o.fpFuncs++
-			if hasFramePointerPrologue(buf[:n]) {
+			if fp {
 				with++
+			}
+			if !o.GoCode(s.addr) {
+				o.fpFuncsC++
+				if fp {
+					withC++
+				}
 			}
 		}
 		if o.fpFuncs > 0 {
 			o.fpShare = float64(with) / float64(o.fpFuncs)
 		}
+		if o.fpFuncsC > 0 {
+			o.fpShareC = float64(withC) / float64(o.fpFuncsC)
+		}
 	})
 	return o.fpShare, o.fpFuncs
+}
+
+// CFramePointerShare is FramePointerShare over the functions outside the
+// object's Go code: in a Go binary, the C code cgo linked into it (the
+// C of its packages and libraries, runtime/cgo's), which cgo compiles
+// without frame pointers by default while every Go function keeps them.
+// The two are walked apart: one share of both would follow the count of
+// C functions (a binary with a few is "yes", with SQLite's thousands
+// "mixed"). For an object without Go code it is FramePointerShare.
+func (o *Object) CFramePointerShare() (share float64, funcs int) {
+	o.FramePointerShare()
+	return o.fpShareC, o.fpFuncsC
 }
 
 // shareFuncs lists the functions FramePointerShare examines: the sized

@@ -56,6 +56,43 @@ func (o *Object) Go() bool { return o.gotab != nil }
 // that is not Go.
 func (o *Object) GoCode(vaddr uint64) bool { return o.gotab != nil && o.gotab.covers(vaddr) }
 
+// GoText returns the object's Go code as [start, end) ELF vaddrs
+// (runtime.text to the end of its last function), one contiguous range
+// however the binary was linked; ok is false for an object without a
+// Go function table, or with a pre-1.20 one.
+func (o *Object) GoText() (start, end uint64, ok bool) {
+	if o.gotab == nil || o.gotab.legacy != nil || o.gotab.textEnd <= o.gotab.textStart {
+		return 0, 0, false
+	}
+	return o.gotab.textStart, o.gotab.textEnd, true
+}
+
+// GoFunc returns the [start, end) ELF vaddrs of the Go function named
+// name (as the runtime names it: runtime.asmcgocall for its ABI0 body),
+// from the function table, so that it is found in a stripped binary too.
+func (o *Object) GoFunc(name string) (start, end uint64, ok bool) {
+	t := o.gotab
+	if t == nil || t.legacy != nil {
+		return 0, 0, false
+	}
+	le := binary.LittleEndian
+	for i := 0; i < t.nfunc; i++ {
+		foff := uint64(le.Uint32(t.functab[8*i+4:]))
+		if foff+funcHeaderSize > uint64(len(t.funcs)) {
+			continue
+		}
+		if cstring(t.names, uint64(le.Uint32(t.funcs[foff+4:]))) != name {
+			continue
+		}
+		s, e := le.Uint32(t.functab[8*i:]), le.Uint32(t.functab[8*i+8:])
+		if e <= s {
+			return 0, 0, false
+		}
+		return t.textStart + uint64(s), t.textStart + uint64(e), true
+	}
+	return 0, 0, false
+}
+
 // Magic numbers of the pcHeader, by the Go release that introduced them.
 const (
 	goMagic120 = 0xfffffff1 // Go 1.20 and later

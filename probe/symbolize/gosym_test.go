@@ -230,3 +230,48 @@ func FuzzGoTable(f *testing.F) {
 		}
 	})
 }
+
+// GoText and GoFunc read .gopclntab alone: a stripped build gives the
+// ranges the plain build's ELF symbols give. A binary without cgo has no
+// C code for CFramePointerShare to measure.
+func TestGoTextAndFunc(t *testing.T) {
+	plain := mustObject(t, buildGo(t))
+	ef, err := elf.Open(plain.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := ef.Symbols()
+	ef.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		addr[s.Name] = s.Value
+	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{{"plain", nil}, {"stripped", []string{"-ldflags=-s -w"}}} {
+		o := plain
+		if tc.flags != nil {
+			o = mustObject(t, buildGo(t, tc.flags...))
+		}
+		start, end, ok := o.GoText()
+		if !ok || start != addr["runtime.text"] || end > addr["runtime.etext"] || end <= start {
+			t.Errorf("%s: GoText = %#x-%#x %v; want from runtime.text %#x to at most runtime.etext %#x",
+				tc.name, start, end, ok, addr["runtime.text"], addr["runtime.etext"])
+		}
+		fs, fe, ok := o.GoFunc("runtime.asmcgocall")
+		if !ok || fs != addr["runtime.asmcgocall.abi0"] || fe <= fs || fe > end {
+			t.Errorf("%s: GoFunc(runtime.asmcgocall) = %#x-%#x %v; want from runtime.asmcgocall.abi0 %#x, inside the Go text",
+				tc.name, fs, fe, ok, addr["runtime.asmcgocall.abi0"])
+		}
+		if _, _, ok := o.GoFunc("main.nosuchfunction"); ok {
+			t.Errorf("%s: GoFunc found a function that does not exist", tc.name)
+		}
+		if share, funcs := o.CFramePointerShare(); funcs != 0 {
+			t.Errorf("%s: CFramePointerShare = %.2f of %d functions, want none", tc.name, share, funcs)
+		}
+	}
+}

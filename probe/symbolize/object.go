@@ -57,6 +57,10 @@ type Object struct {
 	fpOnce  sync.Once
 	fpShare float64
 	fpFuncs int
+	// fpShareC and fpFuncsC are FramePointerShare over the functions
+	// outside the object's Go code (CFramePointerShare).
+	fpShareC float64
+	fpFuncsC int
 }
 
 // openObject reads path and the separate debug file found for it under
@@ -284,6 +288,10 @@ func (o *Object) segment(vaddr uint64) *elf.ProgHeader {
 	}
 	return nil
 }
+
+// ReadCode is readCode: up to len(buf) bytes of the object's code at
+// vaddr, as its file holds them.
+func (o *Object) ReadCode(vaddr uint64, buf []byte) int { return o.readCode(vaddr, buf) }
 
 // readCode reads up to len(buf) bytes of the object's file image at vaddr,
 // stopping at the end of the segment. It returns the count read.
