@@ -89,11 +89,56 @@ func (m *culpritMatcher) skips(f *Frame) bool {
 type Culprits struct {
 	skip    *regexp.Regexp
 	skipped map[*Frame]bool
+	// module is the Go program's main module (Target.GoModule) of the
+	// stack being looked at: its code is the culprit before its
+	// dependencies'; modules, by pid (In).
+	module  string
+	modules map[int]string
 }
 
 // NewCulprits returns a finder with skip as --culprit-skip (nil: none).
 func NewCulprits(skip *regexp.Regexp) *Culprits {
 	return &Culprits{skip: skip, skipped: map[*Frame]bool{}}
+}
+
+// In makes c a finder for the sites of capture cp (FindSite): a Go
+// program's culprit is its main module's code past its dependencies' (a
+// database driver's, an SDK's), when the stack runs through both; each
+// process of the capture is its own program.
+func (c *Culprits) In(cp *Capture) *Culprits {
+	c.modules = map[int]string{0: cp.Target.GoModule, cp.Target.Pid: cp.Target.GoModule}
+	for _, p := range cp.Processes {
+		c.modules[p.Pid] = p.GoModule
+	}
+	return c
+}
+
+// FindSite is Find for the stack of site s of the capture given to In.
+func (c *Culprits) FindSite(s *Site) (Frame, bool) {
+	c.module = c.modules[s.Pid]
+	return c.Find(s.Stack)
+}
+
+// FindOrSite is FindOr for the stack of site s of the capture given to In.
+func (c *Culprits) FindOrSite(s *Site) (Frame, bool) {
+	c.module = c.modules[s.Pid]
+	return c.FindOr(s.Stack)
+}
+
+// goDependency reports whether f is Go code of a module other than the
+// program's main module (and not package main): a dependency.
+func (c *Culprits) goDependency(f *Frame) bool {
+	if c.module == "" || !strings.HasSuffix(f.File, ".go") || strings.HasPrefix(f.Function, "main.") {
+		return false
+	}
+	fn, _, _ := strings.Cut(f.Function, "[") // type arguments name other packages
+	slash := strings.LastIndexByte(fn, '/')
+	dot := strings.IndexByte(fn[slash+1:], '.')
+	if dot < 0 {
+		return false
+	}
+	pkg := fn[:slash+1+dot]
+	return pkg != c.module && !strings.HasPrefix(pkg, c.module+"/")
 }
 
 func (c *Culprits) skips(f *Frame) bool {
@@ -115,11 +160,31 @@ func (c *Culprits) skips(f *Frame) bool {
 // whose function (or module base name, when unnamed) it matches too
 // (--culprit-skip). A frame of a module no rule names and with no function
 // is the program's own. ok is false when every frame is skipped.
+//
+// In a Go program (For), the frames of its dependencies are looked past
+// too when a frame of its own module follows them: a driver's prepare
+// function is where the program's call went, not who kept the result.
 func (c *Culprits) Find(s Stack) (Frame, bool) {
+	var first *Frame
 	for _, f := range s.Frames {
-		if !c.skips(f) {
-			return *f, true
+		if c.skips(f) {
+			continue
 		}
+		if !c.goDependency(f) {
+			if first == nil {
+				return *f, true
+			}
+			if strings.HasSuffix(f.File, ".go") {
+				return *f, true // the program's own Go code, past its dependencies'
+			}
+			continue // C code a dependency calls through, e.g. its callbacks
+		}
+		if first == nil {
+			first = f
+		}
+	}
+	if first != nil {
+		return *first, true
 	}
 	return Frame{}, false
 }

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -48,6 +49,42 @@ func TestCulprit(t *testing.T) {
 		}
 		if got != tt.want {
 			t.Errorf("%s: culprit %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// In a Go program whose main module is known, its own code is the culprit
+// past its dependencies' (a driver's prepare), when a frame of it follows;
+// each process of a capture is its own program.
+func TestCulpritGoMainModule(t *testing.T) {
+	fr := func(fn, file string) *Frame { return &Frame{Function: fn, Module: "/srv/app", File: file} }
+	driver := []*Frame{fr("sqlite3MemMalloc", "sqlite3-binding.c"), fr("_cgo_7f_Cfunc__sqlite3_prepare_v2", ""),
+		fr("runtime.asmcgocall", "asm_amd64.s"), fr("github.com/mattn/go-sqlite3.(*SQLiteConn).prepare.func2", "sqlite3.go"),
+		fr("github.com/mattn/go-sqlite3.(*SQLiteConn).prepare", "sqlite3.go"), fr("database/sql.(*DB).prepareDC", "sql.go")}
+	for _, tt := range []struct {
+		name, module string
+		stack        []*Frame
+		want         string
+	}{
+		{"main package past the driver", "gosqlite", append(slices.Clone(driver), fr("main.cacheQueries", "main.go"), fr("main.main", "main.go")), "main.cacheQueries"},
+		{"the main module's own package past the driver", "example.com/app", append(slices.Clone(driver), fr("example.com/app/store.(*Cache).Prepare", "store.go"), fr("main.main", "main.go")), "example.com/app/store.(*Cache).Prepare"},
+		{"a generic function of the main module", "example.com/app", append(slices.Clone(driver), fr("example.com/app/store.Get[go.shape.string,github.com/x/y.T]", "store.go")), "example.com/app/store.Get[go.shape.string,github.com/x/y.T]"},
+		{"a dependency's generic function over the main module's type", "example.com/app", append(slices.Clone(driver[:3]), fr("github.com/x/y.Put[example.com/app/store.T]", "y.go"), fr("example.com/app/store.Save", "store.go")), "example.com/app/store.Save"},
+		{"only a dependency's code: the dependency", "example.com/app", driver, "github.com/mattn/go-sqlite3.(*SQLiteConn).prepare.func2"},
+		{"module unknown: the first Go frame", "", append(slices.Clone(driver), fr("main.cacheQueries", "main.go")), "github.com/mattn/go-sqlite3.(*SQLiteConn).prepare.func2"},
+		{"the program's own C code stays", "example.com/app", []*Frame{fr("malloc", ""), fr("conn_buffer", "conn.c"), fr("main.open", "main.go")}, "conn_buffer"},
+	} {
+		c := &Capture{Target: Target{Pid: 10, GoModule: tt.module}, Processes: []Target{{Pid: 11}}}
+		cs := NewCulprits(nil).In(c)
+		f, _ := cs.FindSite(&Site{Stack: Stack{Frames: tt.stack}})
+		if f.Function != tt.want {
+			t.Errorf("%s: culprit %q, want %q", tt.name, f.Function, tt.want)
+		}
+		// Another process of the capture, whose module is not known: the
+		// first frame no rule skips.
+		want, _ := NewCulprits(nil).Find(Stack{Frames: tt.stack})
+		if f, _ := cs.FindSite(&Site{Pid: 11, Stack: Stack{Frames: tt.stack}}); f.Function != want.Function {
+			t.Errorf("%s, in process 11: culprit %q, want %q", tt.name, f.Function, want.Function)
 		}
 	}
 }

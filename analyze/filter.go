@@ -151,7 +151,7 @@ func filter(c *Capture, o Options) (*Capture, map[uint64]string) {
 	into := map[uint64]uint64{} // ID of a kept site to the ID it is listed under
 	var notes map[uint64]string
 	if o.GroupBy == GroupByFrame {
-		out.Sites, notes = group(c.Sites, o, into)
+		out.Sites, notes = group(c, o, into)
 	} else {
 		out.Sites = []Site{}
 		for i := range c.Sites {
@@ -199,7 +199,8 @@ func filter(c *Capture, o Options) (*Capture, map[uint64]string) {
 // so it is counted by its totals, as a site without ages is. A site with no
 // Culprit stays alone. The notes say, per merged site ID, "N stacks
 // grouped by FRAME".
-func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]string) {
+func group(c *Capture, o Options, into map[uint64]uint64) ([]Site, map[uint64]string) {
+	sites := c.Sites
 	type key struct {
 		kind  Kind
 		frame string
@@ -208,14 +209,14 @@ func group(sites []Site, o Options, into map[uint64]uint64) ([]Site, map[uint64]
 	}
 	var keys []key
 	members := map[key][]*Site{}
-	culprits := NewCulprits(o.CulpritSkip)
+	culprits := NewCulprits(o.CulpritSkip).In(c)
 	for i := range sites {
 		s := &sites[i]
 		if !o.keep(s) {
 			continue
 		}
 		k := key{kind: s.Kind, alone: s.ID}
-		if f, ok := culprits.Find(s.Stack); ok {
+		if f, ok := culprits.FindSite(s); ok {
 			k = key{kind: s.Kind, frame: groupLabel(f), pid: s.Pid}
 		}
 		if _, ok := members[k]; !ok {

@@ -137,6 +137,9 @@ type Target struct {
 	// RuntimeVersion is the runtime's version when known: for Go, the
 	// toolchain that built the executable ("go1.26.8").
 	RuntimeVersion string `json:"runtime_version,omitempty"`
+	// GoModule is a Go program's main module path, when known: the
+	// culprit of a stack is its code before a dependency's (Culprits).
+	GoModule string `json:"go_module,omitempty"`
 	// Ended says how leakscope ended the command of run, when it did:
 	// "terminated by leakscope at --duration (SIGTERM)"; empty when the
 	// command exited by itself, or was left running (KeptRunning).

@@ -184,11 +184,11 @@ func Rank(c *Capture, opts Options) *Result {
 	// Confidence and reasons only for the leaks kept: in site order when
 	// all are kept (memory order: ranked order took 40% longer for 100k
 	// sites), after the cut otherwise.
-	culprits := NewCulprits(opts.CulpritSkip)
+	culprits := NewCulprits(opts.CulpritSkip).In(c)
 	explain := func(leaks []Leak) {
 		for i := range leaks {
 			l := &leaks[i]
-			if f, ok := culprits.FindOr(l.Site.Stack); ok {
+			if f, ok := culprits.FindOrSite(l.Site); ok {
 				l.Culprit = &f
 			}
 			l.Verdict = verdict(l, c, clk, pools)

@@ -31,18 +31,18 @@ func (v *mappingView) detectRuntime() {
 	if self, err := os.Executable(); err == nil && exe == self {
 		return // run's exec shim, not yet the command
 	}
-	v.runtime, v.runtimeVersion = analyze.RuntimeNative, ""
+	v.runtime, v.runtimeVersion, v.goModule = analyze.RuntimeNative, "", ""
 	if o, ok := v.objs[exe]; ok && o.GoVersion != "" {
-		v.runtime, v.runtimeVersion = analyze.RuntimeGo, o.GoVersion
+		v.runtime, v.runtimeVersion, v.goModule = analyze.RuntimeGo, o.GoVersion, o.GoModule
 	}
 }
 
 // expectExec records the runtime of the executable a launched command is
 // about to exec, for a command that exits before its mappings are read.
 func (v *mappingView) expectExec(path string) {
-	v.runtime, v.runtimeVersion = analyze.RuntimeNative, ""
+	v.runtime, v.runtimeVersion, v.goModule = analyze.RuntimeNative, "", ""
 	if o, err := v.cache.Object(path); err == nil && o.GoVersion != "" {
-		v.runtime, v.runtimeVersion = analyze.RuntimeGo, o.GoVersion
+		v.runtime, v.runtimeVersion, v.goModule = analyze.RuntimeGo, o.GoVersion, o.GoModule
 	}
 }
 
@@ -66,7 +66,7 @@ func goexitReturn(obj *symbolize.Object, vaddr uint64) bool {
 
 // target describes the traced process as known now.
 func (t *Tracer) target() analyze.Target {
-	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: t.view.runtime, RuntimeVersion: t.view.runtimeVersion,
+	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: t.view.runtime, RuntimeVersion: t.view.runtimeVersion, GoModule: t.view.goModule,
 		AttachedAfter: t.attachedAfter, Execs: t.execs}
 	if t.stops.Count > 0 {
 		st := t.stops

@@ -45,6 +45,7 @@ type mappingView struct {
 	// "" until the mappings were first read.
 	runtime        analyze.Runtime
 	runtimeVersion string
+	goModule       string // a Go executable's main module
 }
 
 func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
@@ -56,7 +57,7 @@ func newMappingView(pid int, cache *symbolize.Cache) *mappingView {
 // rows, zlib probes) still holds.
 func (v *mappingView) newImage() {
 	v.current, v.history = nil, nil
-	v.runtime, v.runtimeVersion = "", ""
+	v.runtime, v.runtimeVersion, v.goModule = "", "", ""
 	v.gone = false
 }
 

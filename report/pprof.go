@@ -102,12 +102,12 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 		pid                  int // when the capture traced more than one process
 	}
 	labels := map[labelKey]map[string][]string{}
-	culprits := analyze.NewCulprits(r.Options.CulpritSkip)
+	culprits := analyze.NewCulprits(r.Options.CulpritSkip).In(c)
 	p.Sample = make([]*profile.Sample, len(c.Sites))
 	for i := range c.Sites {
 		s := &c.Sites[i]
 		k := labelKey{kind: string(s.Kind), class: classes[s.ID].Label}
-		if f, ok := culprits.FindOr(s.Stack); ok {
+		if f, ok := culprits.FindOrSite(s); ok {
 			k.culprit = shortFrame(f)
 		}
 		if len(c.Processes) > 0 {

@@ -47,10 +47,6 @@ func buildGoSQLite(t *testing.T) (leakscope, prog string) {
 // and the allocations those left.
 var gosqliteSummary = regexp.MustCompile(`gosqlite: leaked (\d+) statements holding (\d+) allocations; closed (\d+) statements leaving (\d+)`)
 
-// skipDriver makes go-sqlite3 a library for the culprit: a Go module
-// other than the standard library is the program's own code otherwise.
-const skipDriver = `^github\.com/mattn/go-sqlite3\.`
-
 // checkGoSQLite checks a report of testdata/gosqlite against its summary
 // line: every allocation the leaked statements hold is in a leak through
 // main.cacheQueries, which is rank 1's culprit; those leaks free nothing
@@ -107,7 +103,7 @@ func TestRunGoSQLite(t *testing.T) {
 	testutil.RequireBPF(t)
 	leakscope, prog := buildGoSQLite(t)
 	out := filepath.Join(t.TempDir(), "report.json")
-	cmd := exec.Command(leakscope, "run", "--format", "json", "--top", "0", "-o", out, "--culprit-skip", skipDriver, "--", prog)
+	cmd := exec.Command(leakscope, "run", "--format", "json", "--top", "0", "-o", out, "--", prog)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -135,7 +131,7 @@ func TestAttachGoSQLite(t *testing.T) {
 	tw := watchLines(stderr)
 	out := filepath.Join(t.TempDir(), "report.json")
 	ls := exec.Command(leakscope, "attach", "--pid", strconv.Itoa(target.Process.Pid), "--duration", "60s",
-		"--progress", "always", "--format", "json", "--top", "0", "-o", out, "--culprit-skip", skipDriver)
+		"--progress", "always", "--format", "json", "--top", "0", "-o", out)
 	lsErr, err := ls.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -160,6 +160,7 @@ func (o *Object) loadGo(ef *elf.File, syms []elf.Symbol) {
 	}
 	if bi, err := buildinfo.Read(o.file); err == nil {
 		o.GoVersion = bi.GoVersion
+		o.GoModule = bi.Main.Path
 	}
 	if sec == nil || sec.Type == elf.SHT_NOBITS || ef.Class != elf.ELFCLASS64 || ef.ByteOrder != binary.LittleEndian {
 		return

@@ -30,6 +30,10 @@ type Object struct {
 	// GoVersion is the Go toolchain that built the object ("go1.26.8"),
 	// from its .go.buildinfo; "" when it is not a Go binary.
 	GoVersion string
+	// GoModule is the path of the Go binary's main module
+	// ("github.com/acme/server"; "command-line-arguments" for a build of
+	// files), from its .go.buildinfo; "" when unknown.
+	GoModule string
 
 	machine  elf.Machine
 	file     *os.File
