@@ -520,6 +520,9 @@ func checkZstreams(t *testing.T, c *analyze.Capture) {
 		t.Fatalf("%d leaks, want 2", len(res.Leaks))
 	}
 	d, i := res.Leaks[0], res.Leaks[1]
+	if d.Site.Kind == analyze.KindZlibInflate {
+		d, i = i, d // the order is the verdict's (classes first); the counts are this test's
+	}
 	if d.Site.Kind != analyze.KindZlibDeflate || d.Site.Stack.Frames[0].Function != "open_batch_stream" ||
 		d.Count != 30 || d.Bytes != 30*268096 || d.Site.Allocs != 300 || d.Site.Frees != 270 {
 		t.Errorf("rank 1 = %s in %s: %d streams, %d bytes, %d/%d init/end; want zlib.deflate in open_batch_stream: 30 streams, %d bytes, 300/270",

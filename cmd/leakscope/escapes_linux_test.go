@@ -122,7 +122,7 @@ func TestRunEscapedSymbolNames(t *testing.T) {
 	checkTerminalSafe(t, "text report", stdout)
 	checkTerminalSafe(t, "stderr", stderr)
 	for _, re := range []string{
-		`(?m)^\s*1\s+malloc\s+5\s+385 B\s+5\s+0\s+\S+\s+` + regexp.QuoteMeta(evilEscaped) + `$`,
+		`(?m)^\s*1\s+malloc\s+\S+\s+5\s+385 B\s+5\s+0\s+\S+\s+` + regexp.QuoteMeta(evilEscaped) + `$`,
 		`(?m)^  #0 ` + regexp.QuoteMeta(evilEscaped) + ` \(` + regexp.QuoteMeta(prog) + `\+0x[0-9a-f]+\) .*evil\.c:\d+$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(stdout) {

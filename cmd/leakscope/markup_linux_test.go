@@ -123,8 +123,8 @@ func TestRunMarkupSymbolNames(t *testing.T) {
 	// Text: verbatim, in the table and in the stacks.
 	txt := readFile(t, filepath.Join(rd, "report.txt"))
 	for _, re := range []string{
-		`(?m)^\s*\d+\s+malloc\s+7\s+861 B\s+7\s+0\s+\S+\s+` + regexp.QuoteMeta(markupScript) + `$`,
-		`(?m)^\s*\d+\s+malloc\s+3\s+135 B\s+3\s+0\s+\S+\s+` + regexp.QuoteMeta(markupImg) + `$`,
+		`(?m)^\s*\d+\s+malloc\s+\S+\s+7\s+861 B\s+7\s+0\s+\S+\s+` + regexp.QuoteMeta(markupScript) + `$`,
+		`(?m)^\s*\d+\s+malloc\s+\S+\s+3\s+135 B\s+3\s+0\s+\S+\s+` + regexp.QuoteMeta(markupImg) + `$`,
 		`(?m)^\s*#0 ` + regexp.QuoteMeta(markupScript) + ` \(` + regexp.QuoteMeta(prog) + `\+0x[0-9a-f]+\) .*markup\.c:\d+$`,
 		`(?m)^\s*#0 ` + regexp.QuoteMeta(markupImg) + ` \(`,
 	} {

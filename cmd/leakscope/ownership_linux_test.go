@@ -47,7 +47,12 @@ func TestRunExitStatusCombinations(t *testing.T) {
 			"killed by leakscope at --duration, 1s after SIGTERM"},
 		{"children ended too", []string{"--duration", "1s", "--", "sh", "-c", prog + " 0 sleep 3" + marker + " & " + prog + " 0 sleep 4" + marker + "; true"}, 0, "duration reached", 143,
 			"terminated by leakscope at --duration; 2 other processes it started were terminated"},
-		{"orphans of a command that exited", []string{"--", "sh", "-c", prog + " 0 sleep 5" + marker + " & exit 0"}, 0, "target exited", 0,
+		// Followed, a process the command left running is traced on
+		// (a daemon): --duration ends it. Not followed, the command's
+		// exit ends tracing, and its orphans with it.
+		{"orphans traced until --duration", []string{"--duration", "1s", "--", "sh", "-c", prog + " 0 sleep 5" + marker + " & exit 0"}, 0, "duration reached", 0,
+			"1 other processes it started were terminated"},
+		{"orphans of a command that exited, --no-follow", []string{"--no-follow", "--", "sh", "-c", prog + " 0 sleep 5" + marker + " & exit 0"}, 0, "target exited", 0,
 			"1 other processes it started were terminated"},
 		{"leakscope error", []string{"-o", "/nonexistent-dir/r.json", "--", prog, "0", "exit", "3"}, 2, "output is not writable", -1, ""},
 		{"command not found", []string{"--", "/nonexistent/prog"}, 2, "/nonexistent/prog", -1, ""},
