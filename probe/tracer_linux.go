@@ -141,12 +141,42 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	for _, m := range maps {
 		mapped = append(mapped, m.Path)
 	}
-	t, err := newTracer(pid, alloc, nil, cache, modeAttach, forTarget(opts, mapped))
+	topts := forTarget(opts, mapped)
+	var fol *follower
+	var dog *watchdog
+	if topts.Follow {
+		// The kernel stops each process the target starts until
+		// leakscope has attached to it: the watchdog continues them
+		// should leakscope die, never the target (attach never stops it).
+		st, err := procfs.ReadStat(pid)
+		if err != nil {
+			return nil, err
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find leakscope's executable for the watchdog: %w", err)
+		}
+		if dog, err = startWatchdogFor(self, pid, st.StartTime, false); err != nil {
+			return nil, err
+		}
+		fol = newFollower(topts) // loads alongside the target's collection
+	}
+	t, err := newTracer(pid, alloc, nil, cache, modeAttach, topts)
 	if err != nil {
+		if fol != nil {
+			fol.stop()
+		}
+		dog.release()
 		if gone(pid) {
 			return nil, fmt.Errorf("process %d exited while leakscope attached: %w", pid, ErrTargetExited)
 		}
 		return nil, err
+	}
+	if fol != nil {
+		t.mu.Lock()
+		t.watchdog = dog
+		fol.root, t.tree = t, fol
+		t.mu.Unlock()
 	}
 	t.command = cmdline
 	t.mu.Lock()
@@ -275,9 +305,9 @@ func (t *Tracer) load(mode tracerMode) error {
 	wait, follow, seen := uint32(0), uint32(0), uint32(0)
 	if mode != modeAttach {
 		wait = 1
-		if t.opts.Follow {
-			follow = 1
-		}
+	}
+	if t.opts.Follow {
+		follow = 1
 	}
 	if mode == modeChild {
 		seen = 1
@@ -782,7 +812,10 @@ func (t *Tracer) watchMisses() {
 			m.AtNs = binary.LittleEndian.Uint64(rec.RawSample[16:])
 		}
 		if m.Ip == rangeMissFork || m.Ip == rangeMissSpawn {
-			if t.tree == nil {
+			t.mu.Lock()
+			tree := t.tree
+			t.mu.Unlock()
+			if tree == nil {
 				continueStopped(int(m.Generation))
 				continue
 			}
@@ -791,7 +824,7 @@ func (t *Tracer) watchMisses() {
 				t.spawned++
 				t.mu.Unlock()
 			}
-			t.tree.adoptAsync(t, int(m.Generation), m.Ip == rangeMissSpawn, m.AtNs)
+			tree.adoptAsync(t, int(m.Generation), m.Ip == rangeMissSpawn, m.AtNs)
 			continue
 		}
 		t.mu.Lock()

@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leakscope/leakscope/internal/testutil"
 	"github.com/leakscope/leakscope/report"
@@ -219,4 +222,72 @@ func hasWarning(r *report.V1, s string) bool {
 		}
 	}
 	return false
+}
+
+// attach --follow traces the processes a running target starts after
+// attach, as a pre-forking server's workers: forker, attached while it
+// waits, forks its four children after, and every process is counted
+// exactly. The kernel stops each child until leakscope has attached to
+// it; nothing is left stopped when attach ends.
+func TestAttachFollowsForks(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, forker := buildAll(t, "forker")
+	gate := filepath.Join(t.TempDir(), "gate")
+	target := exec.Command(forker, "--wait-file", gate)
+	var targetOut bytes.Buffer
+	target.Stdout = &targetOut
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		target.Process.Kill()
+		target.Wait()
+	})
+	out := filepath.Join(t.TempDir(), "r.json")
+	ls := exec.Command(leakscope, "attach", "--follow", "--pid", strconv.Itoa(target.Process.Pid), "--duration", "60s",
+		"--progress", "always", "--top", "100000", "--format", "json", "-o", out)
+	lsErr, err := ls.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lw := watchLines(lsErr)
+	lw.await(t, regexp.MustCompile(`leakscope: pid (\d+)`), 30*time.Second)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// forker exits once its children have: attach ends with it.
+	done := make(chan error, 1)
+	go func() { done <- target.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("forker: %v\n%s", err, targetOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("forker did not finish within 60s: a child left stopped?")
+	}
+	if err := ls.Wait(); err != nil {
+		lw.mu.Lock()
+		t.Fatalf("leakscope attach: %v\n%s", err, lw.text.String())
+	}
+	r := readReport(t, out)
+	if len(r.Processes) != 4 {
+		t.Fatalf("%d processes, want forker's 4 children: %+v", len(r.Processes), r.Processes)
+	}
+	got := leaksByProcess(t, r)
+	want := map[string]blocks{"leak_before_fork": {10, 10000}, "hold_inherited": {20, 14000}, "leak_after_fork": {10, 20000}}
+	if !equalBlocks(got[r.Target.Pid], want) {
+		t.Errorf("forker %d holds %v, want %v", r.Target.Pid, got[r.Target.Pid], want)
+	}
+	for _, p := range r.Processes {
+		if w := (map[string]blocks{"leak_in_child": {50, 15000}}); !equalBlocks(got[p.Pid], w) {
+			t.Errorf("child %d holds %v, want %v", p.Pid, got[p.Pid], w)
+		}
+		if p.ExitCode == nil || *p.ExitCode != 0 {
+			t.Errorf("child %d: exit %v, want 0", p.Pid, p.ExitCode)
+		}
+	}
 }
