@@ -312,5 +312,9 @@ struct range_miss {
  * that shared the target's memory, stopped as its exec'd program starts. */
 #define RANGE_MISS_FORK 3
 #define RANGE_MISS_SPAWN 4
+/* A child sharing the target's memory (CLONE_VM, not CLONE_VFORK),
+ * stopped before its first instruction: its calls count in the target's
+ * tables once the target's probes are attached to it too. */
+#define RANGE_MISS_VMFORK 5
 
 #endif /* LEAKSCOPE_H */

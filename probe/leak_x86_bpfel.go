@@ -301,6 +301,7 @@ const (
 	leakMapThreads                    = "threads"
 	leakMapUnwindRows                 = "unwind_rows"
 	leakMapVmChildren                 = "vm_children"
+	leakMapVmShared                   = "vm_shared"
 	leakMapZwindows                   = "zwindows"
 	leakProgAllocExit                 = "alloc_exit"
 	leakProgAllocExitMulti            = "alloc_exit_multi"
@@ -472,6 +473,7 @@ type leakMapSpecs struct {
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.MapSpec `ebpf:"vm_children"`
+	VmShared        *ebpf.MapSpec `ebpf:"vm_shared"`
 	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
 }
 
@@ -553,6 +555,7 @@ type leakMaps struct {
 	Threads         *ebpf.Map `ebpf:"threads"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.Map `ebpf:"vm_children"`
+	VmShared        *ebpf.Map `ebpf:"vm_shared"`
 	Zwindows        *ebpf.Map `ebpf:"zwindows"`
 }
 
@@ -579,6 +582,7 @@ func (m *leakMaps) Close() error {
 		m.Threads,
 		m.UnwindRows,
 		m.VmChildren,
+		m.VmShared,
 		m.Zwindows,
 	)
 }

@@ -105,8 +105,14 @@ type Tracer struct {
 	sharedCache bool
 	// idSalt makes a followed process's site IDs its own.
 	idSalt uint64
-	// spawned counts the CLONE_VM children followed from their exec.
-	spawned uint32
+	// vmFollowed are the CLONE_VM children followed: traced with t
+	// (sharing its memory) or from their exec.
+	vmFollowed map[int]bool
+	// recipes make each uprobe link of t again for another process;
+	// shared holds those made for the children sharing t's memory
+	// (sharedLocked), by pid.
+	recipes map[link.Link]pidLink
+	shared  map[int][]link.Link
 	// exitHooked: target_exit is attached.
 	exitHooked bool
 }
@@ -636,13 +642,20 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 		// It shares the entry's site (one trap), where *(%rsp) is still
 		// the return address.
 		if p.ret {
-			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: s.off})
+			ret := func(pid int) (link.Link, error) {
+				return ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: pid, Address: s.off})
+			}
+			l, err := t.attachFor(ret)
 			if err != nil {
 				return i, attachError(display, p.symbol, err)
 			}
 			t.links = append(t.links, l)
 		}
-		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: s.off, Cookie: p.cookie})
+		enter := p.enter(&t.objs)
+		entry := func(pid int) (link.Link, error) {
+			return ex.Uprobe(p.symbol, enter, &link.UprobeOptions{PID: pid, Address: s.off, Cookie: p.cookie})
+		}
+		l, err := t.attachFor(entry)
 		if err != nil {
 			return i, attachError(display, p.symbol, err)
 		}
@@ -699,12 +712,14 @@ func (t *Tracer) attachMulti(ex *link.Executable, display string, sites []family
 		}
 	}
 	attach := func(g *group, ret bool) (link.Link, error) {
-		opts := &link.UprobeMultiOptions{Addresses: g.offs, PID: uint32(t.pid)}
-		if ret {
-			return ex.UretprobeMulti(nil, g.prog, opts)
-		}
-		opts.Cookies = g.cookie
-		return ex.UprobeMulti(nil, g.prog, opts)
+		return t.attachFor(func(pid int) (link.Link, error) {
+			opts := &link.UprobeMultiOptions{Addresses: g.offs, PID: uint32(pid)}
+			if ret {
+				return ex.UretprobeMulti(nil, g.prog, opts)
+			}
+			opts.Cookies = g.cookie
+			return ex.UprobeMulti(nil, g.prog, opts)
+		})
 	}
 	multiError := func(g *group, err error) error {
 		if errors.Is(err, ebpf.ErrNotSupported) {
@@ -811,6 +826,10 @@ func (t *Tracer) watchMisses() {
 			m.Generation = binary.LittleEndian.Uint64(rec.RawSample[8:])
 			m.AtNs = binary.LittleEndian.Uint64(rec.RawSample[16:])
 		}
+		if m.Ip == rangeMissVMFork {
+			t.shareAsync(int(m.Generation), m.AtNs)
+			continue
+		}
 		if m.Ip == rangeMissFork || m.Ip == rangeMissSpawn {
 			t.mu.Lock()
 			tree := t.tree
@@ -821,7 +840,8 @@ func (t *Tracer) watchMisses() {
 			}
 			if m.Ip == rangeMissSpawn {
 				t.mu.Lock()
-				t.spawned++
+				t.followedVMLocked(int(m.Generation))
+				t.unshareLocked(int(m.Generation)) // its own memory now
 				t.mu.Unlock()
 			}
 			tree.adoptAsync(t, int(m.Generation), m.Ip == rangeMissSpawn, m.AtNs)
@@ -1125,7 +1145,10 @@ func (t *Tracer) detach() {
 	t.detaching = true
 	acquires := append(t.links, t.mallocLinks...)
 	releases := append(t.releases, t.mallocReleases...)
-	t.links, t.releases, t.mallocLinks, t.mallocReleases = nil, nil, nil, nil
+	for _, ls := range t.shared {
+		acquires = append(acquires, ls...) // theirs go with the target's
+	}
+	t.links, t.releases, t.mallocLinks, t.mallocReleases, t.shared = nil, nil, nil, nil, nil
 	t.mu.Unlock()
 	closeLinks(acquires)
 	closeLinks(releases)

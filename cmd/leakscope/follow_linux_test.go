@@ -189,17 +189,22 @@ func TestRunFollowsDaemon(t *testing.T) {
 }
 
 // A child that shares its parent's memory and never execs (clone with
-// CLONE_VM) is not traced; the report says so, and that the parent's
-// blocks it freed still count as live.
-func TestRunSaysCloneVMChildIsNotTraced(t *testing.T) {
+// CLONE_VM, not CLONE_VFORK) is traced with it, on its tables: the
+// parent's blocks it frees are freed, and its own leaks are counted.
+func TestRunTracesCloneVMChildWithItsParent(t *testing.T) {
 	testutil.RequireBPF(t)
 	leakscope, prog := buildAll(t, "clonevm")
-	r, _ := runJSON(t, leakscope, "--", prog)
-	if !hasWarning(r, "started 1 processes sharing its memory (clone with CLONE_VM) that did not exec while traced") {
-		t.Errorf("warnings %q do not name the CLONE_VM child", r.Warnings)
+	r, stderr := runJSON(t, leakscope, "--", prog)
+	got := leaksByProcess(t, r)
+	want := map[string]blocks{"parent_alloc": {5, 5 * 256}, "child_alloc": {3, 3 * 128}}
+	if !equalBlocks(got[r.Target.Pid], want) {
+		t.Errorf("clonevm holds %v, want %v\n%s", got, want, stderr)
 	}
-	if len(r.Processes) != 0 {
-		t.Errorf("processes %+v, want none traced", r.Processes)
+	if len(r.Processes) != 0 || hasWarning(r, "CLONE_VM") {
+		t.Errorf("processes %+v, warnings %q: want the child in its parent's rows, nothing missed", r.Processes, r.Warnings)
+	}
+	if r.Lost != (report.V1Lost{}) {
+		t.Errorf("lost = %+v, want none", r.Lost)
 	}
 }
 
