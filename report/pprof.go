@@ -1,8 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/google/pprof/profile"
@@ -104,7 +106,15 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 	labels := map[labelKey]map[string][]string{}
 	culprits := analyze.NewCulprits(r.Options.CulpritSkip).In(c)
 	p.Sample = make([]*profile.Sample, len(c.Sites))
-	for i := range c.Sites {
+	// By site ID, not the capture's order of sites, which differs between
+	// a live capture of several processes and the same capture read from
+	// its file: locations and functions are numbered as they are met.
+	order := make([]int, len(c.Sites))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(c.Sites[a].ID, c.Sites[b].ID) })
+	for n, i := range order {
 		s := &c.Sites[i]
 		k := labelKey{kind: string(s.Kind), class: classes[s.ID].Label}
 		if f, ok := culprits.FindOrSite(s); ok {
@@ -144,12 +154,12 @@ func pprofProfile(r *analyze.Result) *profile.Profile {
 		if s.Stack.Truncated != "" {
 			locs = append(locs, b.location(analyze.Frame{Function: "[truncated: " + s.Stack.Truncated + "]"}))
 		}
-		smp := &samples[i]
+		smp := &samples[n]
 		smp.Value, smp.Label = v, label
 		if len(locs) > start {
 			smp.Location = locs[start:len(locs):len(locs)]
 		}
-		p.Sample[i] = smp
+		p.Sample[n] = smp
 	}
 	return p
 }

@@ -109,6 +109,10 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }() // returns once every writer of out, the command too, is gone
+	// The delay runs from the command's start (leakscope's child has
+	// exec'd it): leakscope's own start-up takes longer on a loaded
+	// machine, and a signal before it would test nothing of the stops.
+	awaitExec(cmd.Process.Pid, argv[0], 30*time.Second)
 	time.Sleep(delay)
 	targets := childrenOf(cmd.Process.Pid)
 	_ = cmd.Process.Signal(sig)
@@ -160,6 +164,25 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 			return false, fmt.Errorf("the command did not finish within 60s; output:\n%s", out.String())
+		}
+	}
+}
+
+// awaitExec waits, up to d, until a child of pid runs the program argv0
+// (a path, or a name looked up in PATH).
+func awaitExec(pid int, argv0 string, d time.Duration) {
+	want, err := exec.LookPath(argv0)
+	if err != nil {
+		return
+	}
+	if real, err := filepath.EvalSymlinks(want); err == nil {
+		want = real
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		for _, c := range childrenOf(pid) {
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c)); err == nil && exe == want {
+				return
+			}
 		}
 	}
 }
