@@ -12,8 +12,9 @@ import (
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
-// maxRanges mirrors MAX_RANGES in ebpf/leakscope.h.
-const maxRanges = 2048
+// maxRanges is how many executable mappings one slot of exec_ranges
+// holds (MAX_RANGES).
+const maxRanges = int(leakLimitsMAX_RANGES)
 
 // Frame-pointer classes of an object (symbolize.FramePointerClass), plus
 // "unknown" for anonymous executable memory such as JIT code.
