@@ -59,7 +59,6 @@ struct {
 
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
 
-
 #include "track.bpf.h"
 
 /* Force the shared types into BTF for bpf2go -type. */
