@@ -256,19 +256,22 @@ func stackID(ips []uint64, flags uint32) uint64 {
 
 // The walker over a synthetic stack in this process's memory: frame
 // pointers, an .eh_frame row, an object without frame pointers, the end
-// of an object's rows, a bad frame pointer and the depth limit, each with
-// its exact frames, flags and stack id.
+// of an object's rows, a bad frame pointer, the depth limit, an
+// interpreted Java frame and a cgo call's switch back to the goroutine's
+// stack, each with its exact frames, flags and stack id.
 func TestWalkStackSyntheticStack(t *testing.T) {
 	objs := harness(t, 0)
 	m := newMem(t, 8)
 	s := m.base + 2*uint64(os.Getpagesize()) // the stack pointer at the return probe
 
-	const fp, dwarf, nofp = 0x400000, 0x600000, 0x800000
+	const fp, dwarf, nofp, interp, cgocall = 0x400000, 0x600000, 0x800000, 0xa00000, 0xc00000
 	const bias = dwarf - 0x1000 // the DWARF object's code is at ELF vaddr 0x1000
 	ranges := []leakExecRange{
 		{Start: fp, End: fp + 0x100000, Flags: uint32(leakRangeFlagRANGE_HAS_FP)},
 		{Start: dwarf, End: dwarf + 0x100000, Flags: uint32(leakRangeFlagRANGE_DWARF), Bias: bias, RowStart: 0, RowCount: 2},
 		{Start: nofp, End: nofp + 0x100000},
+		{Start: interp, End: interp + 0x100000, Flags: uint32(leakRangeFlagRANGE_JVM_INTERP | leakRangeFlagRANGE_HAS_FP)},
+		{Start: cgocall, End: cgocall + 0x100000, Flags: uint32(leakRangeFlagRANGE_GO_CGOCALL | leakRangeFlagRANGE_GO | leakRangeFlagRANGE_HAS_FP)},
 	}
 	rows := []leakUnwindRow{
 		// CFA = %rsp + 16, the caller's %rbp at CFA-16
@@ -294,6 +297,29 @@ func TestWalkStackSyntheticStack(t *testing.T) {
 		deepIPs = append(deepIPs, fp+0x100+i)
 	}
 
+	// An interpreted frame at s+0xa00: its bytecode pointer and Method*
+	// slots below %rbp (the bytecode index from the method's
+	// ConstMethod, jvm_layouts), its caller's stack pointer in the
+	// sender-sp slot.
+	jf := s + 0xa00
+	method, constMethod := m.base+0x5000, m.base+0x5100
+	const cmOffset, cmSize, bci = 8, 0x30, 5
+	m.put(method+cmOffset, constMethod)
+	m.put(jf-8*8, constMethod+cmSize+bci) // bcp
+	m.put(jf-3*8, method, 0, jf+0x40)     // Method*, last sp, sender sp
+	m.put(jf, 0, fp+0x4000)
+	if err := objs.JvmLayouts.Put(uint32(0), leakJvmLayout{ConstMethodOffset: cmOffset, ConstMethodSize: cmSize}); err != nil {
+		t.Fatal(err)
+	}
+	methodEntry := stackJVMMethod | method | (bci+1)<<stackJVMBCIShift
+	// runtime.asmcgocall stored at the C callee's CFA (the stack pointer
+	// here) the goroutine's stack depth and g; g.stack.hi minus the depth
+	// is the frame pointer of its caller's frame on the goroutine's stack.
+	g, hi := m.base+0x5200, s+0xc00
+	m.put(s, 0x100, g)
+	m.put(g+8, hi)
+	m.put(hi-0x100, 0, fp+0x5000)
+
 	for i, c := range []struct {
 		name      string
 		ip, fp    uint64
@@ -306,6 +332,8 @@ func TestWalkStackSyntheticStack(t *testing.T) {
 		{"rows end", bias + 0x3001, s + 0x20, []uint64{bias + 0x3001}, leakStackFlagSTACK_UNWIND_END},
 		{"frame pointer below the stack pointer", fp + 0x10, s - 0x100, []uint64{fp + 0x10}, leakStackFlagSTACK_BAD_FRAME},
 		{"depth limit", fp + 0x10, deep, deepIPs, leakStackFlagSTACK_MAX_DEPTH},
+		{"interpreted Java frame", interp + 0x100, jf, []uint64{interp + 0x100, methodEntry, fp + 0x4000}, 0},
+		{"cgo call back to the goroutine's stack", cgocall + 0x100, 0x1111, []uint64{cgocall + 0x100, fp + 0x5000}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			setRanges(t, objs, uint64(i+1), ranges, rows)
