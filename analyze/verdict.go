@@ -78,8 +78,8 @@ type Verdict struct {
 	Pool, Requester string
 }
 
-// tier orders classes in a ranking: leak, growing, pool growth, held,
-// then memory that is filled and flat (plateau, a filled pool).
+// tier orders classes in a ranking: leak, growing, pool growth, then the
+// rest (held, plateau, a filled pool) by score.
 func (v Verdict) tier() int {
 	switch v.Class {
 	case ClassLeak:
@@ -90,11 +90,11 @@ func (v Verdict) tier() int {
 		if v.Label == "pool growth" {
 			return 2
 		}
-		return 4
-	case ClassHeld:
-		return 3
 	}
-	return 4
+	// held, plateau, a filled pool: no fact says growth; their scores
+	// (size above all) order them, so that one small block the capture
+	// knows too little about never outranks a large burst that stopped.
+	return 3
 }
 
 // clock is the process's allocation count at each snapshot: the time base

@@ -31,14 +31,6 @@ __u32 exec_stop = 0;
  * sent): the report says so. */
 __u32 forks = 0;
 
-/* Set by "leakscope run" (not --no-follow): every process the target
- * starts is traced too, each by a collection of its own. A child with a
- * memory of its own (fork) is stopped before its first instruction until
- * user space has attached to it; one that shares the target's memory
- * (CLONE_VM: vfork, posix_spawn) is noted and stopped when it execs, its
- * own program's first instruction. */
-const volatile __u32 follow_forks = 0;
-
 /* The target's wait status as its last thread exited, with
  * EXIT_STATUS_KNOWN set; 0 until then (leakscope.h). */
 __u32 exit_status = 0;
@@ -447,7 +439,7 @@ UPROBE_TWINS(pair_release_enter)
  * libzip.so), before their first call when the command was launched. */
 UPROBE_TWINS(dl_debug_state)
 {
-	if (!is_target())
+	if (!is_target_process())
 		return 0;
 	if (stop_on_load) {
 		stop_sent = 1;
@@ -466,7 +458,7 @@ UPROBE_TWINS(dl_debug_state)
  * System.exit). */
 UPROBE_TWINS(exit_call)
 {
-	if (!stop_on_load || !is_target())
+	if (!stop_on_load || !is_target_process())
 		return 0;
 	/* Stopped only if user space will hear of it. exit_stop is its own
 	 * flag: a record of another stop, read first, does not continue
@@ -490,6 +482,7 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		if (!follow_forks || !bpf_map_lookup_elem(&vm_children, &tgid))
 			return 0;
 		bpf_map_delete_elem(&vm_children, &tgid);
+		bpf_map_delete_elem(&vm_shared, &tgid); /* a memory of its own now */
 		struct range_miss m = { .ip = RANGE_MISS_SPAWN, .generation = tgid, .at_ns = bpf_ktime_get_ns() };
 		if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0)) {
 			__sync_fetch_and_add(&forks, 1);
@@ -540,13 +533,38 @@ static long settle_window(struct bpf_map *map, struct handle_key *k, struct zwin
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
 {
-	if (!group_dead || !is_target())
+	if (!group_dead || !is_target_process())
 		return 0;
 	exit_status = EXIT_STATUS_KNOWN | (task->signal->group_exit_code & 0xffff);
 	exit_ns = bpf_ktime_get_ns();
 	bpf_for_each_map_elem(&zwindows, settle_window, NULL, 0);
 	exit_settled = exec_gen + 1;
 	return 0;
+}
+
+/* clone_vfork reports whether the process parent is creating (it is in
+ * the syscall) was asked for with CLONE_VFORK: vfork(2), or clone(2) and
+ * clone3(2) with the flag (glibc's posix_spawn). */
+static __always_inline bool clone_vfork(struct task_struct *parent)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(parent);
+	if (!regs)
+		return false;
+	/* Both read once, before any branch: one load of a register per
+	 * field (the verifier refuses a load shared by two pointer kinds). */
+	long nr = regs->orig_ax;
+	__u64 di = regs->di;
+	if (nr == 58) /* vfork */
+		return true;
+	if (nr == 56) /* clone: flags in the first argument */
+		return di & 0x00004000 /* CLONE_VFORK */;
+	if (nr == 435) { /* clone3: struct clone_args, flags first */
+		__u64 flags = 0;
+		if (bpf_probe_read_user(&flags, sizeof(flags), (void *)di))
+			return false;
+		return flags & 0x00004000;
+	}
+	return false;
 }
 
 /* target_fork counts the processes the target starts; its threads are
@@ -567,8 +585,22 @@ int BPF_PROG(target_fork, struct task_struct *parent, struct task_struct *child)
 		/* vfork, posix_spawn: followed from its exec on (target_exec). */
 		__sync_fetch_and_add(&vm_forks, 1);
 		__u8 one = 1;
-		if (bpf_map_update_elem(&vm_children, &tgid, &one, BPF_ANY))
+		if (bpf_map_update_elem(&vm_children, &tgid, &one, BPF_ANY)) {
 			__sync_fetch_and_add(&forks, 1);
+			return 0;
+		}
+		if (clone_vfork(parent))
+			return 0; /* the parent waits for its exec or exit */
+		/* It shares the target's tables until it execs: stopped until
+		 * user space has attached the target's probes to it too. */
+		struct range_miss m = { .ip = RANGE_MISS_VMFORK, .generation = tgid, .at_ns = bpf_ktime_get_ns() };
+		if (!bpf_send_signal_task || bpf_map_update_elem(&vm_shared, &tgid, &one, BPF_ANY))
+			return 0;
+		if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0)) {
+			bpf_map_delete_elem(&vm_shared, &tgid);
+			return 0;
+		}
+		bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0);
 		return 0;
 	}
 	/* Stopped before its first instruction: the signal is pending when

@@ -333,6 +333,10 @@ enum range_miss_ip {
 	 * program starts. */
 	RANGE_MISS_FORK = 3,
 	RANGE_MISS_SPAWN = 4,
+	/* A child sharing the target's memory (CLONE_VM, not CLONE_VFORK),
+	 * stopped before its first instruction: its calls count in the
+	 * target's tables once the target's probes are attached to it too. */
+	RANGE_MISS_VMFORK = 5,
 };
 
 /* exit_status (leakscope.bpf.c) holds the target's wait status as its

@@ -39,6 +39,24 @@ __u64 site_count = 0; /* 64 bits: BPF v1 has 64-bit compare-and-swap only */
  * for an untraced call. */
 const volatile __u32 probes_only = 0;
 
+/* Set by "leakscope run" (not --no-follow): every process the target
+ * starts is traced too, each by a collection of its own. A child with a
+ * memory of its own (fork) is stopped before its first instruction until
+ * user space has attached to it; one that shares the target's memory
+ * (CLONE_VM: vfork, posix_spawn) is noted and stopped when it execs, its
+ * own program's first instruction. */
+const volatile __u32 follow_forks = 0;
+
+/* Children started with CLONE_VM but not CLONE_VFORK, not yet exec'd
+ * (tgid -> 1): they run on the target's memory, so their calls count in
+ * the target's tables (is_target). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} vm_shared SEC(".maps");
+
 /* Set by target_exec when the target execs. */
 __u32 exec_seen = 0;
 

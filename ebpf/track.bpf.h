@@ -18,10 +18,22 @@ static __always_inline struct thread_state *thread_state(bool create)
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
-static __always_inline bool is_target(void)
+/* is_target_process reports whether the current task is the target's. */
+static __always_inline bool is_target_process(void)
 {
 	if ((__u32)bpf_get_current_task_btf()->tgid != target_tgid)
 		return false;
+	return !wait_exec || exec_seen;
+}
+
+/* is_target reports whether the current task's calls count in the
+ * target's tables: the target's, or a child's that shares its memory
+ * (vm_shared). */
+static __always_inline bool is_target(void)
+{
+	__u32 tgid = bpf_get_current_task_btf()->tgid;
+	if (tgid != target_tgid)
+		return follow_forks && bpf_map_lookup_elem(&vm_shared, &tgid);
 	return !wait_exec || exec_seen;
 }
 

@@ -328,8 +328,8 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 			t.warnOnce(fmt.Sprintf("pid %d started %d other processes (fork) during the capture, which were not traced: what they allocated is not in this report; trace the program that leaks itself (leakscope run -- PROG, or attach --pid to it)", t.pid, forks))
 		}
 	}
-	if err := t.objs.VmForks.Get(&vmForks); err == nil && vmForks > t.spawned {
-		t.warnOnce(fmt.Sprintf("pid %d started %d processes sharing its memory (clone with CLONE_VM) that did not exec while traced: what they allocated is not traced, and blocks of its they freed still count as live", t.pid, vmForks-t.spawned))
+	if err := t.objs.VmForks.Get(&vmForks); err == nil && int(vmForks) > len(t.vmFollowed) {
+		t.warnOnce(fmt.Sprintf("pid %d started %d processes sharing its memory (clone with CLONE_VM) that could not be followed: what they allocated is not traced, and blocks of its they freed still count as live", t.pid, int(vmForks)-len(t.vmFollowed)))
 	}
 
 	c := &analyze.Capture{

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
@@ -560,4 +561,100 @@ func (f *follower) allExited() bool {
 		}
 	}
 	return true
+}
+
+// pidLink makes one of a Tracer's uprobe links for process pid.
+type pidLink func(pid int) (link.Link, error)
+
+// attachFor makes a link for t's process with mk and keeps mk, so that
+// the link is made again for each child sharing t's memory (shareLocked),
+// now and later.
+func (t *Tracer) attachFor(mk pidLink) (link.Link, error) {
+	l, err := mk(t.pid)
+	if err != nil {
+		return nil, err
+	}
+	if t.recipes == nil {
+		t.recipes = map[link.Link]pidLink{}
+	}
+	t.recipes[l] = mk
+	for pid := range t.shared {
+		if sl, err := mk(pid); err == nil {
+			t.shared[pid] = append(t.shared[pid], sl)
+		} else if !gone(pid) {
+			t.warnOnce(fmt.Sprintf("pid %d, sharing pid %d's memory: a probe could not be attached: %v; some of its calls are not counted", pid, t.pid, err))
+		}
+	}
+	return l, nil
+}
+
+// shareAsync traces pid, a child of t's process that shares its memory
+// (clone with CLONE_VM, not CLONE_VFORK) and that the kernel stopped:
+// its calls count in t's tables, as one program's over one heap (a block
+// the one allocates and the other frees is freed). It is continued once
+// t's probes are attached to it too.
+func (t *Tracer) shareAsync(pid int, atNs uint64) {
+	t.mu.Lock()
+	var dog *watchdog
+	if t.tree != nil {
+		dog = t.tree.root.watchdog
+	}
+	t.mu.Unlock()
+	dog.follow(pid)
+	go func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.shareLocked(pid)
+		if atNs != 0 {
+			t.stops.Add(time.Duration(monotonicNow() - atNs))
+		}
+		continueStopped(pid)
+	}()
+}
+
+// shareLocked attaches t's uprobe links for pid too, the release probes
+// first (releasesFirst's reason).
+func (t *Tracer) shareLocked(pid int) {
+	if t.detaching {
+		return
+	}
+	t.followedVMLocked(pid)
+	if t.shared == nil {
+		t.shared = map[int][]link.Link{}
+	}
+	var made []link.Link
+	for _, group := range [][]link.Link{t.releases, t.mallocReleases, t.links, t.mallocLinks} {
+		for _, l := range group {
+			mk, ok := t.recipes[l]
+			if !ok {
+				continue // a tracepoint program: not bound to a process
+			}
+			sl, err := mk(pid)
+			if err != nil {
+				if !gone(pid) {
+					t.warnOnce(fmt.Sprintf("pid %d, sharing pid %d's memory: a probe could not be attached: %v; some of its calls are not counted", pid, t.pid, err))
+				}
+				continue
+			}
+			made = append(made, sl)
+		}
+	}
+	t.shared[pid] = made
+}
+
+// unshareLocked closes the links made for pid, which has exec'd: its
+// memory is its own now (and its own Tracer's).
+func (t *Tracer) unshareLocked(pid int) {
+	if ls, ok := t.shared[pid]; ok {
+		delete(t.shared, pid)
+		closeLinks(ls)
+	}
+}
+
+// followedVMLocked notes a CLONE_VM child as followed.
+func (t *Tracer) followedVMLocked(pid int) {
+	if t.vmFollowed == nil {
+		t.vmFollowed = map[int]bool{}
+	}
+	t.vmFollowed[pid] = true
 }

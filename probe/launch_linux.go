@@ -195,7 +195,9 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	}
 	t.watchdog = dog
 	if fol != nil {
+		t.mu.Lock()
 		fol.root, t.tree = t, fol
+		t.mu.Unlock()
 		fol.waitSpare(5 * time.Second)
 	}
 	t.command = argv

@@ -181,10 +181,11 @@ type leakRangeMiss struct {
 type leakRangeMissIp uint32
 
 const (
-	leakRangeMissIpRANGE_MISS_EXIT  leakRangeMissIp = 1
-	leakRangeMissIpRANGE_MISS_EXEC  leakRangeMissIp = 2
-	leakRangeMissIpRANGE_MISS_FORK  leakRangeMissIp = 3
-	leakRangeMissIpRANGE_MISS_SPAWN leakRangeMissIp = 4
+	leakRangeMissIpRANGE_MISS_EXIT   leakRangeMissIp = 1
+	leakRangeMissIpRANGE_MISS_EXEC   leakRangeMissIp = 2
+	leakRangeMissIpRANGE_MISS_FORK   leakRangeMissIp = 3
+	leakRangeMissIpRANGE_MISS_SPAWN  leakRangeMissIp = 4
+	leakRangeMissIpRANGE_MISS_VMFORK leakRangeMissIp = 5
 )
 
 type leakSiteKey struct {
@@ -396,6 +397,7 @@ const (
 	leakMapThreads                    = "threads"
 	leakMapUnwindRows                 = "unwind_rows"
 	leakMapVmChildren                 = "vm_children"
+	leakMapVmShared                   = "vm_shared"
 	leakMapZwindows                   = "zwindows"
 	leakProgAllocExit                 = "alloc_exit"
 	leakProgAllocExitMulti            = "alloc_exit_multi"
@@ -577,6 +579,7 @@ type leakMapSpecs struct {
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.MapSpec `ebpf:"vm_children"`
+	VmShared        *ebpf.MapSpec `ebpf:"vm_shared"`
 	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
 }
 
@@ -668,6 +671,7 @@ type leakMaps struct {
 	Threads         *ebpf.Map `ebpf:"threads"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.Map `ebpf:"vm_children"`
+	VmShared        *ebpf.Map `ebpf:"vm_shared"`
 	Zwindows        *ebpf.Map `ebpf:"zwindows"`
 }
 
@@ -694,6 +698,7 @@ func (m *leakMaps) Close() error {
 		m.Threads,
 		m.UnwindRows,
 		m.VmChildren,
+		m.VmShared,
 		m.Zwindows,
 	)
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -75,34 +76,47 @@ func (t *Tracer) attachSession() error {
 		cookies = append(cookies, uint64(f.fn))
 		t.probed = append(t.probed, f.symbol+at.String())
 	}
-	path, err := unix.BytePtrFromString(t.alloc.Path)
+	allocPath, display, prog := t.alloc.Path, t.alloc.Display, t.objs.AllocSession
+	l, err := t.attachFor(func(pid int) (link.Link, error) {
+		return attachSessionLink(allocPath, display, prog, offsets, cookies, pid)
+	})
 	if err != nil {
 		return err
 	}
+	t.links = append(t.links, l)
+	return nil
+}
+
+// attachSessionLink makes the uprobe-session link of prog on the offsets
+// of the object at path, for process pid.
+func attachSessionLink(path, display string, prog *ebpf.Program, offsets, cookies []uint64, pid int) (link.Link, error) {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return nil, err
+	}
 	attr := linkCreateUprobeMulti{
-		progFd:     uint32(t.objs.AllocSession.FD()),
+		progFd:     uint32(prog.FD()),
 		attachType: bpfTraceUprobeSesion,
-		path:       uint64(uintptr(unsafe.Pointer(path))),
+		path:       uint64(uintptr(unsafe.Pointer(p))),
 		offsets:    uint64(uintptr(unsafe.Pointer(&offsets[0]))),
 		cookies:    uint64(uintptr(unsafe.Pointer(&cookies[0]))),
 		cnt:        uint32(len(offsets)),
-		pid:        uint32(t.pid),
+		pid:        uint32(pid),
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-	runtime.KeepAlive(path)
+	runtime.KeepAlive(p)
 	runtime.KeepAlive(offsets)
 	runtime.KeepAlive(cookies)
 	if errno != 0 {
 		if errno == unix.EINVAL || errno == unix.EOPNOTSUPP || errno == unix.ENOTSUP {
-			return fmt.Errorf("attach uprobe session on %s: %w (--sample-bytes needs uprobe sessions, Linux 6.13 or later)", t.alloc.Display, errno)
+			return nil, fmt.Errorf("attach uprobe session on %s: %w (--sample-bytes needs uprobe sessions, Linux 6.13 or later)", display, errno)
 		}
-		return attachError(t.alloc.Display, "malloc family (session)", errno)
+		return nil, attachError(display, "malloc family (session)", errno)
 	}
 	l, err := link.NewFromFD(int(fd))
 	if err != nil {
 		unix.Close(int(fd))
-		return fmt.Errorf("wrap uprobe session link: %w", err)
+		return nil, fmt.Errorf("wrap uprobe session link: %w", err)
 	}
-	t.links = append(t.links, l)
-	return nil
+	return l, nil
 }

@@ -105,8 +105,14 @@ type Tracer struct {
 	sharedCache bool
 	// idSalt makes a followed process's site IDs its own.
 	idSalt uint64
-	// spawned counts the CLONE_VM children followed from their exec.
-	spawned uint32
+	// vmFollowed are the CLONE_VM children followed: traced with t
+	// (sharing its memory) or from their exec.
+	vmFollowed map[int]bool
+	// recipes make each uprobe link of t again for another process;
+	// shared holds those made for the children sharing t's memory
+	// (sharedLocked), by pid.
+	recipes map[link.Link]pidLink
+	shared  map[int][]link.Link
 	// exitHooked: target_exit is attached.
 	exitHooked bool
 }
@@ -141,12 +147,42 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	for _, m := range maps {
 		mapped = append(mapped, m.Path)
 	}
-	t, err := newTracer(pid, alloc, nil, cache, modeAttach, forTarget(opts, mapped))
+	topts := forTarget(opts, mapped)
+	var fol *follower
+	var dog *watchdog
+	if topts.Follow {
+		// The kernel stops each process the target starts until
+		// leakscope has attached to it: the watchdog continues them
+		// should leakscope die, never the target (attach never stops it).
+		st, err := procfs.ReadStat(pid)
+		if err != nil {
+			return nil, err
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find leakscope's executable for the watchdog: %w", err)
+		}
+		if dog, err = startWatchdogFor(self, pid, st.StartTime, false); err != nil {
+			return nil, err
+		}
+		fol = newFollower(topts) // loads alongside the target's collection
+	}
+	t, err := newTracer(pid, alloc, nil, cache, modeAttach, topts)
 	if err != nil {
+		if fol != nil {
+			fol.stop()
+		}
+		dog.release()
 		if gone(pid) {
 			return nil, fmt.Errorf("process %d exited while leakscope attached: %w", pid, ErrTargetExited)
 		}
 		return nil, err
+	}
+	if fol != nil {
+		t.mu.Lock()
+		t.watchdog = dog
+		fol.root, t.tree = t, fol
+		t.mu.Unlock()
 	}
 	t.command = cmdline
 	t.mu.Lock()
@@ -275,9 +311,9 @@ func (t *Tracer) load(mode tracerMode) error {
 	wait, follow, seen := uint32(0), uint32(0), uint32(0)
 	if mode != modeAttach {
 		wait = 1
-		if t.opts.Follow {
-			follow = 1
-		}
+	}
+	if t.opts.Follow {
+		follow = 1
 	}
 	if mode == modeChild {
 		seen = 1
@@ -606,13 +642,20 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 		// It shares the entry's site (one trap), where *(%rsp) is still
 		// the return address.
 		if p.ret {
-			l, err := ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: t.pid, Address: s.off})
+			ret := func(pid int) (link.Link, error) {
+				return ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: pid, Address: s.off})
+			}
+			l, err := t.attachFor(ret)
 			if err != nil {
 				return i, attachError(display, p.symbol, err)
 			}
 			t.links = append(t.links, l)
 		}
-		l, err := ex.Uprobe(p.symbol, p.enter(&t.objs), &link.UprobeOptions{PID: t.pid, Address: s.off, Cookie: p.cookie})
+		enter := p.enter(&t.objs)
+		entry := func(pid int) (link.Link, error) {
+			return ex.Uprobe(p.symbol, enter, &link.UprobeOptions{PID: pid, Address: s.off, Cookie: p.cookie})
+		}
+		l, err := t.attachFor(entry)
 		if err != nil {
 			return i, attachError(display, p.symbol, err)
 		}
@@ -669,12 +712,14 @@ func (t *Tracer) attachMulti(ex *link.Executable, display string, sites []family
 		}
 	}
 	attach := func(g *group, ret bool) (link.Link, error) {
-		opts := &link.UprobeMultiOptions{Addresses: g.offs, PID: uint32(t.pid)}
-		if ret {
-			return ex.UretprobeMulti(nil, g.prog, opts)
-		}
-		opts.Cookies = g.cookie
-		return ex.UprobeMulti(nil, g.prog, opts)
+		return t.attachFor(func(pid int) (link.Link, error) {
+			opts := &link.UprobeMultiOptions{Addresses: g.offs, PID: uint32(pid)}
+			if ret {
+				return ex.UretprobeMulti(nil, g.prog, opts)
+			}
+			opts.Cookies = g.cookie
+			return ex.UprobeMulti(nil, g.prog, opts)
+		})
 	}
 	multiError := func(g *group, err error) error {
 		if errors.Is(err, ebpf.ErrNotSupported) {
@@ -781,17 +826,25 @@ func (t *Tracer) watchMisses() {
 			m.Generation = binary.LittleEndian.Uint64(rec.RawSample[8:])
 			m.AtNs = binary.LittleEndian.Uint64(rec.RawSample[16:])
 		}
+		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_VMFORK) {
+			t.shareAsync(int(m.Generation), m.AtNs)
+			continue
+		}
 		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_FORK) || m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN) {
-			if t.tree == nil {
+			t.mu.Lock()
+			tree := t.tree
+			t.mu.Unlock()
+			if tree == nil {
 				continueStopped(int(m.Generation))
 				continue
 			}
 			if m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN) {
 				t.mu.Lock()
-				t.spawned++
+				t.followedVMLocked(int(m.Generation))
+				t.unshareLocked(int(m.Generation)) // its own memory now
 				t.mu.Unlock()
 			}
-			t.tree.adoptAsync(t, int(m.Generation), m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN), m.AtNs)
+			tree.adoptAsync(t, int(m.Generation), m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN), m.AtNs)
 			continue
 		}
 		t.mu.Lock()
@@ -1085,7 +1138,10 @@ func (t *Tracer) detach() {
 	t.detaching = true
 	acquires := append(t.links, t.mallocLinks...)
 	releases := append(t.releases, t.mallocReleases...)
-	t.links, t.releases, t.mallocLinks, t.mallocReleases = nil, nil, nil, nil
+	for _, ls := range t.shared {
+		acquires = append(acquires, ls...) // theirs go with the target's
+	}
+	t.links, t.releases, t.mallocLinks, t.mallocReleases, t.shared = nil, nil, nil, nil, nil
 	t.mu.Unlock()
 	closeLinks(acquires)
 	closeLinks(releases)

@@ -40,9 +40,12 @@ const watchdogArg = "__leakscope_watchdog"
 // kernel stops a new process before leakscope has heard of it.
 func runWatchdog(argv []string) {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
-	if len(argv) != 3 {
+	if len(argv) != 4 {
 		os.Exit(2)
 	}
+	// "run": the command itself may be stopped; "attach": only the
+	// processes it started after attach can be.
+	continueTarget := argv[3] == "run"
 	owner, err1 := strconv.Atoi(argv[0])
 	target, err2 := strconv.Atoi(argv[1])
 	startTicks, err3 := strconv.ParseUint(argv[2], 10, 64)
@@ -65,6 +68,14 @@ func runWatchdog(argv []string) {
 	// when it did (a pid is reused only after its process was reaped).
 	if st, err := procfs.ReadStat(target); err != nil || st.StartTime != startTicks {
 		os.Exit(0)
+	}
+	// The descendants leakscope may have stopped started after the
+	// command did (run), or after the watchdog did (attach).
+	since := startTicks
+	if !continueTarget {
+		if st, err := procfs.ReadStat(os.Getpid()); err == nil {
+			since = st.StartTime
+		}
 	}
 	gate := os.NewFile(3, "watchdog")
 	released := make(chan bool, 1)
@@ -131,7 +142,7 @@ func runWatchdog(argv []string) {
 	// A stop sent just before the last probe went is delivered by now;
 	// continue a few times in case one was still on its way.
 	for range 3 {
-		if !targetGone {
+		if !targetGone && continueTarget {
 			_ = unix.PidfdSendSignal(targetFD, unix.SIGCONT, nil, 0)
 		}
 		mu.Lock()
@@ -139,7 +150,7 @@ func runWatchdog(argv []string) {
 			_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
 		}
 		mu.Unlock()
-		continueStoppedDescendants(target, startTicks)
+		continueStoppedDescendants(target, since)
 		time.Sleep(20 * time.Millisecond)
 	}
 	os.Exit(0)
@@ -196,13 +207,24 @@ type watchdog struct {
 }
 
 // startWatchdog starts the watchdog of the command, pid, which started at
-// startTicks (/proc/PID/stat): the watchdog continues only that process.
+// startTicks (/proc/PID/stat): the watchdog continues only that process
+// and the processes of its tree leakscope may have stopped.
 func startWatchdog(self string, pid int, startTicks uint64) (*watchdog, error) {
+	return startWatchdogFor(self, pid, startTicks, true)
+}
+
+// startWatchdogFor is startWatchdog; continueTarget false (attach) leaves
+// the target itself alone: leakscope never stops it.
+func startWatchdogFor(self string, pid int, startTicks uint64, continueTarget bool) (*watchdog, error) {
+	mode := "run"
+	if !continueTarget {
+		mode = "attach"
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start the watchdog: %w", err)
 	}
-	cmd := exec.Command(self, watchdogArg, strconv.Itoa(os.Getpid()), strconv.Itoa(pid), strconv.FormatUint(startTicks, 10))
+	cmd := exec.Command(self, watchdogArg, strconv.Itoa(os.Getpid()), strconv.Itoa(pid), strconv.FormatUint(startTicks, 10), mode)
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.Env = []string{}
 	// Detached from the terminal (setsid) from its first instruction: a

@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leakscope/leakscope/internal/testutil"
 	"github.com/leakscope/leakscope/report"
@@ -186,17 +189,22 @@ func TestRunFollowsDaemon(t *testing.T) {
 }
 
 // A child that shares its parent's memory and never execs (clone with
-// CLONE_VM) is not traced; the report says so, and that the parent's
-// blocks it freed still count as live.
-func TestRunSaysCloneVMChildIsNotTraced(t *testing.T) {
+// CLONE_VM, not CLONE_VFORK) is traced with it, on its tables: the
+// parent's blocks it frees are freed, and its own leaks are counted.
+func TestRunTracesCloneVMChildWithItsParent(t *testing.T) {
 	testutil.RequireBPF(t)
 	leakscope, prog := buildAll(t, "clonevm")
-	r, _ := runJSON(t, leakscope, "--", prog)
-	if !hasWarning(r, "started 1 processes sharing its memory (clone with CLONE_VM) that did not exec while traced") {
-		t.Errorf("warnings %q do not name the CLONE_VM child", r.Warnings)
+	r, stderr := runJSON(t, leakscope, "--", prog)
+	got := leaksByProcess(t, r)
+	want := map[string]blocks{"parent_alloc": {5, 5 * 256}, "child_alloc": {3, 3 * 128}}
+	if !equalBlocks(got[r.Target.Pid], want) {
+		t.Errorf("clonevm holds %v, want %v\n%s", got, want, stderr)
 	}
-	if len(r.Processes) != 0 {
-		t.Errorf("processes %+v, want none traced", r.Processes)
+	if len(r.Processes) != 0 || hasWarning(r, "CLONE_VM") {
+		t.Errorf("processes %+v, warnings %q: want the child in its parent's rows, nothing missed", r.Processes, r.Warnings)
+	}
+	if r.Lost != (report.V1Lost{}) {
+		t.Errorf("lost = %+v, want none", r.Lost)
 	}
 }
 
@@ -219,4 +227,72 @@ func hasWarning(r *report.V1, s string) bool {
 		}
 	}
 	return false
+}
+
+// attach --follow traces the processes a running target starts after
+// attach, as a pre-forking server's workers: forker, attached while it
+// waits, forks its four children after, and every process is counted
+// exactly. The kernel stops each child until leakscope has attached to
+// it; nothing is left stopped when attach ends.
+func TestAttachFollowsForks(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, forker := buildAll(t, "forker")
+	gate := filepath.Join(t.TempDir(), "gate")
+	target := exec.Command(forker, "--wait-file", gate)
+	var targetOut bytes.Buffer
+	target.Stdout = &targetOut
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		target.Process.Kill()
+		target.Wait()
+	})
+	out := filepath.Join(t.TempDir(), "r.json")
+	ls := exec.Command(leakscope, "attach", "--follow", "--pid", strconv.Itoa(target.Process.Pid), "--duration", "60s",
+		"--progress", "always", "--top", "100000", "--format", "json", "-o", out)
+	lsErr, err := ls.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lw := watchLines(lsErr)
+	lw.await(t, regexp.MustCompile(`leakscope: pid (\d+)`), 30*time.Second)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// forker exits once its children have: attach ends with it.
+	done := make(chan error, 1)
+	go func() { done <- target.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("forker: %v\n%s", err, targetOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("forker did not finish within 60s: a child left stopped?")
+	}
+	if err := ls.Wait(); err != nil {
+		lw.mu.Lock()
+		t.Fatalf("leakscope attach: %v\n%s", err, lw.text.String())
+	}
+	r := readReport(t, out)
+	if len(r.Processes) != 4 {
+		t.Fatalf("%d processes, want forker's 4 children: %+v", len(r.Processes), r.Processes)
+	}
+	got := leaksByProcess(t, r)
+	want := map[string]blocks{"leak_before_fork": {10, 10000}, "hold_inherited": {20, 14000}, "leak_after_fork": {10, 20000}}
+	if !equalBlocks(got[r.Target.Pid], want) {
+		t.Errorf("forker %d holds %v, want %v", r.Target.Pid, got[r.Target.Pid], want)
+	}
+	for _, p := range r.Processes {
+		if w := (map[string]blocks{"leak_in_child": {50, 15000}}); !equalBlocks(got[p.Pid], w) {
+			t.Errorf("child %d holds %v, want %v", p.Pid, got[p.Pid], w)
+		}
+		if p.ExitCode == nil || *p.ExitCode != 0 {
+			t.Errorf("child %d: exit %v, want 0", p.Pid, p.ExitCode)
+		}
+	}
 }

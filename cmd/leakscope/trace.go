@@ -292,11 +292,13 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 		return err
 	}
 	warnf := func(f string, a ...any) { printLine(io.Err, "leakscope: warning: "+f, a...) }
-	t, err := probe.Attach(opts.Pid, opts.probeOptions(ctx, warnf))
+	po := opts.probeOptions(ctx, warnf)
+	po.Follow, po.MaxProcesses = opts.Follow, opts.MaxProcesses
+	t, err := probe.Attach(opts.Pid, po)
 	if err != nil {
 		return fmt.Errorf("attach pid %d: %w", opts.Pid, err)
 	}
-	c, why, err := traceLoop(ctx, t, exited(opts.Pid), nil, nil, &opts.captureOptions, io.Err)
+	c, why, err := traceLoop(ctx, t, t.TreeDone(exited(opts.Pid)), nil, nil, &opts.captureOptions, io.Err)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,8 @@
 /*
  * clonevm.c - leakscope example target: a child process that shares its
- * parent's memory (clone with CLONE_VM, without CLONE_THREAD) and never
- * execs. leakscope follows such a child only from an exec; this one it
- * cannot trace, and its report must say so.
+ * parent's memory (clone with CLONE_VM, without CLONE_THREAD or
+ * CLONE_VFORK) and never execs: one heap, two processes. A tracer must
+ * count both processes' calls against that one heap.
  *
  * Ground truth with default arguments:
  *
@@ -12,7 +12,7 @@
  *   child    child_alloc     malloc(128)       3    384  leaked
  *
  * So the parent truly holds 5 blocks (1280 bytes) of parent_alloc at exit;
- * a tracer blind to the child shows 10.
+ * a tracer blind to the child shows 10, and no child_alloc.
  *
  * Build:
  *   gcc -O2 -g -Wall -Wextra -fno-omit-frame-pointer -o clonevm clonevm.c

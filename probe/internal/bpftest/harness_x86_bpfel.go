@@ -216,6 +216,7 @@ const (
 	HarnessMapTestThreads        = "test_threads"
 	HarnessMapThreads            = "threads"
 	HarnessMapUnwindRows         = "unwind_rows"
+	HarnessMapVmShared           = "vm_shared"
 	HarnessMapZwindows           = "zwindows"
 	HarnessProgTestPairCookie    = "test_pair_cookie"
 	HarnessProgTestSiteFor       = "test_site_for"
@@ -228,6 +229,7 @@ const (
 	HarnessProgTestZwindowSettle = "test_zwindow_settle"
 	HarnessVarExecGen            = "exec_gen"
 	HarnessVarExecSeen           = "exec_seen"
+	HarnessVarFollowForks        = "follow_forks"
 	HarnessVarMaxSites           = "max_sites"
 	HarnessVarOutPair            = "out_pair"
 	HarnessVarOutU32             = "out_u32"
@@ -320,6 +322,7 @@ type HarnessMapSpecs struct {
 	TestThreads     *ebpf.MapSpec `ebpf:"test_threads"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
+	VmShared        *ebpf.MapSpec `ebpf:"vm_shared"`
 	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
 }
 
@@ -329,6 +332,7 @@ type HarnessMapSpecs struct {
 type HarnessVariableSpecs struct {
 	ExecGen     *ebpf.VariableSpec `ebpf:"exec_gen"`
 	ExecSeen    *ebpf.VariableSpec `ebpf:"exec_seen"`
+	FollowForks *ebpf.VariableSpec `ebpf:"follow_forks"`
 	MaxSites    *ebpf.VariableSpec `ebpf:"max_sites"`
 	OutPair     *ebpf.VariableSpec `ebpf:"out_pair"`
 	OutU32      *ebpf.VariableSpec `ebpf:"out_u32"`
@@ -384,6 +388,7 @@ type HarnessMaps struct {
 	TestThreads     *ebpf.Map `ebpf:"test_threads"`
 	Threads         *ebpf.Map `ebpf:"threads"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
+	VmShared        *ebpf.Map `ebpf:"vm_shared"`
 	Zwindows        *ebpf.Map `ebpf:"zwindows"`
 }
 
@@ -410,6 +415,7 @@ func (m *HarnessMaps) Close() error {
 		m.TestThreads,
 		m.Threads,
 		m.UnwindRows,
+		m.VmShared,
 		m.Zwindows,
 	)
 }
@@ -420,6 +426,7 @@ func (m *HarnessMaps) Close() error {
 type HarnessVariables struct {
 	ExecGen     *ebpf.Variable `ebpf:"exec_gen"`
 	ExecSeen    *ebpf.Variable `ebpf:"exec_seen"`
+	FollowForks *ebpf.Variable `ebpf:"follow_forks"`
 	MaxSites    *ebpf.Variable `ebpf:"max_sites"`
 	OutPair     *ebpf.Variable `ebpf:"out_pair"`
 	OutU32      *ebpf.Variable `ebpf:"out_u32"`
