@@ -9,47 +9,14 @@
 #include "bpf/bpf_tracing.h"
 
 #include "leakscope.h"
-
-/* Tunables, set by probe/ before loading. */
-/* The traced process. Not a constant: a collection is loaded ahead for
- * the next process a followed tree starts, and given its pid then. */
-__u32 target_tgid = 0;
-const volatile __u64 page_size = 4096;
-/* Set by "leakscope run": count nothing until the target has exec'd the
- * command, so the launcher's own calls before exec never enter the tables. */
-const volatile __u32 wait_exec = 0;
-
-/* Byte-based sampling (--sample-bytes): 0 traces every allocation;
- * otherwise an allocation is traced when the bytes allocated on this CPU
- * since the last traced one pass an exponentially distributed gap of mean
- * sample_bytes (tcmalloc's scheme), so one of size s is traced with
- * probability 1 - exp(-s/sample_bytes), and user space scales by its
- * inverse. Decided at entry: an untraced call skips its return probe. */
-const volatile __u64 sample_bytes = 0;
-
-/* Slots in site_slots (--max-sites). */
-const volatile __u32 max_sites = 1 << 16;
-/* Slots handed out so far; may pass max_sites by a few when it is full. */
-__u64 site_count = 0; /* 64 bits: BPF v1 has 64-bit compare-and-swap only */
-
-/* Set by --probes-only (make bench's "floor" runs): every probe program
- * returns at once, so that a run measures what the probes alone cost the
- * target, on the same functions, sites and links. Nothing is counted. In
- * sampled mode the malloc family's session returns 1 at entry, as it does
- * for an untraced call. */
-const volatile __u32 probes_only = 0;
+#include "state.bpf.h"
+#include "cookie.bpf.h"
 
 /* Set by "leakscope run": stop the command whenever the dynamic linker
  * changes its loaded objects (dl_debug_state) until user space has read
  * its mappings and probed what was loaded. */
 const volatile __u32 stop_on_load = 0;
 
-/* Set by target_exec when the target execs. */
-__u32 exec_seen = 0;
-
-/* Set when a launched command was stopped at its first tracked call to
- * wait for the range table (user space continues it). */
-__u32 stop_sent = 0;
 /* Set by exit_call when it stopped the target in exit(); user space clears
  * it and continues the target once its stacks are resolved. */
 __u32 exit_stop = 0;
@@ -64,34 +31,15 @@ __u32 exec_stop = 0;
  * sent): the report says so. */
 __u32 forks = 0;
 
-/* Set by "leakscope run" (not --no-follow): every process the target
- * starts is traced too, each by a collection of its own. A child with a
- * memory of its own (fork) is stopped before its first instruction until
- * user space has attached to it; one that shares the target's memory
- * (CLONE_VM: vfork, posix_spawn) is noted and stopped when it execs, its
- * own program's first instruction. */
-const volatile __u32 follow_forks = 0;
-
 /* The target's wait status as its last thread exited, with
- * EXIT_STATUS_KNOWN set; 0 until then. */
+ * EXIT_STATUS_KNOWN set; 0 until then (leakscope.h). */
 __u32 exit_status = 0;
-#define EXIT_STATUS_KNOWN (1u << 31)
 /* bpf_ktime_get_ns() then. */
 __u64 exit_ns = 0;
 
 /* Processes the target started with CLONE_VM (followed from their exec,
  * if they exec: user space counts those). */
 __u32 vm_forks = 0;
-
-/* Children started with CLONE_VM but not CLONE_VFORK, not yet exec'd
- * (tgid -> 1): they run on the target's memory, so their calls count in
- * the target's tables (is_target). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, __u8);
-} vm_shared SEC(".maps");
 
 /* Children started with CLONE_VM, not yet exec'd (tgid -> 1). */
 struct {
@@ -102,232 +50,6 @@ struct {
 } vm_children SEC(".maps");
 
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
-
-/* Program images the target exec'd into since tracing began: allocation
- * keys and site keys carry it, so the new image never matches the old's. */
-__u32 exec_gen = 0;
-
-/* Per-thread state of an acquire call between its entry and return probes. */
-struct pending {
-	__u64 size_bytes;
-	__u64 old_ptr; /* realloc: the block being resized */
-	__u64 out_ptr; /* posix_memalign: where the new pointer is stored */
-	__u64 sp;      /* stack pointer at entry: pairs entry and return */
-	__u32 kind;
-	__u32 op;
-	__u64 owner;   /* resource the allocation belongs to, or 0 */
-	__u32 owner_kind;
-	struct zwindow window; /* zlib inflate, malloc not traced: its window, if inflate() makes one */
-};
-
-/* A zlib call in progress that may allocate for its stream (inflate()
- * allocates the window lazily). Set at the call's entry, never cleared:
- * a malloc is attributed only while deeper on the stack and called from the
- * zlib object itself. */
-struct zcall {
-	__u64 strm;
-	__u64 sp;
-	__u32 kind;
-	__u32 pad;
-};
-
-
-/* Map sizes are defaults; probe/ overrides max_entries from its flags. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 20);
-	__type(key, struct handle_key);
-	__type(value, struct alloc_info);
-} allocs SEC(".maps");
-
-/* Sites: one per (stack, kind, image), its totals in a slot of site_slots,
- * an array (found without a hash lookup: an allocation keeps its slot, so
- * its release goes straight there) that user space reads in batches.
- * sites finds the slot of a key when a stack is seen again; site_count
- * hands out slots, never taken back. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 16);
-	__type(key, struct site_key);
-	__type(value, __u32); /* slot */
-} sites SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1 << 16);
-	__type(key, __u32);
-	__type(value, struct site_slot);
-} site_slots SEC(".maps");
-
-#define STACK_SEEN_BITS 12
-
-/* The slot of the site of each stack and kind this CPU saw last (direct-
- * mapped by the stack id and kind, slot + 1; 0: none): a stack seen again
- * finds its site without the sites lookup. The slot's own key says whether
- * it is the site, so a stale entry is never trusted. BPF-only. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1 << STACK_SEEN_BITS);
-	__type(key, __u32);
-	__type(value, __u32);
-} site_seen SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 16);
-	__type(key, __u64); /* stack id: hash of the frames and flags */
-	__type(value, struct stack);
-} stacks SEC(".maps");
-
-/* What a thread is in the middle of. Task storage: found without a hash
- * lookup or lock, and freed by the kernel when the thread exits (a thread
- * can die between an entry and its return probe). A record is active while
- * its sp is not 0. */
-struct thread_state {
-	struct pending outer; /* the tracked call in progress */
-	struct pending inner; /* a malloc inside a resource's acquire call */
-	struct zcall zcall;   /* the last inflate() entered */
-	/* The mapping holding this thread's stack as last found (bpf_find_vma):
-	 * a stack walk reads the stack in chunks up to its end (stack_window),
-	 * or up to the page where a chunk once faulted (stack_read). */
-	__u64 stack_lo, stack_hi;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct thread_state);
-} threads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, STAT_MAX);
-	__type(key, __u32); /* enum stat_index */
-	__type(value, __u64);
-} stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stack);
-} stack_scratch SEC(".maps");
-
-/* When sampling, most blocks are not traced, and their frees would each
- * cost a lookup in allocs that finds nothing. A count of the traced heap
- * blocks (allocs entries of KIND_MALLOC) per hash of their address: a
- * free whose count is 0 is of an untraced block, without the lookup.
- * Updated only when sampling. BPF-only. */
-#define SAMPLED_FILTER_BITS 17
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1 << SAMPLED_FILTER_BITS);
-	__type(key, __u32);
-	__type(value, __u32);
-} sampled_filter SEC(".maps");
-
-/* Stack ids this CPU found in stacks (direct-mapped by the id's top
- * bits): a walk that repeats one skips the hash lookup. User space never
- * deletes from stacks, so an id seen stays valid. BPF-only. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1 << STACK_SEEN_BITS);
-	__type(key, __u32);
-	__type(value, __u64);
-} stack_seen SEC(".maps");
-
-/* Where a stack walk keeps the chunk of the target's stack it read last
- * (stack_read). BPF-only. */
-#define STACK_CHUNK 4096
-struct stack_window {
-	__u64 lo;   /* target address of data[0] */
-	__u64 len;  /* bytes held; 0: none */
-	__u64 busy; /* a walk on this CPU holds the per-CPU scratch (walk_stack) */
-	__u8 data[STACK_CHUNK];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stack_window);
-} stack_windows SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * MAX_RANGES);
-	__type(key, __u32); /* slot * MAX_RANGES + index, sorted by start */
-	__type(value, struct exec_range);
-} exec_ranges SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct range_ctl);
-} range_ctls SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1 << 20);
-	__type(key, __u32); /* exec_range.row_start + i, each object's rows sorted by pc */
-	__type(value, struct unwind_row);
-} unwind_rows SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64); /* last range_miss sent from this CPU, ns */
-} miss_times SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __s64); /* bytes left before the next traced allocation */
-} sample_countdown SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FRAME_CACHE_SIZE);
-	__type(key, __u32);
-	__type(value, struct frame_rule);
-} frame_cache SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct jvm_layout);
-} jvm_layouts SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_JVM_HEAPS);
-	__type(key, __u32);
-	__type(value, struct jvm_heap); /* low == 0: unused */
-} jvm_heaps SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
-} range_misses SEC(".maps");
-
-/* Inflate streams traced without the malloc family (zlib bytes computed
- * from the init arguments) whose window is not counted yet: zlib allocates
- * it inside an inflate() call, if the stream needs one. inflate() is not
- * probed (a trap per call): user space reads whether the window exists
- * from the target's memory at every snapshot, and target_exit counts it
- * for good when the target exits (zwindow_settle). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 20);
-	__type(key, struct handle_key);
-	__type(value, struct zwindow);
-} zwindows SEC(".maps");
 
 #include "track.bpf.h"
 
@@ -344,6 +66,16 @@ const enum alloc_kind *unused_alloc_kind __attribute__((unused));
 const enum slot_state *unused_slot_state __attribute__((unused));
 const enum stat_index *unused_stat_index __attribute__((unused));
 const enum stack_flag *unused_stack_flag __attribute__((unused));
+const enum alloc_op *unused_alloc_op __attribute__((unused));
+const enum limits *unused_limits __attribute__((unused));
+const enum stack_jvm *unused_stack_jvm __attribute__((unused));
+const enum zlib_offset *unused_zlib_offset __attribute__((unused));
+const enum range_miss_ip *unused_range_miss_ip __attribute__((unused));
+const enum exit_status_bit *unused_exit_status_bit __attribute__((unused));
+const enum cookie_layout *unused_cookie_layout __attribute__((unused));
+const enum zinit *unused_zinit __attribute__((unused));
+const struct zlib_cookie *unused_zlib_cookie __attribute__((unused));
+const struct pair_cookie *unused_pair_cookie __attribute__((unused));
 
 /* TWINS(plain, multi, args_of, name, args...) defines program name in
  * section plain and its twin name_multi in section multi, both running the
@@ -546,15 +278,9 @@ int alloc_session(struct pt_regs *ctx)
  * inside its init call and inside inflate() (the window). Without it, probe/
  * sets each init probe's cookie and the bytes are computed here from the
  * init arguments, as zlib's deflate.c and inflate.c (1.2.9 to 1.3.1)
- * allocate them: cookie bits 0-15 are sizeof the object's deflate_state or
- * inflate_state, bits 16-19 which init function it is (ZINIT_*). */
-#define ZINIT_INFLATE 1  /* inflateInit_(strm, version, size): windowBits 15 */
-#define ZINIT_INFLATE2 2 /* inflateInit2_(strm, windowBits, version, size) */
-#define ZINIT_BACK 3     /* inflateBackInit_(strm, windowBits, window, ...): caller's window */
-#define ZINIT_DEFLATE 4  /* deflateInit_(strm, level, ...): windowBits 15, memLevel 8 */
-#define ZINIT_DEFLATE2 5 /* deflateInit2_(strm, level, method, windowBits, memLevel, ...) */
-#define ZCOOKIE_STATE(c) ((__u32)((c) & 0xffff))
-#define ZCOOKIE_INIT(c) ((__u32)(((c) >> 16) & 0xf))
+ * allocate them: the cookie (struct zlib_cookie, leakscope.h) holds sizeof
+ * the object's deflate_state or inflate_state and which init function it
+ * is (enum zinit). */
 
 /* zlib_window_bits is the window a stream gets for windowBits w: negative
  * is raw deflate, 16 + w gzip, 32 + w automatic header detection; 0 (inflate
@@ -582,13 +308,13 @@ static __always_inline __u32 zlib_window_bits(__s32 w, bool deflate)
 
 UPROBE_TWINS(zlib_inflate_init_enter, void *strm, long a2)
 {
-	__u64 c = bpf_get_attach_cookie(ctx);
-	__u64 state = ZCOOKIE_STATE(c);
+	struct zlib_cookie zc = zlib_cookie_decode(bpf_get_attach_cookie(ctx));
+	__u64 state = zc.state;
 	if (!state) { /* malloc traced: the bytes are zlib's mallocs */
 		pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, 0, 0, (__u64)strm);
 		return 0;
 	}
-	__u32 init = ZCOOKIE_INIT(c), window = 0;
+	__u32 init = zc.init, window = 0;
 	if (init == ZINIT_INFLATE)
 		window = 1U << 15;
 	else if (init == ZINIT_INFLATE2)
@@ -602,11 +328,11 @@ UPROBE_TWINS(zlib_inflate_init_enter, void *strm, long a2)
 
 UPROBE_TWINS(zlib_deflate_init_enter, void *strm, long level, long method, long wbits, long mem_level)
 {
-	__u64 c = bpf_get_attach_cookie(ctx);
-	__u64 size = ZCOOKIE_STATE(c);
+	struct zlib_cookie zc = zlib_cookie_decode(bpf_get_attach_cookie(ctx));
+	__u64 size = zc.state;
 	if (size) {
 		__u32 w = 15, m = 8;
-		if (ZCOOKIE_INIT(c) == ZINIT_DEFLATE2) {
+		if (zc.init == ZINIT_DEFLATE2) {
 			w = zlib_window_bits((__s32)wbits, true);
 			m = (__s32)mem_level < 1 ? 1 : (__s32)mem_level > 9 ? 9 : (__u32)mem_level;
 		}
@@ -648,20 +374,10 @@ UPROBE_TWINS(zlib_inflate_enter, void *strm)
 }
 
 /* Declared pairs (--track): one program each for every acquire and every
- * release function, told by the attach cookie what to do:
- * bits 0-15 the kind, 16-19 the op (enum alloc_op), 20-23 the 1-based
- * argument that holds the handle (0: the return value), 24-27 the 1-based
- * argument that holds the bytes acquired (0: the mallocs inside the call;
- * set only when the malloc family is not traced). With malloc not traced,
- * a JNI fallback for zlib (preset jvm) has its bytes in bits 32-55, and
- * bit 28 says the handle is an inflate z_stream whose window is looked
- * for (zwindows), 32 KiB (java.util.zip always asks for 15 bits). */
-#define COOKIE_KIND(c) ((__u32)((c) & 0xffff))
-#define COOKIE_OP(c) ((__u32)(((c) >> 16) & 0xf))
-#define COOKIE_ARG(c) ((__u32)(((c) >> 20) & 0xf))
-#define COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 24) & 0xf))
-#define COOKIE_ZWINDOW(c) (((c) >> 28) & 1)
-#define COOKIE_BYTES(c) (((c) >> 32) & 0xffffff)
+ * release function, told by the attach cookie what to do (struct
+ * pair_cookie in leakscope.h: the kind, the op, where the handle and the
+ * bytes are, and whether the handle is an inflate stream whose window is
+ * looked for, zwindows). */
 
 static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 {
@@ -688,32 +404,32 @@ static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 
 UPROBE_TWINS(pair_acquire_enter)
 {
-	__u64 c = bpf_get_attach_cookie(ctx);
-	__u32 op = COOKIE_OP(c);
-	__u64 v = arg_n(ctx, COOKIE_ARG(c));
-	__u64 size = COOKIE_SIZE_ARG(c) ? arg_n(ctx, COOKIE_SIZE_ARG(c)) : COOKIE_BYTES(c);
+	struct pair_cookie pc = pair_cookie_decode(bpf_get_attach_cookie(ctx));
+	__u32 op = pc.op;
+	__u64 v = arg_n(ctx, pc.arg);
+	__u64 size = pc.size_arg ? arg_n(ctx, pc.size_arg) : pc.bytes;
 	switch (op) {
 	case OP_ARG_HANDLE:
 	case OP_OUT_PTR:
-		pending_enter(ctx, COOKIE_KIND(c), op, size, 0, v);
+		pending_enter(ctx, pc.kind, op, size, 0, v);
 		break;
 	case OP_REALLOC: /* freopen: the old handle goes whatever happens */
-		pending_enter(ctx, COOKIE_KIND(c), op, size, v, 0);
+		pending_enter(ctx, pc.kind, op, size, v, 0);
 		break;
 	default:
-		pending_enter(ctx, COOKIE_KIND(c), OP_RET_PTR, size, 0, 0);
+		pending_enter(ctx, pc.kind, OP_RET_PTR, size, 0, 0);
 	}
-	if (COOKIE_ZWINDOW(c))
-		zwindow_pending(ctx, COOKIE_KIND(c), 1U << 15);
+	if (pc.zwindow)
+		zwindow_pending(ctx, pc.kind, 1U << 15);
 	return 0;
 }
 
 UPROBE_TWINS(pair_release_enter)
 {
-	__u64 c = bpf_get_attach_cookie(ctx);
-	__u64 h = arg_n(ctx, COOKIE_ARG(c));
-	if (release_enter(ctx, h, COOKIE_KIND(c)) && COOKIE_ZWINDOW(c))
-		zwindow_forget(h, COOKIE_KIND(c));
+	struct pair_cookie pc = pair_cookie_decode(bpf_get_attach_cookie(ctx));
+	__u64 h = arg_n(ctx, pc.arg);
+	if (release_enter(ctx, h, pc.kind) && pc.zwindow)
+		zwindow_forget(h, pc.kind);
 	return 0;
 }
 

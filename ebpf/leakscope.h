@@ -3,8 +3,17 @@
 #ifndef LEAKSCOPE_H
 #define LEAKSCOPE_H
 
-#define MAX_STACK_DEPTH 64
-#define MAX_RANGES 2048   /* executable mappings per slot of exec_ranges */
+/* Every constant user space shares with the programs is an enumerator
+ * here, so that bpf2go -type emits it into Go: no value is copied by
+ * hand. (A #define is for the BPF side alone.) */
+
+/* Sizes of the tables both sides index. Mirrored in Go by bpf2go -type. */
+enum limits {
+	MAX_STACK_DEPTH = 64,
+	MAX_RANGES = 2048, /* executable mappings per slot of exec_ranges */
+	MAX_JVM_HEAPS = 4, /* entries of jvm_heaps */
+};
+
 #define RANGE_SEARCH_STEPS 12  /* > log2(MAX_RANGES) */
 #define ROW_SEARCH_STEPS 24    /* > log2(rows of one object); libjvm.so has ~230k */
 
@@ -29,7 +38,8 @@ enum alloc_kind {
 	KIND_USER = 16, /* first kind of a user-declared pair */
 };
 
-/* How the return probe of an acquire call finds the new handle. */
+/* How the return probe of an acquire call finds the new handle.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum alloc_op {
 	OP_RET_PTR = 0,   /* malloc, calloc, memalign, ...: handle is the return value */
 	OP_REALLOC = 1,   /* realloc, reallocarray: old handle released on success */
@@ -83,7 +93,6 @@ enum range_flag {
  * g_stack+stack_hi). */
 #define GO_G_STACK_HI 8
 
-#define MAX_JVM_HEAPS 4
 #define JVM_SEGMAP_STEPS 64
 
 /* One code heap of a HotSpot JVM (CodeHeap), written by user space from
@@ -102,14 +111,19 @@ struct jvm_heap {
 	__u32 compile_id_offset; /* nmethod::_compile_id (int); 0: unknown */
 };
 
-/* A stack entry with this bit set is not a return address: it holds the
- * Method* of the interpreted Java frame whose return address precedes it
- * in its low 47 bits (user addresses never have bit 63 set, and metadata
- * lies below 2^47), and the frame's bytecode index + 1 in bits 47-62 (0:
- * unknown). */
-#define STACK_JVM_METHOD (1ULL << 63)
-#define STACK_JVM_METHOD_MASK ((1ULL << 47) - 1)
-#define STACK_JVM_BCI_SHIFT 47
+/* A stack entry with bit STACK_JVM_METHOD_BIT set is not a return
+ * address: it holds the Method* of the interpreted Java frame whose return
+ * address precedes it in its low 47 bits (user addresses never have bit
+ * 63 set, and metadata lies below 2^47), and the frame's bytecode index +
+ * 1 in the STACK_JVM_BCI_BITS from bit 47 (0: unknown).
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum stack_jvm {
+	STACK_JVM_METHOD_BIT = 63,
+	STACK_JVM_BCI_SHIFT = 47, /* also the width of the Method* */
+	STACK_JVM_BCI_BITS = 16,
+};
+#define STACK_JVM_METHOD (1ULL << STACK_JVM_METHOD_BIT)
+#define STACK_JVM_METHOD_MASK ((1ULL << STACK_JVM_BCI_SHIFT) - 1)
 /* Word offsets of the Method* and bytecode pointer slots below an
  * interpreted frame's %rbp (HotSpot x86-64 frame_x86.hpp:
  * interpreter_frame_method_offset, interpreter_frame_bcp_offset). */
@@ -220,10 +234,13 @@ struct zwindow {
  * state holds its window, in zlib 1.2.9 to 1.3.1 on x86-64 (struct
  * inflate_state: strm, mode, last, wrap, havedict, flags, dmax, check,
  * total, head, then wbits, wsize, whave, wnext, window). Checked on zlib
- * 1.2.13 by the exact window bytes of TestZlibWindowReadFromStateAttached. */
-#define ZSTREAM_STATE_OFF 56
-#define INFLATE_STATE_WBITS_OFF 56
-#define INFLATE_STATE_WINDOW_OFF 72
+ * 1.2.13 by the exact window bytes of TestZlibWindowReadFromStateAttached.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum zlib_offset {
+	ZSTREAM_STATE_OFF = 56,
+	INFLATE_STATE_WBITS_OFF = 56,
+	INFLATE_STATE_WINDOW_OFF = 72,
+};
 
 /* Key of the per-site aggregates: one allocating stack and kind.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
@@ -305,16 +322,91 @@ struct range_miss {
 	__u64 at_ns; /* bpf_ktime_get_ns() when sent: how long a stop lasted */
 };
 
-#define RANGE_MISS_EXIT 1
-#define RANGE_MISS_EXEC 2
-/* A process the target started: generation holds its pid. FORK: a copy
- * of the target, stopped before its first instruction; SPAWN: a child
- * that shared the target's memory, stopped as its exec'd program starts. */
-#define RANGE_MISS_FORK 3
-#define RANGE_MISS_SPAWN 4
-/* A child sharing the target's memory (CLONE_VM, not CLONE_VFORK),
- * stopped before its first instruction: its calls count in the target's
- * tables once the target's probes are attached to it too. */
-#define RANGE_MISS_VMFORK 5
+/* Values of range_miss.ip that are no code address.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum range_miss_ip {
+	RANGE_MISS_EXIT = 1,
+	RANGE_MISS_EXEC = 2,
+	/* A process the target started: generation holds its pid. FORK: a
+	 * copy of the target, stopped before its first instruction; SPAWN:
+	 * a child that shared the target's memory, stopped as its exec'd
+	 * program starts. */
+	RANGE_MISS_FORK = 3,
+	RANGE_MISS_SPAWN = 4,
+	/* A child sharing the target's memory (CLONE_VM, not CLONE_VFORK),
+	 * stopped before its first instruction: its calls count in the
+	 * target's tables once the target's probes are attached to it too. */
+	RANGE_MISS_VMFORK = 5,
+};
+
+/* exit_status (leakscope.bpf.c) holds the target's wait status as its
+ * last thread exited, with bit EXIT_STATUS_KNOWN_BIT set; 0 until then.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum exit_status_bit {
+	EXIT_STATUS_KNOWN_BIT = 31,
+};
+#define EXIT_STATUS_KNOWN (1u << EXIT_STATUS_KNOWN_BIT)
+
+/* Attach cookies of the zlib init programs when the bytes are computed
+ * from the init arguments (malloc not traced): bits 0-15 are sizeof the
+ * object's deflate_state or inflate_state (plus a counted z_stream), bits
+ * 16-19 which init function it is (enum zinit). Decoded by
+ * zlib_cookie_decode (cookie.bpf.h), encoded by probe/cookie_linux.go.
+ *
+ * A declared pair's programs (--track): bits 0-15 the kind, 16-19 the op
+ * (enum alloc_op), 20-23 the 1-based argument that holds the handle (0:
+ * the return value), 24-27 the 1-based argument that holds the bytes
+ * acquired (0: the mallocs inside the call; set only when the malloc
+ * family is not traced). With malloc not traced, a JNI fallback for zlib
+ * (preset jvm) has its bytes in bits 32-55, and bit 28 says the handle is
+ * an inflate z_stream whose window is looked for (zwindows), 32 KiB
+ * (java.util.zip always asks for 15 bits). Decoded by pair_cookie_decode.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum cookie_layout {
+	ZCOOKIE_STATE_SHIFT = 0,
+	ZCOOKIE_STATE_BITS = 16,
+	ZCOOKIE_INIT_SHIFT = 16,
+	ZCOOKIE_INIT_BITS = 4,
+	COOKIE_KIND_SHIFT = 0,
+	COOKIE_KIND_BITS = 16,
+	COOKIE_OP_SHIFT = 16,
+	COOKIE_OP_BITS = 4,
+	COOKIE_ARG_SHIFT = 20,
+	COOKIE_ARG_BITS = 4,
+	COOKIE_SIZE_ARG_SHIFT = 24,
+	COOKIE_SIZE_ARG_BITS = 4,
+	COOKIE_ZWINDOW_SHIFT = 28,
+	COOKIE_ZWINDOW_BITS = 1,
+	COOKIE_BYTES_SHIFT = 32,
+	COOKIE_BYTES_BITS = 24,
+};
+
+/* Which init function a zlib init program is on (ZCOOKIE_INIT).
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum zinit {
+	ZINIT_INFLATE = 1,  /* inflateInit_(strm, version, size): windowBits 15 */
+	ZINIT_INFLATE2 = 2, /* inflateInit2_(strm, windowBits, version, size) */
+	ZINIT_BACK = 3,     /* inflateBackInit_(strm, windowBits, window, ...): caller's window */
+	ZINIT_DEFLATE = 4,  /* deflateInit_(strm, level, ...): windowBits 15, memLevel 8 */
+	ZINIT_DEFLATE2 = 5, /* deflateInit2_(strm, level, method, windowBits, memLevel, ...) */
+};
+
+/* A zlib init program's cookie, decoded.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct zlib_cookie {
+	__u32 state; /* bytes of the stream's state (0: malloc traced) */
+	__u32 init;  /* enum zinit */
+};
+
+/* A pair program's cookie, decoded.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct pair_cookie {
+	__u32 kind;     /* enum alloc_kind */
+	__u32 op;       /* enum alloc_op */
+	__u32 arg;      /* 1-based argument of the handle; 0: the return value */
+	__u32 size_arg; /* 1-based argument of the bytes; 0: none */
+	__u32 zwindow;  /* 1: the handle is an inflate stream with a window to look for */
+	__u32 bytes;    /* bytes acquired, when no argument holds them */
+};
 
 #endif /* LEAKSCOPE_H */

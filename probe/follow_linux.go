@@ -16,15 +16,6 @@ import (
 	"github.com/leakscope/leakscope/probe/procfs"
 )
 
-// rangeMissFork and rangeMissSpawn are RANGE_MISS_FORK and
-// RANGE_MISS_SPAWN (ebpf/leakscope.h): a process a traced one started,
-// stopped by the kernel, its pid in the record's generation.
-const (
-	rangeMissFork   = 3
-	rangeMissSpawn  = 4
-	rangeMissVMFork = 5 // RANGE_MISS_VMFORK: a child sharing the target's memory
-)
-
 // follower traces the processes a launched command starts, and theirs:
 // one Tracer each (its own BPF collection, pid filter and tables), made
 // while the kernel holds the new process stopped. The command's Tracer
@@ -363,8 +354,9 @@ func exitCodeOf(ws unix.WaitStatus) *int {
 	return &code
 }
 
-// exitStatusKnown is EXIT_STATUS_KNOWN (ebpf/leakscope.bpf.c).
-const exitStatusKnown = 1 << 31
+// exitStatusKnown is EXIT_STATUS_KNOWN (ebpf/leakscope.h): set in
+// exit_status once the target's last thread exited.
+const exitStatusKnown = 1 << leakExitStatusBitEXIT_STATUS_KNOWN_BIT
 
 // exitCodeLocked is the exit code target_exit kept, nil if the process
 // has not exited (or target_exit is not attached).

@@ -143,11 +143,12 @@ func (t *Tracer) closeRuntimeLocked() {
 
 // A kernel stack entry with stackJVMMethod set holds the Method* of the
 // interpreted frame before it and its bytecode index + 1
-// (STACK_JVM_METHOD in ebpf/leakscope.h).
+// (STACK_JVM_METHOD in ebpf/leakscope.h, enum stack_jvm).
 const (
-	stackJVMMethod     = 1 << 63
-	stackJVMMethodMask = 1<<47 - 1
-	stackJVMBCIShift   = 47
+	stackJVMMethod     = 1 << leakStackJvmSTACK_JVM_METHOD_BIT
+	stackJVMMethodMask = 1<<leakStackJvmSTACK_JVM_BCI_SHIFT - 1
+	stackJVMBCIShift   = leakStackJvmSTACK_JVM_BCI_SHIFT
+	stackJVMBCIMask    = 1<<leakStackJvmSTACK_JVM_BCI_BITS - 1
 )
 
 // nameMethod names interpreted frame f with the method and bytecode index
@@ -157,7 +158,7 @@ func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) {
 	if r.jit.namer == nil || ptr == 0 {
 		return
 	}
-	bci := int(entry>>stackJVMBCIShift&0xffff) - 1
+	bci := int(entry>>stackJVMBCIShift&stackJVMBCIMask) - 1
 	if m := r.jit.namer.Method(ptr, bci); m.Name != "" {
 		f.Function, f.File, f.Line = m.Name, m.File, m.Line
 	}

@@ -46,6 +46,36 @@ const (
 	leakAllocKindKIND_USER         leakAllocKind = 16
 )
 
+type leakAllocOp uint32
+
+const (
+	leakAllocOpOP_RET_PTR    leakAllocOp = 0
+	leakAllocOpOP_REALLOC    leakAllocOp = 1
+	leakAllocOpOP_OUT_PTR    leakAllocOp = 2
+	leakAllocOpOP_ARG_HANDLE leakAllocOp = 3
+)
+
+type leakCookieLayout uint32
+
+const (
+	leakCookieLayoutZCOOKIE_STATE_SHIFT   leakCookieLayout = 0
+	leakCookieLayoutZCOOKIE_STATE_BITS    leakCookieLayout = 16
+	leakCookieLayoutZCOOKIE_INIT_SHIFT    leakCookieLayout = 16
+	leakCookieLayoutZCOOKIE_INIT_BITS     leakCookieLayout = 4
+	leakCookieLayoutCOOKIE_KIND_SHIFT     leakCookieLayout = 0
+	leakCookieLayoutCOOKIE_KIND_BITS      leakCookieLayout = 16
+	leakCookieLayoutCOOKIE_OP_SHIFT       leakCookieLayout = 16
+	leakCookieLayoutCOOKIE_OP_BITS        leakCookieLayout = 4
+	leakCookieLayoutCOOKIE_ARG_SHIFT      leakCookieLayout = 20
+	leakCookieLayoutCOOKIE_ARG_BITS       leakCookieLayout = 4
+	leakCookieLayoutCOOKIE_SIZE_ARG_SHIFT leakCookieLayout = 24
+	leakCookieLayoutCOOKIE_SIZE_ARG_BITS  leakCookieLayout = 4
+	leakCookieLayoutCOOKIE_ZWINDOW_SHIFT  leakCookieLayout = 28
+	leakCookieLayoutCOOKIE_ZWINDOW_BITS   leakCookieLayout = 1
+	leakCookieLayoutCOOKIE_BYTES_SHIFT    leakCookieLayout = 32
+	leakCookieLayoutCOOKIE_BYTES_BITS     leakCookieLayout = 24
+)
+
 type leakExecRange struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -56,6 +86,12 @@ type leakExecRange struct {
 	RowStart uint32
 	RowCount uint32
 }
+
+type leakExitStatusBit uint32
+
+const (
+	leakExitStatusBitEXIT_STATUS_KNOWN_BIT leakExitStatusBit = 31
+)
 
 type leakFrameRule struct {
 	_          structs.HostLayout
@@ -98,6 +134,24 @@ type leakJvmLayout struct {
 	ConstMethodSize   uint32
 }
 
+type leakLimits uint32
+
+const (
+	leakLimitsMAX_STACK_DEPTH leakLimits = 64
+	leakLimitsMAX_RANGES      leakLimits = 2048
+	leakLimitsMAX_JVM_HEAPS   leakLimits = 4
+)
+
+type leakPairCookie struct {
+	_       structs.HostLayout
+	Kind    uint32
+	Op      uint32
+	Arg     uint32
+	SizeArg uint32
+	Zwindow uint32
+	Bytes   uint32
+}
+
 type leakRangeCtl struct {
 	_          structs.HostLayout
 	Slot       uint32
@@ -123,6 +177,16 @@ type leakRangeMiss struct {
 	Generation uint64
 	AtNs       uint64
 }
+
+type leakRangeMissIp uint32
+
+const (
+	leakRangeMissIpRANGE_MISS_EXIT   leakRangeMissIp = 1
+	leakRangeMissIpRANGE_MISS_EXEC   leakRangeMissIp = 2
+	leakRangeMissIpRANGE_MISS_FORK   leakRangeMissIp = 3
+	leakRangeMissIpRANGE_MISS_SPAWN  leakRangeMissIp = 4
+	leakRangeMissIpRANGE_MISS_VMFORK leakRangeMissIp = 5
+)
 
 type leakSiteKey struct {
 	_       structs.HostLayout
@@ -173,6 +237,14 @@ const (
 	leakStackFlagSTACK_SWITCHED           leakStackFlag = 32
 	leakStackFlagSTACK_UNWIND_END         leakStackFlag = 64
 	leakStackFlagSTACK_UNWIND_UNSUPPORTED leakStackFlag = 128
+)
+
+type leakStackJvm uint32
+
+const (
+	leakStackJvmSTACK_JVM_METHOD_BIT leakStackJvm = 63
+	leakStackJvmSTACK_JVM_BCI_SHIFT  leakStackJvm = 47
+	leakStackJvmSTACK_JVM_BCI_BITS   leakStackJvm = 16
 )
 
 type leakStackWindow struct {
@@ -267,6 +339,30 @@ type leakUnwindRow struct {
 	Rule   uint8
 }
 
+type leakZinit uint32
+
+const (
+	leakZinitZINIT_INFLATE  leakZinit = 1
+	leakZinitZINIT_INFLATE2 leakZinit = 2
+	leakZinitZINIT_BACK     leakZinit = 3
+	leakZinitZINIT_DEFLATE  leakZinit = 4
+	leakZinitZINIT_DEFLATE2 leakZinit = 5
+)
+
+type leakZlibCookie struct {
+	_     structs.HostLayout
+	State uint32
+	Init  uint32
+}
+
+type leakZlibOffset uint32
+
+const (
+	leakZlibOffsetZSTREAM_STATE_OFF        leakZlibOffset = 56
+	leakZlibOffsetINFLATE_STATE_WBITS_OFF  leakZlibOffset = 56
+	leakZlibOffsetINFLATE_STATE_WINDOW_OFF leakZlibOffset = 72
+)
+
 type leakZwindow struct {
 	_         structs.HostLayout
 	State     uint64
@@ -356,15 +452,25 @@ const (
 	leakVarTargetTgid                 = "target_tgid"
 	leakVarUnusedAllocFn              = "unused_alloc_fn"
 	leakVarUnusedAllocKind            = "unused_alloc_kind"
+	leakVarUnusedAllocOp              = "unused_alloc_op"
+	leakVarUnusedCookieLayout         = "unused_cookie_layout"
+	leakVarUnusedExitStatusBit        = "unused_exit_status_bit"
 	leakVarUnusedJvmHeap              = "unused_jvm_heap"
 	leakVarUnusedJvmLayout            = "unused_jvm_layout"
+	leakVarUnusedLimits               = "unused_limits"
+	leakVarUnusedPairCookie           = "unused_pair_cookie"
 	leakVarUnusedRangeFlag            = "unused_range_flag"
 	leakVarUnusedRangeMiss            = "unused_range_miss"
+	leakVarUnusedRangeMissIp          = "unused_range_miss_ip"
 	leakVarUnusedSlotState            = "unused_slot_state"
 	leakVarUnusedStackFlag            = "unused_stack_flag"
+	leakVarUnusedStackJvm             = "unused_stack_jvm"
 	leakVarUnusedStatIndex            = "unused_stat_index"
 	leakVarUnusedUnwindCfa            = "unused_unwind_cfa"
 	leakVarUnusedUnwindRbp            = "unused_unwind_rbp"
+	leakVarUnusedZinit                = "unused_zinit"
+	leakVarUnusedZlibCookie           = "unused_zlib_cookie"
+	leakVarUnusedZlibOffset           = "unused_zlib_offset"
 	leakVarUnusedZwindow              = "unused_zwindow"
 	leakVarVmForks                    = "vm_forks"
 	leakVarWaitExec                   = "wait_exec"
@@ -481,37 +587,47 @@ type leakMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakVariableSpecs struct {
-	ExecGen         *ebpf.VariableSpec `ebpf:"exec_gen"`
-	ExecSeen        *ebpf.VariableSpec `ebpf:"exec_seen"`
-	ExecStop        *ebpf.VariableSpec `ebpf:"exec_stop"`
-	ExitNs          *ebpf.VariableSpec `ebpf:"exit_ns"`
-	ExitSettled     *ebpf.VariableSpec `ebpf:"exit_settled"`
-	ExitStatus      *ebpf.VariableSpec `ebpf:"exit_status"`
-	ExitStop        *ebpf.VariableSpec `ebpf:"exit_stop"`
-	FollowForks     *ebpf.VariableSpec `ebpf:"follow_forks"`
-	Forks           *ebpf.VariableSpec `ebpf:"forks"`
-	MaxSites        *ebpf.VariableSpec `ebpf:"max_sites"`
-	PageSize        *ebpf.VariableSpec `ebpf:"page_size"`
-	ProbesOnly      *ebpf.VariableSpec `ebpf:"probes_only"`
-	SampleBytes     *ebpf.VariableSpec `ebpf:"sample_bytes"`
-	SiteCount       *ebpf.VariableSpec `ebpf:"site_count"`
-	StopOnLoad      *ebpf.VariableSpec `ebpf:"stop_on_load"`
-	StopSent        *ebpf.VariableSpec `ebpf:"stop_sent"`
-	TargetTgid      *ebpf.VariableSpec `ebpf:"target_tgid"`
-	UnusedAllocFn   *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
-	UnusedAllocKind *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
-	UnusedJvmHeap   *ebpf.VariableSpec `ebpf:"unused_jvm_heap"`
-	UnusedJvmLayout *ebpf.VariableSpec `ebpf:"unused_jvm_layout"`
-	UnusedRangeFlag *ebpf.VariableSpec `ebpf:"unused_range_flag"`
-	UnusedRangeMiss *ebpf.VariableSpec `ebpf:"unused_range_miss"`
-	UnusedSlotState *ebpf.VariableSpec `ebpf:"unused_slot_state"`
-	UnusedStackFlag *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
-	UnusedStatIndex *ebpf.VariableSpec `ebpf:"unused_stat_index"`
-	UnusedUnwindCfa *ebpf.VariableSpec `ebpf:"unused_unwind_cfa"`
-	UnusedUnwindRbp *ebpf.VariableSpec `ebpf:"unused_unwind_rbp"`
-	UnusedZwindow   *ebpf.VariableSpec `ebpf:"unused_zwindow"`
-	VmForks         *ebpf.VariableSpec `ebpf:"vm_forks"`
-	WaitExec        *ebpf.VariableSpec `ebpf:"wait_exec"`
+	ExecGen             *ebpf.VariableSpec `ebpf:"exec_gen"`
+	ExecSeen            *ebpf.VariableSpec `ebpf:"exec_seen"`
+	ExecStop            *ebpf.VariableSpec `ebpf:"exec_stop"`
+	ExitNs              *ebpf.VariableSpec `ebpf:"exit_ns"`
+	ExitSettled         *ebpf.VariableSpec `ebpf:"exit_settled"`
+	ExitStatus          *ebpf.VariableSpec `ebpf:"exit_status"`
+	ExitStop            *ebpf.VariableSpec `ebpf:"exit_stop"`
+	FollowForks         *ebpf.VariableSpec `ebpf:"follow_forks"`
+	Forks               *ebpf.VariableSpec `ebpf:"forks"`
+	MaxSites            *ebpf.VariableSpec `ebpf:"max_sites"`
+	PageSize            *ebpf.VariableSpec `ebpf:"page_size"`
+	ProbesOnly          *ebpf.VariableSpec `ebpf:"probes_only"`
+	SampleBytes         *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SiteCount           *ebpf.VariableSpec `ebpf:"site_count"`
+	StopOnLoad          *ebpf.VariableSpec `ebpf:"stop_on_load"`
+	StopSent            *ebpf.VariableSpec `ebpf:"stop_sent"`
+	TargetTgid          *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UnusedAllocFn       *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
+	UnusedAllocKind     *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
+	UnusedAllocOp       *ebpf.VariableSpec `ebpf:"unused_alloc_op"`
+	UnusedCookieLayout  *ebpf.VariableSpec `ebpf:"unused_cookie_layout"`
+	UnusedExitStatusBit *ebpf.VariableSpec `ebpf:"unused_exit_status_bit"`
+	UnusedJvmHeap       *ebpf.VariableSpec `ebpf:"unused_jvm_heap"`
+	UnusedJvmLayout     *ebpf.VariableSpec `ebpf:"unused_jvm_layout"`
+	UnusedLimits        *ebpf.VariableSpec `ebpf:"unused_limits"`
+	UnusedPairCookie    *ebpf.VariableSpec `ebpf:"unused_pair_cookie"`
+	UnusedRangeFlag     *ebpf.VariableSpec `ebpf:"unused_range_flag"`
+	UnusedRangeMiss     *ebpf.VariableSpec `ebpf:"unused_range_miss"`
+	UnusedRangeMissIp   *ebpf.VariableSpec `ebpf:"unused_range_miss_ip"`
+	UnusedSlotState     *ebpf.VariableSpec `ebpf:"unused_slot_state"`
+	UnusedStackFlag     *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
+	UnusedStackJvm      *ebpf.VariableSpec `ebpf:"unused_stack_jvm"`
+	UnusedStatIndex     *ebpf.VariableSpec `ebpf:"unused_stat_index"`
+	UnusedUnwindCfa     *ebpf.VariableSpec `ebpf:"unused_unwind_cfa"`
+	UnusedUnwindRbp     *ebpf.VariableSpec `ebpf:"unused_unwind_rbp"`
+	UnusedZinit         *ebpf.VariableSpec `ebpf:"unused_zinit"`
+	UnusedZlibCookie    *ebpf.VariableSpec `ebpf:"unused_zlib_cookie"`
+	UnusedZlibOffset    *ebpf.VariableSpec `ebpf:"unused_zlib_offset"`
+	UnusedZwindow       *ebpf.VariableSpec `ebpf:"unused_zwindow"`
+	VmForks             *ebpf.VariableSpec `ebpf:"vm_forks"`
+	WaitExec            *ebpf.VariableSpec `ebpf:"wait_exec"`
 }
 
 // leakObjects contains all objects after they have been loaded into the kernel.
@@ -591,37 +707,47 @@ func (m *leakMaps) Close() error {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakVariables struct {
-	ExecGen         *ebpf.Variable `ebpf:"exec_gen"`
-	ExecSeen        *ebpf.Variable `ebpf:"exec_seen"`
-	ExecStop        *ebpf.Variable `ebpf:"exec_stop"`
-	ExitNs          *ebpf.Variable `ebpf:"exit_ns"`
-	ExitSettled     *ebpf.Variable `ebpf:"exit_settled"`
-	ExitStatus      *ebpf.Variable `ebpf:"exit_status"`
-	ExitStop        *ebpf.Variable `ebpf:"exit_stop"`
-	FollowForks     *ebpf.Variable `ebpf:"follow_forks"`
-	Forks           *ebpf.Variable `ebpf:"forks"`
-	MaxSites        *ebpf.Variable `ebpf:"max_sites"`
-	PageSize        *ebpf.Variable `ebpf:"page_size"`
-	ProbesOnly      *ebpf.Variable `ebpf:"probes_only"`
-	SampleBytes     *ebpf.Variable `ebpf:"sample_bytes"`
-	SiteCount       *ebpf.Variable `ebpf:"site_count"`
-	StopOnLoad      *ebpf.Variable `ebpf:"stop_on_load"`
-	StopSent        *ebpf.Variable `ebpf:"stop_sent"`
-	TargetTgid      *ebpf.Variable `ebpf:"target_tgid"`
-	UnusedAllocFn   *ebpf.Variable `ebpf:"unused_alloc_fn"`
-	UnusedAllocKind *ebpf.Variable `ebpf:"unused_alloc_kind"`
-	UnusedJvmHeap   *ebpf.Variable `ebpf:"unused_jvm_heap"`
-	UnusedJvmLayout *ebpf.Variable `ebpf:"unused_jvm_layout"`
-	UnusedRangeFlag *ebpf.Variable `ebpf:"unused_range_flag"`
-	UnusedRangeMiss *ebpf.Variable `ebpf:"unused_range_miss"`
-	UnusedSlotState *ebpf.Variable `ebpf:"unused_slot_state"`
-	UnusedStackFlag *ebpf.Variable `ebpf:"unused_stack_flag"`
-	UnusedStatIndex *ebpf.Variable `ebpf:"unused_stat_index"`
-	UnusedUnwindCfa *ebpf.Variable `ebpf:"unused_unwind_cfa"`
-	UnusedUnwindRbp *ebpf.Variable `ebpf:"unused_unwind_rbp"`
-	UnusedZwindow   *ebpf.Variable `ebpf:"unused_zwindow"`
-	VmForks         *ebpf.Variable `ebpf:"vm_forks"`
-	WaitExec        *ebpf.Variable `ebpf:"wait_exec"`
+	ExecGen             *ebpf.Variable `ebpf:"exec_gen"`
+	ExecSeen            *ebpf.Variable `ebpf:"exec_seen"`
+	ExecStop            *ebpf.Variable `ebpf:"exec_stop"`
+	ExitNs              *ebpf.Variable `ebpf:"exit_ns"`
+	ExitSettled         *ebpf.Variable `ebpf:"exit_settled"`
+	ExitStatus          *ebpf.Variable `ebpf:"exit_status"`
+	ExitStop            *ebpf.Variable `ebpf:"exit_stop"`
+	FollowForks         *ebpf.Variable `ebpf:"follow_forks"`
+	Forks               *ebpf.Variable `ebpf:"forks"`
+	MaxSites            *ebpf.Variable `ebpf:"max_sites"`
+	PageSize            *ebpf.Variable `ebpf:"page_size"`
+	ProbesOnly          *ebpf.Variable `ebpf:"probes_only"`
+	SampleBytes         *ebpf.Variable `ebpf:"sample_bytes"`
+	SiteCount           *ebpf.Variable `ebpf:"site_count"`
+	StopOnLoad          *ebpf.Variable `ebpf:"stop_on_load"`
+	StopSent            *ebpf.Variable `ebpf:"stop_sent"`
+	TargetTgid          *ebpf.Variable `ebpf:"target_tgid"`
+	UnusedAllocFn       *ebpf.Variable `ebpf:"unused_alloc_fn"`
+	UnusedAllocKind     *ebpf.Variable `ebpf:"unused_alloc_kind"`
+	UnusedAllocOp       *ebpf.Variable `ebpf:"unused_alloc_op"`
+	UnusedCookieLayout  *ebpf.Variable `ebpf:"unused_cookie_layout"`
+	UnusedExitStatusBit *ebpf.Variable `ebpf:"unused_exit_status_bit"`
+	UnusedJvmHeap       *ebpf.Variable `ebpf:"unused_jvm_heap"`
+	UnusedJvmLayout     *ebpf.Variable `ebpf:"unused_jvm_layout"`
+	UnusedLimits        *ebpf.Variable `ebpf:"unused_limits"`
+	UnusedPairCookie    *ebpf.Variable `ebpf:"unused_pair_cookie"`
+	UnusedRangeFlag     *ebpf.Variable `ebpf:"unused_range_flag"`
+	UnusedRangeMiss     *ebpf.Variable `ebpf:"unused_range_miss"`
+	UnusedRangeMissIp   *ebpf.Variable `ebpf:"unused_range_miss_ip"`
+	UnusedSlotState     *ebpf.Variable `ebpf:"unused_slot_state"`
+	UnusedStackFlag     *ebpf.Variable `ebpf:"unused_stack_flag"`
+	UnusedStackJvm      *ebpf.Variable `ebpf:"unused_stack_jvm"`
+	UnusedStatIndex     *ebpf.Variable `ebpf:"unused_stat_index"`
+	UnusedUnwindCfa     *ebpf.Variable `ebpf:"unused_unwind_cfa"`
+	UnusedUnwindRbp     *ebpf.Variable `ebpf:"unused_unwind_rbp"`
+	UnusedZinit         *ebpf.Variable `ebpf:"unused_zinit"`
+	UnusedZlibCookie    *ebpf.Variable `ebpf:"unused_zlib_cookie"`
+	UnusedZlibOffset    *ebpf.Variable `ebpf:"unused_zlib_offset"`
+	UnusedZwindow       *ebpf.Variable `ebpf:"unused_zwindow"`
+	VmForks             *ebpf.Variable `ebpf:"vm_forks"`
+	WaitExec            *ebpf.Variable `ebpf:"wait_exec"`
 }
 
 // leakPrograms contains all programs after they have been loaded into the kernel.

@@ -12,8 +12,9 @@ import (
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
-// maxRanges mirrors MAX_RANGES in ebpf/leakscope.h.
-const maxRanges = 2048
+// maxRanges is how many executable mappings one slot of exec_ranges
+// holds (MAX_RANGES).
+const maxRanges = int(leakLimitsMAX_RANGES)
 
 // Frame-pointer classes of an object (symbolize.FramePointerClass), plus
 // "unknown" for anonymous executable memory such as JIT code.
@@ -209,7 +210,7 @@ func (v *mappingView) execRanges() []leakExecRange {
 // .eh_frame describes only the C code. runtime.asmcgocall, where C frames
 // return into Go from the system stack, is flagged RANGE_GO_CGOCALL: the
 // walk switches to the goroutine's stack there (go_stack_switch in
-// ebpf/track.bpf.h). crosscall2, where C calls back into Go, is walked
+// ebpf/walk.bpf.h). crosscall2, where C calls back into Go, is walked
 // with the rows goCallbackRows made for it: the frame-pointer chain it
 // keeps passes through a slot holding the C caller's %rbp.
 func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRange {

@@ -420,8 +420,8 @@ var builtinReads = map[string]regSet{
 // specNeeds is what the programs of p read at its site. Every program
 // reads %rsp. A built-in probe's program reads what builtinReads says; a
 // declared pair's programs read the arguments their cookie names
-// (pair_acquire_enter, pair_release_enter: the handle's, bits 20-23, and
-// the size's, bits 24-27). A cookie on a built-in function may be either
+// (pair_acquire_enter, pair_release_enter: the handle's and the size's,
+// struct pair_cookie). A cookie on a built-in function may be either
 // (zlib's cookies hold no argument number there), so both count.
 func specNeeds(p probeSpec) siteNeeds {
 	n := siteNeeds{reads: regRSP, ret: p.ret}
@@ -430,7 +430,8 @@ func specNeeds(p probeSpec) siteNeeds {
 		n.reads |= r
 	}
 	if p.cookie != 0 {
-		n.reads |= args(int(p.cookie>>20&0xf), int(p.cookie>>24&0xf))
+		pc := decodePairCookie(p.cookie)
+		n.reads |= args(int(pc.Arg), int(pc.SizeArg))
 	}
 	if !builtin && p.cookie == 0 {
 		n.reads |= args(1, 2, 3, 4, 5, 6)

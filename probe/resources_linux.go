@@ -34,31 +34,18 @@ var zlibFamily = []probeSpec{
 	{"inflate", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateEnter }, false, 0},
 }
 
-// Cookie layout of the pair programs (see pair_acquire_enter in
-// ebpf/leakscope.bpf.c): kind in bits 0-15, op in 16-19, argument in 20-23,
-// size argument in 24-27.
-func pairCookie(kind uint32, op uint32, arg int) uint64 {
-	return uint64(kind) | uint64(op)<<16 | uint64(arg)<<20
-}
-
-// Ops of enum alloc_op.
-const (
-	opRetPtr    = 0
-	opRealloc   = 1
-	opOutPtr    = 2
-	opArgHandle = 3
-)
-
+// acquireOp is how the return probe of an acquire call finds handle h
+// (enum alloc_op).
 func acquireOp(h track.Handle) uint32 {
 	switch h.Kind {
 	case track.Arg:
-		return opArgHandle
+		return uint32(leakAllocOpOP_ARG_HANDLE)
 	case track.Out:
-		return opOutPtr
+		return uint32(leakAllocOpOP_OUT_PTR)
 	case track.Reopen:
-		return opRealloc
+		return uint32(leakAllocOpOP_REALLOC)
 	}
-	return opRetPtr
+	return uint32(leakAllocOpOP_RET_PTR)
 }
 
 // pairKind is the kernel kind of the i-th declared pair.
@@ -136,24 +123,25 @@ func (t *Tracer) attachResources(path, display string) error {
 		}
 		// No mallocs to count: the size argument, or for java.util.zip's
 		// JNI entry points the bytes zlib allocates for the stream.
-		var computed, window uint64
+		var computed, window uint32
 		var layout zlibLayout
 		if !t.mallocTraced() && p.FallbackFor == "zlib" {
 			layout = readZlibLayout(path)
 			layout.zstream = jniZStreamSize
-			computed, window = jniZlibCookie(p.Kind, layout)
+			computed, window = jniZlibBytes(p.Kind, layout)
 		}
 		var specs []probeSpec
 		for _, c := range p.Acquire {
-			cookie := pairCookie(pairKind(i), acquireOp(c.Handle), c.Handle.Arg) | computed | window
+			pc := leakPairCookie{Kind: pairKind(i), Op: acquireOp(c.Handle), Arg: uint32(c.Handle.Arg),
+				Bytes: computed, Zwindow: window}
 			if !t.mallocTraced() {
-				cookie |= uint64(c.SizeArg) << 24
+				pc.SizeArg = uint32(c.SizeArg)
 			}
-			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true, cookie})
+			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true, pc.encode()})
 		}
 		for _, c := range p.Release {
-			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairReleaseEnter }, false,
-				pairCookie(pairKind(i), 0, c.Handle.Arg) | window})
+			pc := leakPairCookie{Kind: pairKind(i), Arg: uint32(c.Handle.Arg), Zwindow: window}
+			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairReleaseEnter }, false, pc.encode()})
 		}
 		if !definesAll(obj, specs) {
 			if p.Library != "*" && !p.Optional {

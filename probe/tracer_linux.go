@@ -826,11 +826,11 @@ func (t *Tracer) watchMisses() {
 			m.Generation = binary.LittleEndian.Uint64(rec.RawSample[8:])
 			m.AtNs = binary.LittleEndian.Uint64(rec.RawSample[16:])
 		}
-		if m.Ip == rangeMissVMFork {
+		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_VMFORK) {
 			t.shareAsync(int(m.Generation), m.AtNs)
 			continue
 		}
-		if m.Ip == rangeMissFork || m.Ip == rangeMissSpawn {
+		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_FORK) || m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN) {
 			t.mu.Lock()
 			tree := t.tree
 			t.mu.Unlock()
@@ -838,22 +838,22 @@ func (t *Tracer) watchMisses() {
 				continueStopped(int(m.Generation))
 				continue
 			}
-			if m.Ip == rangeMissSpawn {
+			if m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN) {
 				t.mu.Lock()
 				t.followedVMLocked(int(m.Generation))
 				t.unshareLocked(int(m.Generation)) // its own memory now
 				t.mu.Unlock()
 			}
-			tree.adoptAsync(t, int(m.Generation), m.Ip == rangeMissSpawn, m.AtNs)
+			tree.adoptAsync(t, int(m.Generation), m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN), m.AtNs)
 			continue
 		}
 		t.mu.Lock()
-		if m.Ip == rangeMissExec {
+		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_EXEC) {
 			t.followExecLocked()
 		}
 		t.refreshLocked()
 		var resumed bool
-		if m.Ip == rangeMissExit {
+		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_EXIT) {
 			t.exitingLocked()
 			resumed = t.resumeLocked(true)
 		} else {
@@ -865,13 +865,6 @@ func (t *Tracer) watchMisses() {
 		t.mu.Unlock()
 	}
 }
-
-// rangeMissExit and rangeMissExec are RANGE_MISS_EXIT and
-// RANGE_MISS_EXEC (ebpf/leakscope.h).
-const (
-	rangeMissExit = 1
-	rangeMissExec = 2
-)
 
 // exitingLocked resolves every stack while a launched command that called
 // exit() is stopped (exit_call): with its last names, as the capture will
@@ -978,7 +971,7 @@ func (t *Tracer) writeRangesLocked() {
 		ranges = ranges[:maxRanges]
 	}
 	slot := t.rangeSlot ^ 1
-	base := slot * maxRanges
+	base := slot * uint32(maxRanges)
 	for i, r := range ranges {
 		key := base + uint32(i)
 		if err := t.objs.ExecRanges.Put(key, r); err != nil {

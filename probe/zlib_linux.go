@@ -37,10 +37,6 @@ type zlibLayout struct {
 	zstream uint32
 }
 
-// zstreamStateOff is offsetof(z_stream, state): ZSTREAM_STATE_OFF in
-// ebpf/leakscope.h, which also has where the state holds its window.
-const zstreamStateOff = 56
-
 // zlibRelease is one zlib release's struct sizes on x86-64.
 type zlibRelease struct {
 	version                    string
@@ -195,29 +191,21 @@ func (l zlibLayout) String() string {
 	return s
 }
 
-// Which init function a zlib probe is on, for the computed bytes (ZINIT_*
-// in ebpf/leakscope.bpf.c).
-const (
-	zinitInflate  = 1
-	zinitInflate2 = 2
-	zinitBack     = 3
-	zinitDeflate  = 4
-	zinitDeflate2 = 5
-)
-
 // zlibComputedFamily is zlibFamily with the cookies that make the BPF
 // programs compute each stream's bytes from its init arguments, for a zlib
 // of layout l, instead of taking them from zlib's mallocs.
 func zlibComputedFamily(l zlibLayout) []probeSpec {
 	// The kernel adds the state's size (bits 0-15) to what it computes:
 	// the z_stream, where counted, goes with it.
-	initCookie := func(state uint32, init uint64) uint64 { return uint64(state+l.zstream) | init<<16 }
+	initCookie := func(state uint32, init leakZinit) uint64 {
+		return leakZlibCookie{State: state + l.zstream, Init: uint32(init)}.encode()
+	}
 	cookies := map[string]uint64{
-		"inflateInit_":     initCookie(l.inflateState, zinitInflate),
-		"inflateInit2_":    initCookie(l.inflateState, zinitInflate2),
-		"inflateBackInit_": initCookie(l.inflateState, zinitBack),
-		"deflateInit_":     initCookie(l.deflateState, zinitDeflate),
-		"deflateInit2_":    initCookie(l.deflateState, zinitDeflate2),
+		"inflateInit_":     initCookie(l.inflateState, leakZinitZINIT_INFLATE),
+		"inflateInit2_":    initCookie(l.inflateState, leakZinitZINIT_INFLATE2),
+		"inflateBackInit_": initCookie(l.inflateState, leakZinitZINIT_BACK),
+		"deflateInit_":     initCookie(l.deflateState, leakZinitZINIT_DEFLATE),
+		"deflateInit2_":    initCookie(l.deflateState, leakZinitZINIT_DEFLATE2),
 		"inflateEnd":       1,
 		"inflateBackEnd":   1,
 	}
@@ -295,7 +283,7 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 		}
 	}
 	if len(unknown) > 0 {
-		words, wok, err := readWords(t.pid, unknown, zstreamStateOff)
+		words, wok, err := readWords(t.pid, unknown, uint64(leakZlibOffsetZSTREAM_STATE_OFF)) // offsetof(z_stream, state)
 		if errors.Is(err, unix.ESRCH) {
 			return windowReads{}, true, nil
 		}
@@ -518,21 +506,21 @@ func (t *Tracer) warnWindowsLocked() {
 // callocs one per stream (OpenJDK's Inflater.c and Deflater.c).
 const jniZStreamSize = 112
 
-// jniZlibCookie returns, for a JNI fallback pair of kind zlib.inflate or
-// zlib.deflate (preset jvm) with malloc not traced, the cookie bits that
-// give each stream its bytes (COOKIE_BYTES in ebpf/leakscope.bpf.c): the
+// jniZlibBytes returns, for a JNI fallback pair of kind zlib.inflate or
+// zlib.deflate (preset jvm) with malloc not traced, the bytes its cookie
+// gives each stream (struct pair_cookie's bytes, ebpf/leakscope.h): the
 // z_stream the JNI init callocs and what zlib of layout l allocates in the
 // init: its state, and for deflate the buffers of the JDK's Deflater
 // (windowBits 15, memLevel 8). l.zstream must be set: the JNI init's
-// z_stream is always java.util.zip's. For inflate, window is the bit
-// (COOKIE_ZWINDOW) that has the window counted once zlib makes it, on the
+// z_stream is always java.util.zip's. For inflate, window is 1 (the
+// cookie's zwindow) to have the window counted once zlib makes it, on the
 // acquire and release probes both.
-func jniZlibCookie(kind string, l zlibLayout) (computed, window uint64) {
+func jniZlibBytes(kind string, l zlibLayout) (computed, window uint32) {
 	switch kind {
 	case "zlib.inflate":
-		return uint64(l.zstream+l.inflateState) << 32, 1 << 28
+		return l.zstream + l.inflateState, 1
 	case "zlib.deflate":
-		return uint64(l.zstream+l.deflateState+1<<17+1<<17) << 32, 0
+		return l.zstream + l.deflateState + 1<<17 + 1<<17, 0
 	}
 	return 0, 0
 }

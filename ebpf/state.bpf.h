@@ -1,0 +1,308 @@
+/* The globals and maps the BPF helpers work on, declared once for every
+ * object that includes them: leakscope.bpf.c (the probes) and
+ * test.bpf.c (the BPF_PROG_TEST_RUN harnesses). BPF-only; the shared
+ * types are in leakscope.h. */
+#ifndef STATE_BPF_H
+#define STATE_BPF_H
+
+#include "vmlinux.h"
+#include "bpf/bpf_helpers.h"
+
+#include "leakscope.h"
+
+/* Tunables, set by probe/ before loading. */
+/* The traced process. Not a constant: a collection is loaded ahead for
+ * the next process a followed tree starts, and given its pid then. */
+__u32 target_tgid = 0;
+const volatile __u64 page_size = 4096;
+/* Set by "leakscope run": count nothing until the target has exec'd the
+ * command, so the launcher's own calls before exec never enter the tables. */
+const volatile __u32 wait_exec = 0;
+
+/* Byte-based sampling (--sample-bytes): 0 traces every allocation;
+ * otherwise an allocation is traced when the bytes allocated on this CPU
+ * since the last traced one pass an exponentially distributed gap of mean
+ * sample_bytes (tcmalloc's scheme), so one of size s is traced with
+ * probability 1 - exp(-s/sample_bytes), and user space scales by its
+ * inverse. Decided at entry: an untraced call skips its return probe. */
+const volatile __u64 sample_bytes = 0;
+
+/* Slots in site_slots (--max-sites). */
+const volatile __u32 max_sites = 1 << 16;
+/* Slots handed out so far; may pass max_sites by a few when it is full. */
+__u64 site_count = 0; /* 64 bits: BPF v1 has 64-bit compare-and-swap only */
+
+/* Set by --probes-only (make bench's "floor" runs): every probe program
+ * returns at once, so that a run measures what the probes alone cost the
+ * target, on the same functions, sites and links. Nothing is counted. In
+ * sampled mode the malloc family's session returns 1 at entry, as it does
+ * for an untraced call. */
+const volatile __u32 probes_only = 0;
+
+/* Set by "leakscope run" (not --no-follow): every process the target
+ * starts is traced too, each by a collection of its own. A child with a
+ * memory of its own (fork) is stopped before its first instruction until
+ * user space has attached to it; one that shares the target's memory
+ * (CLONE_VM: vfork, posix_spawn) is noted and stopped when it execs, its
+ * own program's first instruction. */
+const volatile __u32 follow_forks = 0;
+
+/* Children started with CLONE_VM but not CLONE_VFORK, not yet exec'd
+ * (tgid -> 1): they run on the target's memory, so their calls count in
+ * the target's tables (is_target). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} vm_shared SEC(".maps");
+
+/* Set by target_exec when the target execs. */
+__u32 exec_seen = 0;
+
+/* Set when a launched command was stopped at its first tracked call to
+ * wait for the range table (user space continues it). */
+__u32 stop_sent = 0;
+
+/* Program images the target exec'd into since tracing began: allocation
+ * keys and site keys carry it, so the new image never matches the old's. */
+__u32 exec_gen = 0;
+
+/* Per-thread state of an acquire call between its entry and return probes. */
+struct pending {
+	__u64 size_bytes;
+	__u64 old_ptr; /* realloc: the block being resized */
+	__u64 out_ptr; /* posix_memalign: where the new pointer is stored */
+	__u64 sp;      /* stack pointer at entry: pairs entry and return */
+	__u32 kind;
+	__u32 op;
+	__u64 owner;   /* resource the allocation belongs to, or 0 */
+	__u32 owner_kind;
+	struct zwindow window; /* zlib inflate, malloc not traced: its window, if inflate() makes one */
+};
+
+/* A zlib call in progress that may allocate for its stream (inflate()
+ * allocates the window lazily). Set at the call's entry, never cleared:
+ * a malloc is attributed only while deeper on the stack and called from the
+ * zlib object itself. */
+struct zcall {
+	__u64 strm;
+	__u64 sp;
+	__u32 kind;
+	__u32 pad;
+};
+
+
+/* Map sizes are defaults; probe/ overrides max_entries from its flags. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 20);
+	__type(key, struct handle_key);
+	__type(value, struct alloc_info);
+} allocs SEC(".maps");
+
+/* Sites: one per (stack, kind, image), its totals in a slot of site_slots,
+ * an array (found without a hash lookup: an allocation keeps its slot, so
+ * its release goes straight there) that user space reads in batches.
+ * sites finds the slot of a key when a stack is seen again; site_count
+ * hands out slots, never taken back. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 16);
+	__type(key, struct site_key);
+	__type(value, __u32); /* slot */
+} sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 16);
+	__type(key, __u32);
+	__type(value, struct site_slot);
+} site_slots SEC(".maps");
+
+#define STACK_SEEN_BITS 12
+
+/* The slot of the site of each stack and kind this CPU saw last (direct-
+ * mapped by the stack id and kind, slot + 1; 0: none): a stack seen again
+ * finds its site without the sites lookup. The slot's own key says whether
+ * it is the site, so a stale entry is never trusted. BPF-only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << STACK_SEEN_BITS);
+	__type(key, __u32);
+	__type(value, __u32);
+} site_seen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 16);
+	__type(key, __u64); /* stack id: hash of the frames and flags */
+	__type(value, struct stack);
+} stacks SEC(".maps");
+
+/* What a thread is in the middle of. Task storage: found without a hash
+ * lookup or lock, and freed by the kernel when the thread exits (a thread
+ * can die between an entry and its return probe). A record is active while
+ * its sp is not 0. */
+struct thread_state {
+	struct pending outer; /* the tracked call in progress */
+	struct pending inner; /* a malloc inside a resource's acquire call */
+	struct zcall zcall;   /* the last inflate() entered */
+	/* The mapping holding this thread's stack as last found (bpf_find_vma):
+	 * a stack walk reads the stack in chunks up to its end (stack_window),
+	 * or up to the page where a chunk once faulted (stack_read). */
+	__u64 stack_lo, stack_hi;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32); /* enum stat_index */
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack);
+} stack_scratch SEC(".maps");
+
+/* When sampling, most blocks are not traced, and their frees would each
+ * cost a lookup in allocs that finds nothing. A count of the traced heap
+ * blocks (allocs entries of KIND_MALLOC) per hash of their address: a
+ * free whose count is 0 is of an untraced block, without the lookup.
+ * Updated only when sampling. BPF-only. */
+#define SAMPLED_FILTER_BITS 17
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << SAMPLED_FILTER_BITS);
+	__type(key, __u32);
+	__type(value, __u32);
+} sampled_filter SEC(".maps");
+
+/* Stack ids this CPU found in stacks (direct-mapped by the id's top
+ * bits): a walk that repeats one skips the hash lookup. User space never
+ * deletes from stacks, so an id seen stays valid. BPF-only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << STACK_SEEN_BITS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stack_seen SEC(".maps");
+
+/* Where a stack walk keeps the chunk of the target's stack it read last
+ * (stack_read). BPF-only. */
+#define STACK_CHUNK 4096
+struct stack_window {
+	__u64 lo;   /* target address of data[0] */
+	__u64 len;  /* bytes held; 0: none */
+	__u64 busy; /* a walk on this CPU holds the per-CPU scratch (walk_stack) */
+	__u8 data[STACK_CHUNK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_window);
+} stack_windows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * MAX_RANGES);
+	__type(key, __u32); /* slot * MAX_RANGES + index, sorted by start */
+	__type(value, struct exec_range);
+} exec_ranges SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct range_ctl);
+} range_ctls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 20);
+	__type(key, __u32); /* exec_range.row_start + i, each object's rows sorted by pc */
+	__type(value, struct unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64); /* last range_miss sent from this CPU, ns */
+} miss_times SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64); /* bytes left before the next traced allocation */
+} sample_countdown SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FRAME_CACHE_SIZE);
+	__type(key, __u32);
+	__type(value, struct frame_rule);
+} frame_cache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jvm_layout);
+} jvm_layouts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_JVM_HEAPS);
+	__type(key, __u32);
+	__type(value, struct jvm_heap); /* low == 0: unused */
+} jvm_heaps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} range_misses SEC(".maps");
+
+/* Inflate streams traced without the malloc family (zlib bytes computed
+ * from the init arguments) whose window is not counted yet: zlib allocates
+ * it inside an inflate() call, if the stream needs one. inflate() is not
+ * probed (a trap per call): user space reads whether the window exists
+ * from the target's memory at every snapshot, and target_exit counts it
+ * for good when the target exits (zwindow_settle). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 20);
+	__type(key, struct handle_key);
+	__type(value, struct zwindow);
+} zwindows SEC(".maps");
+
+/* image_pad tags handle keys with the program image that made them: after
+ * an exec nothing of the old image matches (its heap is gone). Even, so it
+ * never equals an orphan's odd pad. */
+static __always_inline __u32 image_pad(void)
+{
+	return exec_gen << 1;
+}
+
+static __always_inline void stat_add(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+	if (v)
+		*v += n; /* per-CPU: no atomics needed */
+}
+
+#endif /* STATE_BPF_H */

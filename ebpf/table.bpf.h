@@ -1,0 +1,301 @@
+/* The live-allocation table (allocs) and the per-site totals (sites,
+ * site_slots): inserting and releasing handles, resources' owned blocks
+ * and inflate windows (zwindows). BPF-only. */
+#ifndef TABLE_BPF_H
+#define TABLE_BPF_H
+
+#include "state.bpf.h"
+
+/* owner_add moves bytes into (or, negative, out of) a live resource and
+ * its site. Returns false if the owner is not live. */
+static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes)
+{
+	struct handle_key hk = { .addr = owner, .kind = owner_kind, .pad = image_pad() };
+	struct alloc_info *o = bpf_map_lookup_elem(&allocs, &hk);
+	if (!o)
+		return false;
+	__sync_fetch_and_add(&o->size_bytes, bytes);
+	__u32 slot = o->site;
+	struct site_slot *s = bpf_map_lookup_elem(&site_slots, &slot);
+	if (s)
+		__sync_fetch_and_add(&s->stats.live_bytes, bytes);
+	return true;
+}
+
+/* site_release moves one allocation out of its site's live totals, or out
+ * of its owner's bytes. */
+static __always_inline void site_release(struct alloc_info *info)
+{
+	if (info->owner) {
+		owner_add(info->owner, info->owner_kind, -(__s64)info->size_bytes);
+		return;
+	}
+	__u32 slot = info->site;
+	struct site_slot *s = bpf_map_lookup_elem(&site_slots, &slot);
+	if (!s)
+		return;
+	__sync_fetch_and_add(&s->stats.live_count, -1);
+	__sync_fetch_and_add(&s->stats.live_bytes, -info->size_bytes);
+	__sync_fetch_and_add(&s->stats.live_ts_sum_ns, -info->ts_ns);
+	__sync_fetch_and_add(&s->stats.frees, 1);
+}
+
+/* filter_count returns the sampled_filter counter of heap block addr. */
+static __always_inline __u32 *filter_count(__u64 addr)
+{
+	__u32 idx = (__u32)(((addr >> 4) * 0x9E3779B97F4A7C15ULL) >> (64 - SAMPLED_FILTER_BITS));
+	return bpf_map_lookup_elem(&sampled_filter, &idx);
+}
+
+/* filter_note counts a heap block in (delta 1) or out of (-1)
+ * sampled_filter, when sampling. */
+static __always_inline void filter_note(__u64 addr, __u32 kind, __s32 delta)
+{
+	if (!sample_bytes || kind != KIND_MALLOC)
+		return;
+	__u32 *n = filter_count(addr);
+	if (n)
+		__sync_fetch_and_add(n, delta);
+}
+
+/* take_entry removes a live handle of this image from allocs into *out.
+ * Only the deleter gets it, so a racing double release counts once. */
+static __always_inline bool take_entry(__u64 addr, __u32 kind, struct alloc_info *out)
+{
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
+	if (!info)
+		return false;
+	*out = *info;
+	if (bpf_map_delete_elem(&allocs, &hk))
+		return false;
+	filter_note(addr, kind, -1);
+	return true;
+}
+
+/* track_release forgets a live handle. Returns false if it was not known. */
+static __always_inline bool track_release(__u64 addr, __u32 kind)
+{
+	struct alloc_info copy;
+	if (!take_entry(addr, kind, &copy))
+		return false;
+	site_release(&copy);
+	stat_add(STAT_FREES, 1);
+	return true;
+}
+
+static __always_inline bool orphan_resource(__u64 addr, __u32 kind);
+static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindow *w);
+
+/* retire_live makes room for a handle acquired again while still
+ * recorded. A heap block's release was missed (a path we do not probe):
+ * its entry is released, so nothing is counted twice. A resource
+ * re-initialised without its release (an inflate stream without its End)
+ * is lost to the program with its state: it stays live as an orphan, its
+ * window, if any, with it. */
+static __always_inline void retire_live(__u64 addr, __u32 kind)
+{
+	if (kind == KIND_MALLOC) {
+		if (track_release(addr, kind))
+			stat_add(STAT_FREES_MISSED, 1);
+		return;
+	}
+	struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
+	if (w) {
+		struct zwindow copy = *w;
+		/* Its state's address must be known: strm->state is the new
+		 * stream's already (read at the init's return). */
+		if (copy.state)
+			zwindow_settle(addr, kind, &copy);
+		else
+			stat_add(STAT_WINDOWS_UNREAD, 1);
+	}
+	orphan_resource(addr, kind);
+}
+
+/* insert_alloc adds a new live handle to allocs, retiring the entry a
+ * handle still recorded has (retire_live). Inserting first saves the
+ * lookups on every other acquisition. False if the table is full. */
+static __always_inline bool insert_alloc(__u64 addr, __u32 kind, struct alloc_info *info)
+{
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	long err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+	if (err == -17 /* EEXIST */) {
+		retire_live(addr, kind);
+		err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+	}
+	if (err) {
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+		return false;
+	}
+	filter_note(addr, kind, 1);
+	return true;
+}
+
+/* orphan_resource keeps a live resource that is being re-initialised
+ * without its release: its state is lost to the program, so it stays live
+ * for good, under a key nothing will release. */
+static __always_inline bool orphan_resource(__u64 addr, __u32 kind)
+{
+	struct alloc_info copy;
+	if (!take_entry(addr, kind, &copy))
+		return false;
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = bpf_get_prandom_u32() | 1 };
+	if (bpf_map_update_elem(&allocs, &hk, &copy, BPF_NOEXIST))
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+	return true;
+}
+
+/* track_owned records a block a library allocated for a live resource: its
+ * bytes count in the resource's row, not as a malloc site. */
+static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u32 owner_kind,
+					__u64 ts)
+{
+	struct alloc_info info = {
+		.size_bytes = size,
+		.ts_ns = ts,
+		.kind = KIND_MALLOC,
+		.site = NO_SITE,
+		.owner = owner,
+		.owner_kind = owner_kind,
+	};
+	if (!insert_alloc(addr, KIND_MALLOC, &info))
+		return false;
+	stat_add(STAT_OWNED_ALLOCS, 1);
+	return true;
+}
+
+/* zwindow_settle counts the window of live inflate stream strm (w, its
+ * zwindows entry) into the stream if zlib allocated it, read from the
+ * target's memory: state->window, 1 << state->wbits bytes. The state must
+ * point back at strm (inflateStateCheck), or it is not the stream's. */
+static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindow *w)
+{
+	__u64 state = w->state, back = 0, window = 0;
+	__u32 wbits = 0;
+	if (!state && bpf_probe_read_user(&state, sizeof(state), (void *)(strm + ZSTREAM_STATE_OFF)))
+		state = 0;
+	if (!state || bpf_probe_read_user(&back, sizeof(back), (void *)state) || back != strm ||
+	    bpf_probe_read_user(&window, sizeof(window), (void *)(state + w->window_off)) ||
+	    bpf_probe_read_user(&wbits, sizeof(wbits), (void *)(state + w->wbits_off))) {
+		stat_add(STAT_WINDOWS_UNREAD, 1);
+		return;
+	}
+	if (!window)
+		return; /* not allocated (yet) */
+	__u32 bytes = wbits >= 8 && wbits <= 15 ? 1U << wbits : w->bytes;
+	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
+	if (bpf_map_delete_elem(&zwindows, &hk) == 0)
+		owner_add(strm, kind, bytes);
+}
+
+/* zwindow_forget drops the uncounted window of a stream being released. */
+static __always_inline void zwindow_forget(__u64 strm, __u32 kind)
+{
+	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
+	bpf_map_delete_elem(&zwindows, &hk);
+}
+
+/* site_is reports whether slot s holds the site (stack_id, kind) of the
+ * current image. */
+static __always_inline bool site_is(struct site_slot *s, __u64 stack_id, __u32 kind)
+{
+	return s->state == SLOT_USED && s->key.stack_id == stack_id && s->key.kind == kind &&
+	       s->key.pad == exec_gen;
+}
+
+/* site_for returns the slot of site (stack_id, kind) of the current image
+ * in site_slots, and its index in *slot, making the site if it is new;
+ * NULL when site_slots is full. A site this CPU found before comes from
+ * site_seen without a hash lookup. */
+static __always_inline struct site_slot *site_for(__u64 stack_id, __u32 kind, __u32 *slot)
+{
+	__u32 seen_idx = (__u32)((stack_id ^ ((__u64)kind * 0x9E3779B97F4A7C15ULL)) >> (64 - STACK_SEEN_BITS));
+	__u32 *seen = bpf_map_lookup_elem(&site_seen, &seen_idx);
+	struct site_slot *s;
+	if (seen && *seen) {
+		__u32 idx = *seen - 1;
+		s = bpf_map_lookup_elem(&site_slots, &idx);
+		if (s && site_is(s, stack_id, kind)) {
+			*slot = idx;
+			return s;
+		}
+	}
+	struct site_key key = { .stack_id = stack_id, .kind = kind, .pad = exec_gen };
+	__u32 *found = bpf_map_lookup_elem(&sites, &key);
+	__u32 idx;
+	if (found) {
+		idx = *found;
+	} else {
+		/* A new site: take the next slot, write its key, then publish
+		 * it in sites. Another CPU making the same site at once wins
+		 * the insert; this slot is then left unused. The slot is taken
+		 * with a compare-and-swap (a fetch-and-add's result needs BPF
+		 * v3 atomics), which loses only to another CPU's new site and
+		 * is tried again. */
+		__u64 n = max_sites;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			__u64 cur = site_count;
+			if (cur >= max_sites)
+				return NULL;
+			if (__sync_val_compare_and_swap(&site_count, cur, cur + 1) == cur) {
+				n = cur;
+				break;
+			}
+		}
+		if (n >= max_sites)
+			return NULL;
+		idx = (__u32)n;
+		s = bpf_map_lookup_elem(&site_slots, &idx);
+		if (!s)
+			return NULL;
+		s->key = key;
+		s->state = SLOT_USED;
+		if (bpf_map_update_elem(&sites, &key, &idx, BPF_NOEXIST)) {
+			s->state = SLOT_UNUSED;
+			found = bpf_map_lookup_elem(&sites, &key);
+			if (!found)
+				return NULL;
+			idx = *found;
+		}
+	}
+	s = bpf_map_lookup_elem(&site_slots, &idx);
+	if (!s)
+		return NULL;
+	if (seen)
+		*seen = idx + 1;
+	*slot = idx;
+	return s;
+}
+
+/* track_alloc records a new live handle under its site; false if the
+ * tables were full. */
+static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
+					__u64 ts)
+{
+	__u32 slot;
+	struct site_slot *s = site_for(stack_id, kind, &slot);
+	if (!s) {
+		stat_add(STAT_ALLOCS_DROPPED, 1);
+		return false;
+	}
+	struct alloc_info info = {
+		.size_bytes = size,
+		.ts_ns = ts,
+		.stack_id = stack_id,
+		.kind = kind,
+		.site = slot,
+	};
+	if (!insert_alloc(addr, kind, &info))
+		return false;
+	__sync_fetch_and_add(&s->stats.live_count, 1);
+	__sync_fetch_and_add(&s->stats.live_bytes, size);
+	__sync_fetch_and_add(&s->stats.live_ts_sum_ns, ts);
+	__sync_fetch_and_add(&s->stats.allocs, 1);
+	stat_add(STAT_ALLOCS, 1);
+	return true;
+}
+
+#endif /* TABLE_BPF_H */

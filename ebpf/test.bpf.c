@@ -1,0 +1,128 @@
+//go:build ignore
+
+/* BPF_PROG_TEST_RUN harnesses: each program calls one helper of the
+ * headers the probes are built from (state.bpf.h and what includes it),
+ * on the same maps and globals, so the helpers are tested on their own
+ * (probe/kernel_linux_test.go). Raw tracepoints: BPF_PROG_TEST_RUN runs
+ * them in the calling thread, whose own memory bpf_probe_read_user then
+ * reads (a synthetic stack, a fake inflate state), with the tracing
+ * helpers the walker needs (bpf_find_vma, bpf_loop). A program's
+ * arguments are the test run's context words; its results are its return
+ * value, the out_* globals and the maps. Built into
+ * probe/internal/bpftest, which only tests import. */
+
+#include "vmlinux.h"
+#include "bpf/bpf_helpers.h"
+#include "bpf/bpf_tracing.h"
+
+#include "leakscope.h"
+#include "state.bpf.h"
+#include "cookie.bpf.h"
+#include "track.bpf.h"
+
+/* A thread's state for the walker, as task storage would hold it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} test_threads SEC(".maps");
+
+struct pair_cookie out_pair = {};
+struct zlib_cookie out_zlib = {};
+__u64 out_u64 = 0;
+__u32 out_u32 = 0;
+
+/* test_pair_cookie decodes cookie c into out_pair. */
+SEC("raw_tp/test")
+int BPF_PROG(test_pair_cookie, __u64 c)
+{
+	out_pair = pair_cookie_decode(c);
+	return 0;
+}
+
+/* test_zlib_cookie decodes cookie c into out_zlib. */
+SEC("raw_tp/test")
+int BPF_PROG(test_zlib_cookie, __u64 c)
+{
+	out_zlib = zlib_cookie_decode(c);
+	return 0;
+}
+
+/* test_walk_stack walks the stack of the calling thread from return
+ * address ip with frame pointer fp and stack pointer sp (the test's
+ * synthetic stack): the stack id in out_u64, the frames in stacks. */
+SEC("raw_tp/test")
+int BPF_PROG(test_walk_stack, __u64 ip, __u64 fp, __u64 sp)
+{
+	__u32 zero = 0;
+	struct thread_state *ts = bpf_map_lookup_elem(&test_threads, &zero);
+	if (!ts)
+		return -1;
+	out_u64 = walk_stack(ts, ip, fp, sp);
+	return 0;
+}
+
+/* test_site_for finds or makes the site (stack_id, kind): its slot in
+ * out_u32; returns 1 if there is one, 0 when site_slots is full. */
+SEC("raw_tp/test")
+int BPF_PROG(test_site_for, __u64 stack_id, __u64 kind)
+{
+	__u32 slot = 0;
+	struct site_slot *s = site_for(stack_id, (__u32)kind, &slot);
+	out_u32 = slot;
+	return s != NULL;
+}
+
+/* test_track_alloc is track_alloc: 1 if the handle was recorded. */
+SEC("raw_tp/test")
+int BPF_PROG(test_track_alloc, __u64 addr, __u64 size, __u64 kind, __u64 stack_id, __u64 ts)
+{
+	return track_alloc(addr, size, (__u32)kind, stack_id, ts);
+}
+
+/* test_track_owned is track_owned: 1 if the block was recorded. */
+SEC("raw_tp/test")
+int BPF_PROG(test_track_owned, __u64 addr, __u64 size, __u64 owner, __u64 owner_kind, __u64 ts)
+{
+	return track_owned(addr, size, owner, (__u32)owner_kind, ts);
+}
+
+/* test_track_release is track_release: 1 if the handle was live. */
+SEC("raw_tp/test")
+int BPF_PROG(test_track_release, __u64 addr, __u64 kind)
+{
+	return track_release(addr, (__u32)kind);
+}
+
+/* test_zwindow_owner is zwindow_owner for a malloc of size bytes
+ * returning to ip with the callee-saved registers given: the owning
+ * stream in out_u64. */
+SEC("raw_tp/test")
+int BPF_PROG(test_zwindow_owner, __u64 ip, __u64 size, __u64 bp, __u64 bx, __u64 r12, __u64 r15)
+{
+	struct pt_regs regs = {};
+	regs.ip = ip;
+	regs.bp = bp;
+	regs.bx = bx;
+	regs.r12 = r12;
+	regs.r15 = r15;
+	out_u64 = zwindow_owner(&regs, size);
+	return 0;
+}
+
+/* test_zwindow_settle is zwindow_settle on the zwindows entry of stream
+ * strm of this image; returns -1 if it has none. */
+SEC("raw_tp/test")
+int BPF_PROG(test_zwindow_settle, __u64 strm, __u64 kind)
+{
+	struct handle_key hk = { .addr = strm, .kind = (__u32)kind, .pad = image_pad() };
+	struct zwindow *w = bpf_map_lookup_elem(&zwindows, &hk);
+	if (!w)
+		return -1;
+	struct zwindow copy = *w;
+	zwindow_settle(strm, (__u32)kind, &copy);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,562 @@
+/* The stack walker: frame pointers, .eh_frame rows (unwind_rows), HotSpot
+ * frames and cgo stack switches, from a return probe's registers to a
+ * stack id in stacks. BPF-only. */
+#ifndef WALK_BPF_H
+#define WALK_BPF_H
+
+#include "state.bpf.h"
+#include "ranges.bpf.h"
+
+/* Frames more than this far above the stack pointer are not trusted. */
+#define MAX_FRAME_SPAN (8ULL << 20)
+
+/* State of one stack walk, shared with walk_step through bpf_loop. */
+struct walk_ctx {
+	struct stack *st;
+	__u64 ip; /* return address of the current frame */
+	__u64 fp; /* frame pointer of the current frame's caller */
+	__u64 sp; /* lowest address the next frame may lie at */
+	__u64 hash;
+	__u64 gen; /* the range table's generation: frame_cache entries of another are stale */
+	struct stack_window *win;
+	struct thread_state *ts;
+	__u64 stack_lo, stack_hi; /* the thread's stack, as far as chunks may be read; hi 0: unknown */
+	/* The depth lives in st->depth, a map value: a counter on the stack
+	 * would be a known number in every iteration, and the verifier would
+	 * check each of the 64 iterations' paths apart. */
+};
+
+/* stack_read reads size bytes of the target's stack at addr. Each user
+ * memory read costs ~100 ns here whatever its size (a 2 KiB one ~150 ns),
+ * and a walk reads two or three words a frame: so a word of the thread's
+ * stack comes from the chunk of up to STACK_CHUNK bytes last read, read
+ * again from addr (never past the stack mapping's end: a read that faults
+ * costs ~1.2 us) when addr lies outside it. Elsewhere (a goroutine's
+ * stack) it reads addr alone, as it does when a chunk faults anyway (a
+ * page above never touched: a big local array never written). */
+static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size, __u64 addr)
+{
+	struct stack_window *win = w->win;
+	if (addr < win->lo || addr - win->lo + size > win->len) {
+		if (addr < w->stack_lo || addr + size > w->stack_hi)
+			return bpf_probe_read_user(dst, size, (void *)addr);
+		/* From addr up: a walk reads each frame's words in
+		 * ascending order, and frames lie above their callees. (Not
+		 * below addr: a page below the deepest call so far may never
+		 * have been touched.) */
+		__u64 n = w->stack_hi - addr;
+		if (n > STACK_CHUNK)
+			n = STACK_CHUNK;
+		win->len = 0;
+		if (bpf_probe_read_user(win->data, n, (void *)addr)) {
+			/* A page above addr was never touched: a big local
+			 * array never written, or the main thread's random gap
+			 * below its arguments. No chunk on this thread runs
+			 * past addr's page again (each fault costs ~1.2 us);
+			 * words above are read alone. */
+			w->stack_hi = (addr | (page_size - 1)) + 1;
+			w->ts->stack_hi = w->stack_hi;
+			stat_add(STAT_STACK_CHUNK_FAULTS, 1);
+			return bpf_probe_read_user(dst, size, (void *)addr);
+		}
+		win->lo = addr;
+		win->len = n;
+	}
+	__u64 off = (addr - win->lo) & (STACK_CHUNK - 1);
+	if (off > STACK_CHUNK - size)
+		return -1;
+	__builtin_memcpy(dst, win->data + off, size);
+	return 0;
+}
+
+/* vma_bounds_cb stores the bounds of the mapping bpf_find_vma found. */
+struct vma_bounds {
+	__u64 lo, hi;
+};
+
+static long vma_bounds_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_bounds *b)
+{
+	b->lo = vma->vm_start;
+	b->hi = vma->vm_end;
+	return 0;
+}
+
+/* State of one binary search of an object's unwind rows. */
+struct row_search {
+	__u32 pc;
+	__u32 lo, hi; /* absolute indexes into unwind_rows: first row with pc > .pc in [lo, hi) */
+};
+
+static long row_step(__u64 i, struct row_search *c)
+{
+	if (c->lo >= c->hi)
+		return 1;
+	__u32 mid = c->lo + (c->hi - c->lo) / 2;
+	struct unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &mid);
+	if (!row)
+		return 1;
+	if (c->pc < row->pc)
+		c->hi = mid;
+	else
+		c->lo = mid + 1;
+	return 0;
+}
+
+/* push_frame appends return address ra, whose frame's stack pointer at
+ * the call is sp; returns 1 to stop the walk. */
+static __always_inline long push_frame(struct walk_ctx *w, __u64 ra, __u64 sp)
+{
+	struct stack *st = w->st;
+	if (ra == 0)
+		return 1;
+	__u32 d = st->depth;
+	if (d >= MAX_STACK_DEPTH) {
+		st->flags |= STACK_MAX_DEPTH;
+		return 1;
+	}
+	st->ips[d] = ra;
+	st->depth = d + 1;
+	w->ip = ra;
+	w->sp = sp;
+	w->hash = (w->hash ^ ra) * 1099511628211ULL;
+	return 0;
+}
+
+/* find_row looks up the unwind row of return address ip in object range r
+ * into fr. Every frame here is a return address, so the row looked up is
+ * the call's (pc - 1): a call that ends a function returns past its last
+ * row. */
+static __always_inline void find_row(__u64 ip, struct exec_range *r, struct frame_rule *fr)
+{
+	struct row_search c = {
+		.pc = (__u32)(ip - r->bias - 1),
+		.lo = r->row_start,
+		.hi = r->row_start + r->row_count,
+	};
+	__u32 first = c.lo;
+	fr->has_row = 0;
+	bpf_loop(ROW_SEARCH_STEPS, row_step, &c, 0);
+	if (c.lo == first)
+		return;
+	__u32 idx = c.lo - 1;
+	struct unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &idx);
+	if (!row)
+		return;
+	fr->has_row = 1;
+	fr->rule = row->rule;
+	fr->cfa_off = row->cfa_off;
+	fr->rbp_off = row->rbp_off;
+}
+
+/* dwarf_step unwinds one frame of an object without frame pointers with
+ * its .eh_frame row (found by find_row); returns 1 to stop the walk. */
+static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr)
+{
+	struct stack *st = w->st;
+	if (!fr->has_row) {
+		st->flags |= STACK_UNWIND_END;
+		return 1;
+	}
+	__u64 cfa;
+	switch (fr->rule & 0xf) {
+	case UNWIND_CFA_RSP:
+		cfa = w->sp + fr->cfa_off;
+		break;
+	case UNWIND_CFA_RBP:
+		cfa = w->fp + fr->cfa_off;
+		break;
+	case UNWIND_UNDEFINED:
+		st->flags |= STACK_UNWIND_END;
+		return 1;
+	default:
+		st->flags |= STACK_UNWIND_UNSUPPORTED;
+		return 1;
+	}
+	if (cfa <= w->sp || cfa - w->sp > MAX_FRAME_SPAN) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	/* The saved %rbp first: it lies below the return address, and a
+	 * chunk of the stack is read upwards from the first word needed. */
+	__u64 ra, fp = w->fp;
+	__u32 how = fr->rule >> 4;
+	if ((how == UNWIND_RBP_SAVED && stack_read(w, &fp, sizeof(fp), cfa + fr->rbp_off)) ||
+	    stack_read(w, &ra, sizeof(ra), cfa - 8)) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	if (how == UNWIND_RBP_UNDEFINED)
+		fp = 0;
+	w->fp = fp;
+	return push_frame(w, ra, cfa);
+}
+
+/* frame_rule finds how to unwind the frame of w->ip: its range's flags
+ * and, for an object walked with unwind rows, its row; from frame_cache
+ * when this generation of the tables already found it (a walk through a
+ * big object costs two binary searches per frame otherwise). Returns false
+ * when no range holds w->ip. */
+static __always_inline bool frame_rule(struct walk_ctx *w, struct frame_rule *fr, struct frame_rule **cached)
+{
+	__u32 slot = (__u32)((w->ip * 0x9E3779B97F4A7C15ULL) >> (64 - FRAME_CACHE_BITS));
+	struct frame_rule *c = bpf_map_lookup_elem(&frame_cache, &slot);
+	*cached = c;
+	if (c && c->ip == w->ip && c->generation == w->gen) {
+		*fr = *c;
+		return true;
+	}
+	struct exec_range *r = find_range(w->ip);
+	if (!r)
+		return false;
+	fr->ip = w->ip;
+	fr->generation = w->gen;
+	fr->flags = r->flags;
+	fr->has_row = 0;
+	fr->blob = 0;
+	if (r->flags & RANGE_DWARF)
+		find_row(w->ip, r, fr);
+	if (c)
+		*c = *fr;
+	return true;
+}
+
+/* State of one walk back through a code heap's segment map. */
+struct seg_search {
+	__u64 segmap;
+	__u64 idx;  /* segment index, moved back to its block's first */
+	__u32 done; /* 1: found the block's first segment; 2: not code */
+};
+
+static long segmap_step(__u64 i, struct seg_search *c)
+{
+	__u8 hop;
+	if (bpf_probe_read_user(&hop, sizeof(hop), (void *)(c->segmap + c->idx)) || hop == 0xff || hop > c->idx) {
+		c->done = 2;
+		return 1;
+	}
+	if (hop == 0) {
+		c->done = 1;
+		return 1;
+	}
+	c->idx -= hop;
+	return 0;
+}
+
+/* jvm_unwind steps over a compiled frame of size words: it spans them
+ * above the stack pointer at its call, the return address in the last, the
+ * caller's %rbp in the one below. Returns 1 to stop the walk. */
+static __always_inline long jvm_unwind(struct walk_ctx *w, __s32 size)
+{
+	struct stack *st = w->st;
+	if (size <= 0 || (__u64)size * 8 > MAX_FRAME_SPAN) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	__u64 cfa = w->sp + (__u64)size * 8;
+	__u64 frame[2]; /* caller's %rbp, return address */
+	if (stack_read(w, frame, sizeof(frame), cfa - 16)) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	w->fp = frame[0];
+	return push_frame(w, frame[1], cfa);
+}
+
+/* jvm_step unwinds one compiled Java frame (or any code blob with a frame
+ * size) in a HotSpot code heap: the frame spans frame_size words above the
+ * stack pointer at its call, the return address in the last, the caller's
+ * %rbp in the one below (HotSpot's sender_for_compiled_frame). No frame
+ * pointer is needed. Returns -1 when the blob has no frame size (stubs
+ * and the interpreter keep %rbp: the caller walks it by frame pointer). */
+static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
+{
+	struct stack *st = w->st;
+	/* The blob found for this return address before, if the same
+	 * nmethod (compile id) is still there: one read instead of the
+	 * segment map walk. fc is this ip's frame_cache entry. */
+	if (fc && fc->ip == w->ip && fc->generation == w->gen && fc->blob) {
+		__u32 zero = 0, id = 0;
+		__s32 size = 0;
+		struct jvm_heap *h0 = bpf_map_lookup_elem(&jvm_heaps, &zero);
+		if (h0 && fc->frame_size > 0 && h0->compile_id_offset &&
+		    !bpf_probe_read_user(&id, sizeof(id), (void *)(fc->blob + h0->compile_id_offset)) &&
+		    id == fc->compile_id)
+			return jvm_unwind(w, fc->frame_size);
+		/* A blob without a frame size (the interpreter, a stub: a
+		 * frame in nearly every Java stack) is still one if it still
+		 * says so: one read instead of the segment map walk. */
+		if (h0 && fc->frame_size == 0 &&
+		    !bpf_probe_read_user(&size, sizeof(size), (void *)(fc->blob + h0->frame_size_offset)) &&
+		    size <= 0)
+			return -1;
+	}
+	struct jvm_heap *h = NULL;
+	for (__u32 k = 0; k < MAX_JVM_HEAPS; k++) {
+		struct jvm_heap *c = bpf_map_lookup_elem(&jvm_heaps, &k);
+		if (c && c->low && w->ip >= c->low && w->ip < c->high) {
+			h = c;
+			break;
+		}
+	}
+	if (!h)
+		return -1;
+	struct seg_search c = { .segmap = h->segmap, .idx = (w->ip - h->low) >> (h->log2_segment & 63) };
+	bpf_loop(JVM_SEGMAP_STEPS, segmap_step, &c, 0);
+	if (c.done != 1) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	__u64 blob = h->low + (c.idx << (h->log2_segment & 63)) + h->blob_offset;
+	__s32 size = 0;
+	if (bpf_probe_read_user(&size, sizeof(size), (void *)(blob + h->frame_size_offset))) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	if (size <= 0) {
+		if (fc && fc->ip == w->ip && fc->generation == w->gen) {
+			fc->blob = blob;
+			fc->frame_size = 0;
+		}
+		return -1;
+	}
+	__u32 id = 0;
+	if (fc && fc->ip == w->ip && fc->generation == w->gen && h->compile_id_offset &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(blob + h->compile_id_offset))) {
+		fc->blob = blob;
+		fc->frame_size = size;
+		fc->compile_id = id;
+	}
+	return jvm_unwind(w, size);
+}
+
+/* jvm_bci returns the bytecode index + 1 of an interpreted frame running
+ * method at bytecode pointer bcp, shifted into place for its stack entry;
+ * 0 if unknown. */
+static __always_inline __u64 jvm_bci(__u64 bcp, __u64 method)
+{
+	__u32 zero = 0;
+	struct jvm_layout *l = bpf_map_lookup_elem(&jvm_layouts, &zero);
+	if (!l || !l->const_method_size || !method || !bcp)
+		return 0;
+	__u64 cm = 0;
+	if (bpf_probe_read_user(&cm, sizeof(cm), (void *)(method + l->const_method_offset)))
+		return 0;
+	__u64 code = cm + l->const_method_size;
+	if (bcp < code || bcp - code >= 0xffff)
+		return 0;
+	return (bcp - code + 1) << STACK_JVM_BCI_SHIFT;
+}
+
+/* go_stack_switch leaves the system stack for the goroutine's at w->ip, a
+ * return address into runtime.asmcgocall, as asmcgocall itself does when
+ * the C call returns (asm_amd64.s). Before switching to the thread's
+ * system stack (g0) and calling C, asmcgocall stored at what is now the C
+ * callee's CFA (w->sp) the goroutine's stack depth, g.stack.hi minus its
+ * own frame pointer, then g; called on a system stack already (nosave),
+ * it stored its frame pointer itself, then 0. That frame pointer is where
+ * asmcgocall pushed its caller's %rbp, with its return address above: a
+ * frame-pointer step from there reaches runtime.cgocall and the Go code
+ * that called C, whatever the C code did with %rbp. The depth, not a
+ * saved stack pointer, because a callback into Go may move the
+ * goroutine's stack. Returns 1 to stop the walk. */
+static __always_inline long go_stack_switch(struct walk_ctx *w)
+{
+	struct stack *st = w->st;
+	__u64 saved[2] = {}; /* depth (or the frame pointer), g (or 0) */
+	if (stack_read(w, saved, sizeof(saved), w->sp)) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	__u64 fp = saved[0];
+	if (saved[1]) {
+		__u64 hi = 0;
+		if (bpf_probe_read_user(&hi, sizeof(hi), (void *)(saved[1] + GO_G_STACK_HI))) {
+			st->flags |= STACK_READ_ERROR;
+			return 1;
+		}
+		if (saved[0] >= hi) {
+			st->flags |= STACK_BAD_FRAME;
+			return 1;
+		}
+		fp = hi - saved[0];
+	}
+	if (fp == 0 || (fp & 7)) {
+		st->flags |= STACK_BAD_FRAME;
+		return 1;
+	}
+	w->fp = fp;
+	w->sp = fp;
+	return 0;
+}
+
+/* walk_step appends one frame; returns 1 to stop the walk. */
+static long walk_step(__u64 i, struct walk_ctx *w)
+{
+	struct stack *st = w->st;
+	struct frame_rule fr = {};
+	struct frame_rule *cached = NULL;
+	bool known = frame_rule(w, &fr, &cached);
+	if (known && (fr.flags & RANGE_GO_CGOCALL) && go_stack_switch(w))
+		return 1;
+	if (known && (fr.flags & RANGE_DWARF))
+		return dwarf_step(w, &fr);
+	if (known && (fr.flags & RANGE_JVM_CODE)) {
+		long ret = jvm_step(w, cached);
+		if (ret >= 0)
+			return ret;
+	}
+	if (known) {
+		if (!(fr.flags & RANGE_HAS_FP)) {
+			st->flags |= STACK_NO_FP;
+			return 1;
+		}
+	} else {
+		/* Unknown object: keep walking with the sanity checks below;
+		 * user space validates the frames later. */
+		st->flags |= STACK_UNVERIFIED;
+		note_range_miss(w->ip);
+	}
+	__u64 fp = w->fp;
+	__u64 sender_sp = 0;
+	if (known && (fr.flags & RANGE_JVM_INTERP)) {
+		/* An interpreted Java frame: every method runs the same
+		 * interpreter code, so its Method* tells them apart. */
+		__u64 slots[3] = {}; /* Method*, last sp, sender sp */
+		__u64 bcp = 0;
+		/* The bytecode pointer first: it lies below the slots. */
+		if (fp > MAX_FRAME_SPAN && !stack_read(w, &bcp, sizeof(bcp), fp + JVM_INTERP_BCP_OFFSET))
+			stack_read(w, slots, sizeof(slots), fp + JVM_INTERP_METHOD_OFFSET);
+		__u64 method = slots[0];
+		/* The caller's stack pointer: a compiled caller's frame is
+		 * measured from it (fp + 16 is below it when the interpreter
+		 * extended the caller's frame for the arguments). */
+		if (slots[2] >= fp + 16 && slots[2] - fp <= MAX_FRAME_SPAN)
+			sender_sp = slots[2];
+		__u32 d = st->depth;
+		if (d >= MAX_STACK_DEPTH) {
+			st->flags |= STACK_MAX_DEPTH;
+			return 1;
+		}
+		method = STACK_JVM_METHOD | (method & STACK_JVM_METHOD_MASK) | jvm_bci(bcp, slots[0]);
+		st->ips[d] = method;
+		st->depth = d + 1;
+		w->hash = (w->hash ^ method) * 1099511628211ULL;
+	}
+	if (fp == 0)
+		return 1; /* outermost frame */
+	if (fp < w->sp || (fp & 7) || fp - w->sp > MAX_FRAME_SPAN) {
+		/* A cgo call runs C on the thread's stack, and the frame pointer
+		 * it keeps leads back to the goroutine's stack, elsewhere in
+		 * memory: from Go code, or code not classified yet (a command
+		 * just exec'd), follow that once; user space validates every
+		 * frame. (The mark lives in the map value, not in w, so the
+		 * verifier need not tell walks apart by it.) */
+		if ((fp & 7) || (known && !(fr.flags & RANGE_GO)) || (st->flags & STACK_SWITCHED)) {
+			st->flags |= STACK_BAD_FRAME;
+			return 1;
+		}
+		st->flags |= STACK_SWITCHED;
+	}
+	__u64 frame[2];
+	if (stack_read(w, frame, sizeof(frame), fp)) {
+		st->flags |= STACK_READ_ERROR;
+		return 1;
+	}
+	if (frame[1] == 0)
+		return 1;
+	__u32 d = st->depth;
+	if (d >= MAX_STACK_DEPTH) {
+		st->flags |= STACK_MAX_DEPTH;
+		return 1;
+	}
+	st->ips[d] = frame[1];
+	st->depth = d + 1;
+	w->ip = frame[1];
+	w->sp = sender_sp ? sender_sp : fp + 16;
+	w->fp = frame[0];
+	w->hash = (w->hash ^ frame[1]) * 1099511628211ULL;
+	return 0;
+}
+
+/* walk_stack_held follows the frame-pointer chain from a return probe, with
+ * this CPU's scratch held (walk_stack): ip is
+ * the return address into the caller and fp/sp are the caller's registers.
+ * A walk continues through an object only if that object keeps frame
+ * pointers; elsewhere %rbp holds arbitrary data (measured: heap bytes), so the
+ * walk stops there and says why. Returns the stack id, 0 if lost. */
+static __always_inline __u64 walk_stack_held(struct thread_state *ts, struct stack *st,
+					     struct stack_window *win, __u64 ip, __u64 fp, __u64 sp)
+{
+	__u32 zero = 0;
+	win->len = 0;
+	if (sp < ts->stack_lo || sp >= ts->stack_hi) {
+		/* First walk on this thread, or its stack grew: find the
+		 * mapping (once: a thread's stack does not move). */
+		struct vma_bounds b = {};
+		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_bounds_cb, &b, 0) || sp < b.lo || sp >= b.hi)
+			b.lo = b.hi = 0;
+		ts->stack_lo = b.lo;
+		ts->stack_hi = b.hi;
+	}
+	st->flags = 0;
+	st->depth = 1;
+	st->ips[0] = ip;
+	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
+	struct walk_ctx w = {
+		.st = st,
+		.ip = ip,
+		.fp = fp,
+		.sp = sp,
+		.hash = (14695981039346656037ULL ^ ip) * 1099511628211ULL,
+		.gen = (ctl ? ctl->generation : 0) | ((__u64)exec_gen << 48),
+		.win = win,
+		.ts = ts,
+		.stack_lo = ts->stack_lo,
+		.stack_hi = ts->stack_hi,
+	};
+	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
+	/* ips past depth keep stale frames; readers use depth only. */
+	__u64 h = (w.hash ^ st->flags) * 1099511628211ULL;
+	if (h == 0)
+		h = 1;
+	/* Most walks repeat a stack already stored: this CPU may have seen
+	 * it, and a lookup takes no lock. */
+	__u32 slot = (__u32)(h >> (64 - STACK_SEEN_BITS));
+	__u64 *seen = bpf_map_lookup_elem(&stack_seen, &slot);
+	if (seen && *seen == h)
+		return h;
+	if (!bpf_map_lookup_elem(&stacks, &h)) {
+		long err = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST */) {
+			stat_add(STAT_STACK_ERRORS, 1);
+			return 0;
+		}
+	}
+	if (seen)
+		*seen = h;
+	return h;
+}
+
+/* walk_stack walks with this CPU's scratch (stack_scratch, stack_windows,
+ * frame_cache, stack_seen). A program runs with migration disabled, but a
+ * fully preemptible kernel can preempt it, and another thread's walk on
+ * the same CPU would then write into the scratch under it: the first walk
+ * holds it, and a walk that finds it held loses its stack (counted; the
+ * allocation is tracked under an unknown stack). */
+static __always_inline __u64 walk_stack(struct thread_state *ts, __u64 ip, __u64 fp, __u64 sp)
+{
+	__u32 zero = 0;
+	struct stack *st = bpf_map_lookup_elem(&stack_scratch, &zero);
+	struct stack_window *win = bpf_map_lookup_elem(&stack_windows, &zero);
+	if (!st || !win)
+		return 0;
+	if (__sync_val_compare_and_swap(&win->busy, 0, 1) != 0) {
+		stat_add(STAT_WALKS_PREEMPTED, 1);
+		return 0;
+	}
+	__u64 id = walk_stack_held(ts, st, win, ip, fp, sp);
+	win->busy = 0;
+	return id;
+}
+
+#endif /* WALK_BPF_H */

@@ -1,0 +1,642 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/internal/bpftest"
+)
+
+// The BPF helpers the probes are built from, each run on its own with
+// BPF_PROG_TEST_RUN through a harness program of ebpf/test.bpf.c, on the
+// same maps and globals (state.bpf.h) the probes use. Each test seeds the
+// maps, runs a program and reads the maps back.
+
+// harness loads the harness object with small tables (maxSites slots of
+// site_slots when not 0).
+func harness(t *testing.T, maxSites uint32) *bpftest.HarnessObjects {
+	t.Helper()
+	testutil.RequireBPF(t)
+	spec, err := bpftest.LoadHarness()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
+		spec.Maps[name].MaxEntries = 1 << 10
+		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
+	}
+	spec.Maps["site_slots"].MaxEntries = 1 << 10
+	spec.Maps["unwind_rows"].MaxEntries = 1 << 10
+	if maxSites != 0 {
+		if err := spec.Variables["max_sites"].Set(maxSites); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spec.Variables["page_size"].Set(uint64(os.Getpagesize())); err != nil {
+		t.Fatal(err)
+	}
+	var objs bpftest.HarnessObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			t.Fatalf("load harness: %+v", ve)
+		}
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			testutil.SkipOrFail(t, "harness programs not supported: "+err.Error())
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	return &objs
+}
+
+// run test-runs prog with args as its context words and returns its
+// return value.
+func run(t *testing.T, prog *ebpf.Program, args ...uint64) int32 {
+	t.Helper()
+	ret, err := prog.Run(&ebpf.RunOptions{Context: args})
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		testutil.SkipOrFail(t, "BPF_PROG_TEST_RUN of raw tracepoints not supported: "+err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(ret)
+}
+
+// statSum is counter idx of the stats map summed over the CPUs.
+func statSum(t *testing.T, m *ebpf.Map, idx leakStatIndex) uint64 {
+	t.Helper()
+	var perCPU []uint64
+	if err := m.Lookup(uint32(idx), &perCPU); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// mem is memory of this process the harness programs read as a
+// target's: mapped and populated, so that every read finds its page.
+type mem struct {
+	b    []byte
+	base uint64
+}
+
+func newMem(t *testing.T, pages int) *mem {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, pages*os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return &mem{b: b, base: uint64(uintptr(unsafe.Pointer(&b[0])))}
+}
+
+// put writes words at address addr of m.
+func (m *mem) put(addr uint64, words ...uint64) {
+	for i, w := range words {
+		binary.LittleEndian.PutUint64(m.b[addr-m.base+uint64(i)*8:], w)
+	}
+}
+
+func (m *mem) put32(addr uint64, v uint32) {
+	binary.LittleEndian.PutUint32(m.b[addr-m.base:], v)
+}
+
+// The harness object is built from the same state.bpf.h as the probes:
+// every map they share has the same type and layout, and the sizes Go
+// relies on are the generated enum limits. Needs no privileges.
+func TestHarnessSharesProbeState(t *testing.T) {
+	probes, err := loadLeak()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bpftest.LoadHarness()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, hm := range h.Maps {
+		pm := probes.Maps[name]
+		if pm == nil || strings.HasPrefix(name, ".") {
+			continue // the harness's own (test_threads) or the globals' sections
+		}
+		if hm.Type != pm.Type || hm.KeySize != pm.KeySize || hm.ValueSize != pm.ValueSize || hm.MaxEntries != pm.MaxEntries || hm.Flags != pm.Flags {
+			t.Errorf("map %s: harness %v %d/%d x%d flags %#x, probes %v %d/%d x%d flags %#x", name,
+				hm.Type, hm.KeySize, hm.ValueSize, hm.MaxEntries, hm.Flags, pm.Type, pm.KeySize, pm.ValueSize, pm.MaxEntries, pm.Flags)
+		}
+	}
+	for _, name := range []string{"allocs", "sites", "site_slots", "stacks", "exec_ranges", "range_ctls", "unwind_rows", "zwindows", "stats"} {
+		if h.Maps[name] == nil {
+			t.Errorf("harness lacks map %s", name)
+		}
+	}
+	if n := len(leakStack{}.Ips); n != int(leakLimitsMAX_STACK_DEPTH) {
+		t.Errorf("struct stack holds %d frames, MAX_STACK_DEPTH is %d", n, leakLimitsMAX_STACK_DEPTH)
+	}
+	if n := probes.Maps["jvm_heaps"].MaxEntries; n != uint32(leakLimitsMAX_JVM_HEAPS) {
+		t.Errorf("jvm_heaps has %d entries, MAX_JVM_HEAPS is %d", n, leakLimitsMAX_JVM_HEAPS)
+	}
+}
+
+// The kernel decodes every cookie probe/ encodes as Go decodes it, and
+// both give back the fields encoded: the layout is enum cookie_layout's
+// alone.
+func TestCookiesDecodeAsKernel(t *testing.T) {
+	objs := harness(t, 0)
+	inflate, _ := jniZlibBytes("zlib.inflate", zlibLayout{inflateState: 7160, deflateState: 5952, zstream: jniZStreamSize})
+	deflate, _ := jniZlibBytes("zlib.deflate", zlibLayout{inflateState: 7160, deflateState: 5952, zstream: jniZStreamSize})
+	pairs := []leakPairCookie{
+		{},
+		{Kind: pairKind(0), Op: uint32(leakAllocOpOP_RET_PTR)},
+		{Kind: pairKind(2), Op: uint32(leakAllocOpOP_OUT_PTR), Arg: 2},
+		{Kind: pairKind(3), Op: uint32(leakAllocOpOP_ARG_HANDLE), Arg: 1, SizeArg: 2},
+		{Kind: pairKind(1), Op: uint32(leakAllocOpOP_REALLOC), Arg: 3},
+		{Kind: pairKind(4), Op: uint32(leakAllocOpOP_ARG_HANDLE), Arg: 1, Bytes: inflate, Zwindow: 1},
+		{Kind: pairKind(5), Op: uint32(leakAllocOpOP_ARG_HANDLE), Arg: 1, Bytes: deflate},
+		{Kind: 0xffff, Op: 0xf, Arg: 0xf, SizeArg: 0xf, Zwindow: 1, Bytes: 0xffffff},
+	}
+	for _, p := range pairs {
+		c := p.encode()
+		run(t, objs.TestPairCookie, c)
+		var kern leakPairCookie
+		if err := objs.OutPair.Get(&kern); err != nil {
+			t.Fatal(err)
+		}
+		if kern != p || decodePairCookie(c) != p {
+			t.Errorf("pair cookie %#x of %+v: kernel decodes %+v, Go %+v", c, p, kern, decodePairCookie(c))
+		}
+	}
+	// Every bit set: the fields' masks agree too.
+	c := ^uint64(0)
+	run(t, objs.TestPairCookie, c)
+	var kern leakPairCookie
+	if err := objs.OutPair.Get(&kern); err != nil {
+		t.Fatal(err)
+	}
+	if kern != decodePairCookie(c) {
+		t.Errorf("pair cookie %#x: kernel decodes %+v, Go %+v", c, kern, decodePairCookie(c))
+	}
+
+	l := zlibLayout{inflateState: 7160, deflateState: 5952, zstream: jniZStreamSize}
+	want := map[string]leakZlibCookie{
+		"inflateInit_":     {State: 7160 + jniZStreamSize, Init: uint32(leakZinitZINIT_INFLATE)},
+		"inflateInit2_":    {State: 7160 + jniZStreamSize, Init: uint32(leakZinitZINIT_INFLATE2)},
+		"inflateBackInit_": {State: 7160 + jniZStreamSize, Init: uint32(leakZinitZINIT_BACK)},
+		"deflateInit_":     {State: 5952 + jniZStreamSize, Init: uint32(leakZinitZINIT_DEFLATE)},
+		"deflateInit2_":    {State: 5952 + jniZStreamSize, Init: uint32(leakZinitZINIT_DEFLATE2)},
+	}
+	for _, p := range zlibComputedFamily(l) {
+		w, ok := want[p.symbol]
+		if !ok {
+			continue
+		}
+		run(t, objs.TestZlibCookie, p.cookie)
+		var kern leakZlibCookie
+		if err := objs.OutZlib.Get(&kern); err != nil {
+			t.Fatal(err)
+		}
+		if kern != w || decodeZlibCookie(p.cookie) != w {
+			t.Errorf("%s: cookie %#x: kernel decodes %+v, Go %+v, want %+v", p.symbol, p.cookie, kern, decodeZlibCookie(p.cookie), w)
+		}
+		delete(want, p.symbol)
+	}
+	if len(want) > 0 {
+		t.Errorf("zlibComputedFamily has no cookie for %v", want)
+	}
+}
+
+// setRanges writes ranges (sorted by start) and rows into the range and
+// unwind tables, as writeRangesLocked and uploadRows do, under table
+// generation gen (frame_cache entries of another are stale).
+func setRanges(t *testing.T, objs *bpftest.HarnessObjects, gen uint64, ranges []leakExecRange, rows []leakUnwindRow) {
+	t.Helper()
+	for i, r := range ranges {
+		if err := objs.ExecRanges.Put(uint32(i), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range rows {
+		if err := objs.UnwindRows.Put(uint32(i), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := objs.RangeCtls.Put(uint32(0), leakRangeCtl{Count: uint32(len(ranges)), Generation: gen}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stackID is the id walk_stack_held gives the stack of frames ips with
+// flags: a hash of both.
+func stackID(ips []uint64, flags uint32) uint64 {
+	const prime = 1099511628211
+	h := (14695981039346656037 ^ ips[0]) * prime
+	for _, ip := range ips[1:] {
+		h = (h ^ ip) * prime
+	}
+	h = (h ^ uint64(flags)) * prime
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// The walker over a synthetic stack in this process's memory: frame
+// pointers, an .eh_frame row, an object without frame pointers, the end
+// of an object's rows, a bad frame pointer, the depth limit, an
+// interpreted Java frame and a cgo call's switch back to the goroutine's
+// stack, each with its exact frames, flags and stack id.
+func TestWalkStackSyntheticStack(t *testing.T) {
+	objs := harness(t, 0)
+	m := newMem(t, 8)
+	s := m.base + 2*uint64(os.Getpagesize()) // the stack pointer at the return probe
+
+	const fp, dwarf, nofp, interp, cgocall = 0x400000, 0x600000, 0x800000, 0xa00000, 0xc00000
+	const bias = dwarf - 0x1000 // the DWARF object's code is at ELF vaddr 0x1000
+	ranges := []leakExecRange{
+		{Start: fp, End: fp + 0x100000, Flags: uint32(leakRangeFlagRANGE_HAS_FP)},
+		{Start: dwarf, End: dwarf + 0x100000, Flags: uint32(leakRangeFlagRANGE_DWARF), Bias: bias, RowStart: 0, RowCount: 2},
+		{Start: nofp, End: nofp + 0x100000},
+		{Start: interp, End: interp + 0x100000, Flags: uint32(leakRangeFlagRANGE_JVM_INTERP | leakRangeFlagRANGE_HAS_FP)},
+		{Start: cgocall, End: cgocall + 0x100000, Flags: uint32(leakRangeFlagRANGE_GO_CGOCALL | leakRangeFlagRANGE_GO | leakRangeFlagRANGE_HAS_FP)},
+	}
+	rows := []leakUnwindRow{
+		// CFA = %rsp + 16, the caller's %rbp at CFA-16
+		{Pc: 0x1000, CfaOff: 16, RbpOff: -16, Rule: uint8(leakUnwindCfaUNWIND_CFA_RSP) | uint8(leakUnwindRbpUNWIND_RBP_SAVED)<<4},
+		{Pc: 0x3000, Rule: uint8(leakUnwindCfaUNWIND_UNDEFINED)},
+	}
+
+	// fp frame at s+0x20 → fp frame at s+0x50 → a DWARF frame (CFA
+	// s+0x70, its saved %rbp garbage-free at s+0x60) → fp frame at
+	// s+0x80 → a return address no range holds, the outermost frame.
+	m.put(s+0x20, s+0x50, fp+0x2000)
+	m.put(s+0x50, 0x1111 /* not a frame pointer: the row says where %rbp is */, dwarf+0x1800)
+	m.put(s+0x60, s+0x80, fp+0x3000)
+	m.put(s+0x80, 0, 0x12345)
+	// 70 frame-pointer frames from s+0x400 up.
+	deep := s + 0x400
+	var deepIPs []uint64
+	for i := range uint64(70) {
+		m.put(deep+i*16, deep+(i+1)*16, fp+0x100+i)
+	}
+	deepIPs = append(deepIPs, fp+0x10)
+	for i := range uint64(63) {
+		deepIPs = append(deepIPs, fp+0x100+i)
+	}
+
+	// An interpreted frame at s+0xa00: its bytecode pointer and Method*
+	// slots below %rbp (the bytecode index from the method's
+	// ConstMethod, jvm_layouts), its caller's stack pointer in the
+	// sender-sp slot.
+	jf := s + 0xa00
+	method, constMethod := m.base+0x5000, m.base+0x5100
+	const cmOffset, cmSize, bci = 8, 0x30, 5
+	m.put(method+cmOffset, constMethod)
+	m.put(jf-8*8, constMethod+cmSize+bci) // bcp
+	m.put(jf-3*8, method, 0, jf+0x40)     // Method*, last sp, sender sp
+	m.put(jf, 0, fp+0x4000)
+	if err := objs.JvmLayouts.Put(uint32(0), leakJvmLayout{ConstMethodOffset: cmOffset, ConstMethodSize: cmSize}); err != nil {
+		t.Fatal(err)
+	}
+	methodEntry := stackJVMMethod | method | (bci+1)<<stackJVMBCIShift
+	// runtime.asmcgocall stored at the C callee's CFA (the stack pointer
+	// here) the goroutine's stack depth and g; g.stack.hi minus the depth
+	// is the frame pointer of its caller's frame on the goroutine's stack.
+	g, hi := m.base+0x5200, s+0xc00
+	m.put(s, 0x100, g)
+	m.put(g+8, hi)
+	m.put(hi-0x100, 0, fp+0x5000)
+
+	for i, c := range []struct {
+		name      string
+		ip, fp    uint64
+		wantIPs   []uint64
+		wantFlags leakStackFlag
+	}{
+		{"fp, dwarf, fp, unknown", fp + 0x1000, s + 0x20,
+			[]uint64{fp + 0x1000, fp + 0x2000, dwarf + 0x1800, fp + 0x3000, 0x12345}, leakStackFlagSTACK_UNVERIFIED},
+		{"no frame pointers", nofp + 0x10, s + 0x20, []uint64{nofp + 0x10}, leakStackFlagSTACK_NO_FP},
+		{"rows end", bias + 0x3001, s + 0x20, []uint64{bias + 0x3001}, leakStackFlagSTACK_UNWIND_END},
+		{"frame pointer below the stack pointer", fp + 0x10, s - 0x100, []uint64{fp + 0x10}, leakStackFlagSTACK_BAD_FRAME},
+		{"depth limit", fp + 0x10, deep, deepIPs, leakStackFlagSTACK_MAX_DEPTH},
+		{"interpreted Java frame", interp + 0x100, jf, []uint64{interp + 0x100, methodEntry, fp + 0x4000}, 0},
+		{"cgo call back to the goroutine's stack", cgocall + 0x100, 0x1111, []uint64{cgocall + 0x100, fp + 0x5000}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			setRanges(t, objs, uint64(i+1), ranges, rows)
+			if ret := run(t, objs.TestWalkStack, c.ip, c.fp, s); ret != 0 {
+				t.Fatalf("test_walk_stack returned %d", ret)
+			}
+			var id uint64
+			if err := objs.OutU64.Get(&id); err != nil {
+				t.Fatal(err)
+			}
+			if want := stackID(c.wantIPs, uint32(c.wantFlags)); id != want {
+				t.Errorf("stack id %#x, want %#x", id, want)
+			}
+			var st leakStack
+			if err := objs.Stacks.Lookup(id, &st); err != nil {
+				t.Fatalf("stacks[%#x]: %v", id, err)
+			}
+			got := st.Ips[:st.Depth]
+			if len(got) != len(c.wantIPs) {
+				t.Fatalf("frames %#x, want %#x", got, c.wantIPs)
+			}
+			for j := range got {
+				if got[j] != c.wantIPs[j] {
+					t.Fatalf("frames %#x, want %#x", got, c.wantIPs)
+				}
+			}
+			if st.Flags != uint32(c.wantFlags) {
+				t.Errorf("flags %#x, want %#x", st.Flags, c.wantFlags)
+			}
+		})
+	}
+}
+
+// siteSlot reads slot i of site_slots.
+func siteSlot(t *testing.T, objs *bpftest.HarnessObjects, i uint32) leakSiteSlot {
+	t.Helper()
+	var s leakSiteSlot
+	if err := objs.SiteSlots.Lookup(i, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Sites: one slot per stack, kind and program image, found again from
+// site_seen or sites; none once site_slots is full.
+func TestSiteForKeys(t *testing.T) {
+	objs := harness(t, 3)
+	malloc, inflate := uint64(leakAllocKindKIND_MALLOC), uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	siteFor := func(stack, kind uint64) (uint32, bool) {
+		ok := run(t, objs.TestSiteFor, stack, kind) == 1
+		var slot uint32
+		if err := objs.OutU32.Get(&slot); err != nil {
+			t.Fatal(err)
+		}
+		return slot, ok
+	}
+	for _, c := range []struct {
+		name        string
+		gen         uint32 // exec_gen
+		stack, kind uint64
+		slot        uint32
+		ok          bool
+	}{
+		{"new site", 0, 100, malloc, 0, true},
+		{"same site again", 0, 100, malloc, 0, true},
+		{"same stack, another kind", 0, 100, inflate, 1, true},
+		{"same stack and kind after an exec", 1, 100, malloc, 2, true},
+		{"site_slots full", 1, 200, malloc, 0, false},
+		{"a site made before it filled", 1, 100, malloc, 2, true},
+	} {
+		if err := objs.ExecGen.Set(c.gen); err != nil {
+			t.Fatal(err)
+		}
+		slot, ok := siteFor(c.stack, c.kind)
+		if ok != c.ok || (ok && slot != c.slot) {
+			t.Errorf("%s: slot %d, found %v; want %d, %v", c.name, slot, ok, c.slot, c.ok)
+		}
+	}
+	for i, want := range []leakSiteKey{{StackId: 100, Kind: 0, Pad: 0}, {StackId: 100, Kind: 1, Pad: 0}, {StackId: 100, Kind: 0, Pad: 1}} {
+		s := siteSlot(t, objs, uint32(i))
+		if s.Key != want || s.State != uint64(leakSlotStateSLOT_USED) {
+			t.Errorf("slot %d: key %+v state %d, want %+v, used", i, s.Key, s.State, want)
+		}
+		var slot uint32
+		if err := objs.Sites.Lookup(want, &slot); err != nil || slot != uint32(i) {
+			t.Errorf("sites[%+v] = %d (%v), want %d", want, slot, err, i)
+		}
+	}
+	var k leakSiteKey
+	var v uint32
+	n := 0
+	for it := objs.Sites.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	if n != 3 {
+		t.Errorf("sites has %d keys, want 3", n)
+	}
+}
+
+// The live table: an allocation and its release move the site's totals;
+// a double release is ignored; an address allocated again while recorded
+// releases the old entry (a missed free); a resource initialised again
+// without its release stays live as an orphan; a block owned by a
+// resource has no site, and its release comes out of the resource.
+func TestTrackAllocRelease(t *testing.T) {
+	objs := harness(t, 0)
+	malloc, inflate := uint64(leakAllocKindKIND_MALLOC), uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	alloc := func(addr, size, kind, stack, ts uint64) {
+		t.Helper()
+		if run(t, objs.TestTrackAlloc, addr, size, kind, stack, ts) != 1 {
+			t.Fatalf("track_alloc(%#x) failed", addr)
+		}
+	}
+	release := func(addr, kind uint64) bool {
+		return run(t, objs.TestTrackRelease, addr, kind) == 1
+	}
+	entry := func(addr, kind uint64) (leakAllocInfo, bool) {
+		var info leakAllocInfo
+		err := objs.Allocs.Lookup(leakHandleKey{Addr: addr, Kind: uint32(kind)}, &info)
+		return info, err == nil
+	}
+	stats := func(slot uint32, want leakSiteStats) {
+		t.Helper()
+		if got := siteSlot(t, objs, slot).Stats; got != want {
+			t.Errorf("slot %d: %+v, want %+v", slot, got, want)
+		}
+	}
+
+	alloc(0x1000, 64, malloc, 7, 1000)
+	if info, ok := entry(0x1000, malloc); !ok || info != (leakAllocInfo{SizeBytes: 64, TsNs: 1000, StackId: 7, Site: 0}) {
+		t.Errorf("allocs[0x1000] = %+v (%v)", info, ok)
+	}
+	alloc(0x2000, 32, malloc, 7, 3000)
+	stats(0, leakSiteStats{LiveCount: 2, LiveBytes: 96, Allocs: 2, LiveTsSumNs: 4000})
+
+	if !release(0x1000, malloc) {
+		t.Error("release of a live block not found")
+	}
+	if _, ok := entry(0x1000, malloc); ok {
+		t.Error("released block still in allocs")
+	}
+	if release(0x1000, malloc) {
+		t.Error("double release counted")
+	}
+	stats(0, leakSiteStats{LiveCount: 1, LiveBytes: 32, Allocs: 2, Frees: 1, LiveTsSumNs: 3000})
+
+	alloc(0x2000, 48, malloc, 7, 5000) // its free was missed
+	stats(0, leakSiteStats{LiveCount: 1, LiveBytes: 48, Allocs: 3, Frees: 2, LiveTsSumNs: 5000})
+	if n := statSum(t, objs.Stats, leakStatIndexSTAT_FREES_MISSED); n != 1 {
+		t.Errorf("frees missed %d, want 1", n)
+	}
+
+	alloc(0x3000, 100, inflate, 8, 6000)
+	alloc(0x3000, 100, inflate, 8, 7000) // initialised again without inflateEnd
+	stats(1, leakSiteStats{LiveCount: 2, LiveBytes: 200, Allocs: 2, LiveTsSumNs: 13000})
+	var k leakHandleKey
+	var info leakAllocInfo
+	var orphans, current int
+	for it := objs.Allocs.Iterate(); it.Next(&k, &info); {
+		if k.Addr != 0x3000 {
+			continue
+		}
+		if k.Pad&1 == 1 && info.TsNs == 6000 {
+			orphans++
+		}
+		if k.Pad == 0 && info.TsNs == 7000 {
+			current++
+		}
+	}
+	if orphans != 1 || current != 1 {
+		t.Errorf("stream re-initialised: %d orphans (odd pad, first init), %d current entries; want 1 and 1", orphans, current)
+	}
+
+	if run(t, objs.TestTrackOwned, 0x4000, 16, 0x3000, inflate, 8000) != 1 {
+		t.Fatal("track_owned failed")
+	}
+	if info, ok := entry(0x4000, malloc); !ok || info != (leakAllocInfo{SizeBytes: 16, TsNs: 8000, Site: ^uint32(0) /* NO_SITE */, Owner: 0x3000, OwnerKind: uint16(inflate)}) {
+		t.Errorf("owned block: %+v (%v)", info, ok)
+	}
+	if !release(0x4000, malloc) {
+		t.Error("release of an owned block not found")
+	}
+	if info, _ := entry(0x3000, inflate); info.SizeBytes != 84 {
+		t.Errorf("stream holds %d bytes after its block's release, want 84", info.SizeBytes)
+	}
+	stats(1, leakSiteStats{LiveCount: 2, LiveBytes: 184, Allocs: 2, LiveTsSumNs: 13000})
+
+	for idx, want := range map[leakStatIndex]uint64{
+		leakStatIndexSTAT_ALLOCS:         5,
+		leakStatIndexSTAT_FREES:          3, // 0x1000, 0x2000 (missed), 0x4000
+		leakStatIndexSTAT_OWNED_ALLOCS:   1,
+		leakStatIndexSTAT_ALLOCS_DROPPED: 0,
+	} {
+		if n := statSum(t, objs.Stats, idx); n != want {
+			t.Errorf("stat %d = %d, want %d", idx, n, want)
+		}
+	}
+}
+
+// fakeInflateState writes at addr an inflate_state of zlib 1.2.13 as
+// zwindow_owner and zwindow_settle read it: its stream, wbits and window.
+func fakeInflateState(m *mem, addr, strm uint64, wbits uint32, window uint64) {
+	m.put(addr, strm)
+	m.put32(addr+uint64(leakZlibOffsetINFLATE_STATE_WBITS_OFF), wbits)
+	m.put(addr+uint64(leakZlibOffsetINFLATE_STATE_WINDOW_OFF), window)
+}
+
+// zwindow_owner tells an inflate window's malloc from any other: made by
+// zlib itself for a live stream whose state, in a callee-saved register,
+// points back at the stream, has no window yet and asks for this size.
+func TestZwindowOwner(t *testing.T) {
+	objs := harness(t, 0)
+	m := newMem(t, 1)
+	const zlib = 0x700000
+	setRanges(t, objs, 1, []leakExecRange{{Start: zlib, End: zlib + 0x80000, Flags: uint32(leakRangeFlagRANGE_ZLIB)}}, nil)
+	const strm = 0x5000
+	state := m.base + 0x100
+	inflate := uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	if run(t, objs.TestTrackOwned, state, 7160, strm, inflate, 1) != 1 {
+		t.Fatal("track_owned failed")
+	}
+	for _, c := range []struct {
+		name         string
+		ip, size     uint64
+		bp, r12      uint64
+		wbits        uint32
+		window, back uint64
+		want         uint64
+	}{
+		{"state in %rbp", zlib + 0x100, 1 << 15, state, 0, 15, 0, strm, strm},
+		{"state in %r12", zlib + 0x100, 1 << 15, 0, state, 15, 0, strm, strm},
+		{"9-bit window", zlib + 0x100, 1 << 9, state, 0, 9, 0, strm, strm},
+		{"size is not the state's window", zlib + 0x100, 1 << 14, state, 0, 15, 0, strm, 0},
+		{"window made already", zlib + 0x100, 1 << 15, state, 0, 15, 0xabc000, strm, 0},
+		{"state of another stream", zlib + 0x100, 1 << 15, state, 0, 15, 0, strm + 8, 0},
+		{"malloc from outside zlib", 0x400100, 1 << 15, state, 0, 15, 0, strm, 0},
+		{"no power of two", zlib + 0x100, 1<<15 + 16, state, 0, 15, 0, strm, 0},
+		{"no state in a register", zlib + 0x100, 1 << 15, 0, 0, 15, 0, strm, 0},
+	} {
+		fakeInflateState(m, state, c.back, c.wbits, c.window)
+		run(t, objs.TestZwindowOwner, c.ip, c.size, c.bp, 0, c.r12, 0)
+		var got uint64
+		if err := objs.OutU64.Get(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s: owner %#x, want %#x", c.name, got, c.want)
+		}
+	}
+}
+
+// zwindow_settle counts a live stream's window into the stream once zlib
+// made it, with the size its state says, and forgets the window; it
+// leaves a window not made yet to look for again, and counts a state it
+// cannot trust as unread.
+func TestZwindowSettle(t *testing.T) {
+	objs := harness(t, 0)
+	m := newMem(t, 1)
+	inflate := uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	strm := m.base + 0x100
+	state := m.base + 0x400
+	m.put(strm+uint64(leakZlibOffsetZSTREAM_STATE_OFF), state)
+	const streamBytes = 7160 + jniZStreamSize
+	if run(t, objs.TestTrackAlloc, strm, streamBytes, inflate, 9, 1000) != 1 {
+		t.Fatal("track_alloc failed")
+	}
+	key := leakHandleKey{Addr: strm, Kind: uint32(inflate)}
+	w := leakZwindow{StackId: 9, Bytes: 1 << 15,
+		WbitsOff: uint16(leakZlibOffsetINFLATE_STATE_WBITS_OFF), WindowOff: uint16(leakZlibOffsetINFLATE_STATE_WINDOW_OFF)}
+	if err := objs.Zwindows.Put(key, w); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, bytes uint64, pending bool, unread uint64) {
+		t.Helper()
+		var info leakAllocInfo
+		if err := objs.Allocs.Lookup(key, &info); err != nil || info.SizeBytes != bytes {
+			t.Errorf("%s: stream holds %d bytes (%v), want %d", name, info.SizeBytes, err, bytes)
+		}
+		if s := siteSlot(t, objs, info.Site).Stats; s.LiveBytes != bytes {
+			t.Errorf("%s: its site holds %d bytes, want %d", name, s.LiveBytes, bytes)
+		}
+		var got leakZwindow
+		if still := objs.Zwindows.Lookup(key, &got) == nil; still != pending {
+			t.Errorf("%s: window still looked for: %v, want %v", name, still, pending)
+		}
+		if n := statSum(t, objs.Stats, leakStatIndexSTAT_WINDOWS_UNREAD); n != unread {
+			t.Errorf("%s: windows unread %d, want %d", name, n, unread)
+		}
+	}
+
+	fakeInflateState(m, state, strm+8, 15, 0xabc000)
+	run(t, objs.TestZwindowSettle, strm, inflate)
+	check("state of another stream", streamBytes, true, 1)
+
+	fakeInflateState(m, state, strm, 15, 0)
+	run(t, objs.TestZwindowSettle, strm, inflate)
+	check("window not made yet", streamBytes, true, 1)
+
+	fakeInflateState(m, state, strm, 12, 0xabc000) // the state's wbits win over the init's
+	run(t, objs.TestZwindowSettle, strm, inflate)
+	check("window made", streamBytes+1<<12, false, 1)
+
+	if ret := run(t, objs.TestZwindowSettle, strm, inflate); ret != -1 {
+		t.Errorf("settled window looked for again: %d", ret)
+	}
+}
