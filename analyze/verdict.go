@@ -234,7 +234,12 @@ func growthWeight(tau, flat float64) float64 {
 }
 
 // verdict decides l's class and confidence from the capture's facts.
-func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp) Verdict {
+//
+// A row whose stack runs through a pool (pools) is ClassPool; its culprit
+// becomes the requester: the first frame past the pool's outermost frame
+// that culprits does not skip, the code that asked the pool, when there is
+// one.
+func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp, culprits *Culprits) Verdict {
 	s := l.Site
 	v := Verdict{}
 	if !k.inTime {
@@ -276,15 +281,23 @@ func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp) Verdict {
 	}
 	v.Label = string(v.Class)
 	v.Evidence = append(v.Evidence, v.facts(l, k, known)...)
+	outer := -1 // the pool's outermost frame (callers come after it)
 	if pools != nil {
-		for _, f := range s.Stack.Frames {
+		for i, f := range s.Stack.Frames {
 			if pools.MatchString(f.Function) {
-				v.Pool = f.Function
-				break
+				if v.Pool == "" {
+					v.Pool = f.Function
+				}
+				outer = i
 			}
 		}
 	}
 	if v.Pool != "" {
+		if culprits != nil {
+			if f, ok := culprits.FindPast(s, outer); ok {
+				l.Culprit = &f
+			}
+		}
 		growing := v.Class == ClassLeak || v.Class == ClassGrowing
 		v.Class, v.Label, conf = ClassPool, "pool (filled)", 0.2
 		if growing {
