@@ -383,7 +383,7 @@ func poolEvidence(pool, requester string, growing bool) []string {
 	if DefaultPools.MatchString(pool) {
 		fs = append(fs,
 			"- Netty's leak detector, -Dio.netty.leakDetection.level=paranoid, names where each buffer that was never released was allocated (reported once it is garbage-collected)",
-			"- an unpooled run, -Dio.netty.allocator.type=unpooled, makes each buffer an allocation of its own, so leakscope ranks the holder")
+			"- an unpooled run, -Dio.netty.allocator.type=unpooled, makes each buffer an allocation of its own, so leakscope ranks the holder, when Netty frees buffers without a Cleaner (-Dio.netty.tryReflectionSetAccessible=true --add-opens java.base/java.nio=ALL-UNNAMED, where the JDK lets it): with a Cleaner the GC frees a dropped buffer's memory, and only the leak detector sees it")
 	} else {
 		fs = append(fs, "- the pool's own leak detection, or a run with the pool disabled, so that each buffer is an allocation of its own")
 	}
