@@ -26,6 +26,7 @@ var culpritRules = []culpritRule{
 		Why: "the C and C++ runtimes, and the libraries leakscope traces"},
 	{Module: `(libjvm|libjava|libzip|libnio|libnet|libjli|libverify|libmanagement)\.so`, Why: "the JDK's own native code"},
 	{Function: `(java|javax|jdk|sun|com\.sun)\..*`, Why: "the Java standard library"},
+	{Function: `io\.netty\.(buffer|util\.internal)\..*`, Why: "Netty's buffer allocators (pooled and unpooled) and their platform glue: the code that asked for the buffer comes after them"},
 	{Function: `(Java_|JVM_|jni_|JNI_|Unsafe_).*|JavaCalls::.*|StubRoutines.*|\[interpreted\]|call_stub.*`, Why: "JNI entry points and the JVM's call stubs"},
 	// A template function's demangled name begins with its return type.
 	{Function: `([\w:<>*&]+ )?(std|__gnu_cxx|__cxxabiv1)::.*`, Why: "the C++ standard library"},
@@ -117,6 +118,16 @@ func (c *Culprits) In(cp *Capture) *Culprits {
 func (c *Culprits) FindSite(s *Site) (Frame, bool) {
 	c.module = c.modules[s.Pid]
 	return c.Find(s.Stack)
+}
+
+// FindPast is FindSite for the frames of site s after frame i (its
+// callers): in a pool's stack, the code that asked the pool. ok is false
+// when every one of them is skipped.
+func (c *Culprits) FindPast(s *Site, i int) (Frame, bool) {
+	c.module = c.modules[s.Pid]
+	st := s.Stack
+	st.Frames = st.Frames[min(i+1, len(st.Frames)):]
+	return c.Find(st)
 }
 
 // FindOrSite is FindOr for the stack of site s of the capture given to In.

@@ -191,7 +191,7 @@ func Rank(c *Capture, opts Options) *Result {
 			if f, ok := culprits.FindOrSite(l.Site); ok {
 				l.Culprit = &f
 			}
-			l.Verdict = verdict(l, c, clk, pools)
+			l.Verdict = verdict(l, c, clk, pools, culprits)
 			l.Reasons = reasons(*l, c.Duration, opts.MinAge)
 			l.Reasons = append(l.Reasons, l.Verdict.Evidence...)
 			if n, ok := notes[l.Site.ID]; ok {

@@ -234,7 +234,12 @@ func growthWeight(tau, flat float64) float64 {
 }
 
 // verdict decides l's class and confidence from the capture's facts.
-func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp) Verdict {
+//
+// A row whose stack runs through a pool (pools) is ClassPool; its culprit
+// becomes the requester: the first frame past the pool's outermost frame
+// that culprits does not skip, the code that asked the pool, when there is
+// one.
+func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp, culprits *Culprits) Verdict {
 	s := l.Site
 	v := Verdict{}
 	if !k.inTime {
@@ -276,15 +281,23 @@ func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp) Verdict {
 	}
 	v.Label = string(v.Class)
 	v.Evidence = append(v.Evidence, v.facts(l, k, known)...)
+	outer := -1 // the pool's outermost frame (callers come after it)
 	if pools != nil {
-		for _, f := range s.Stack.Frames {
+		for i, f := range s.Stack.Frames {
 			if pools.MatchString(f.Function) {
-				v.Pool = f.Function
-				break
+				if v.Pool == "" {
+					v.Pool = f.Function
+				}
+				outer = i
 			}
 		}
 	}
 	if v.Pool != "" {
+		if culprits != nil {
+			if f, ok := culprits.FindPast(s, outer); ok {
+				l.Culprit = &f
+			}
+		}
 		growing := v.Class == ClassLeak || v.Class == ClassGrowing
 		v.Class, v.Label, conf = ClassPool, "pool (filled)", 0.2
 		if growing {
@@ -370,7 +383,7 @@ func poolEvidence(pool, requester string, growing bool) []string {
 	if DefaultPools.MatchString(pool) {
 		fs = append(fs,
 			"- Netty's leak detector, -Dio.netty.leakDetection.level=paranoid, names where each buffer that was never released was allocated (reported once it is garbage-collected)",
-			"- an unpooled run, -Dio.netty.allocator.type=unpooled, makes each buffer an allocation of its own, so leakscope ranks the holder")
+			"- an unpooled run, -Dio.netty.allocator.type=unpooled, makes each buffer an allocation of its own, so leakscope ranks the holder, when Netty frees buffers without a Cleaner (-Dio.netty.tryReflectionSetAccessible=true --add-opens java.base/java.nio=ALL-UNNAMED, where the JDK lets it): with a Cleaner the GC frees a dropped buffer's memory, and only the leak detector sees it")
 	} else {
 		fs = append(fs, "- the pool's own leak detection, or a run with the pool disabled, so that each buffer is an allocation of its own")
 	}

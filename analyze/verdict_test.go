@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -209,6 +210,46 @@ func TestVerdictPool(t *testing.T) {
 	for _, want := range []string{"-Dio.netty.leakDetection.level=paranoid", "-Dio.netty.allocator.type=unpooled", "it is not known to hold the pooled buffers"} {
 		if !slices.ContainsFunc(v.Evidence, func(s string) bool { return strings.Contains(s, want) }) {
 			t.Errorf("pool evidence %q lacks %q", v.Evidence, want)
+		}
+	}
+}
+
+// A pool row's culprit is the code that asked the pool: the first frame
+// past the pool's outermost frame that is the program's own, not a frame
+// of the pool or of the allocator around it (as measured with
+// examples/java/NettyBookie.java); with --pool-frame, past the pool's
+// frames. The evidence names it as the requester, never the holder.
+func TestVerdictPoolRequester(t *testing.T) {
+	jit := "[jit]"
+	for _, tt := range []struct {
+		name   string
+		frames []string
+		pools  *regexp.Regexp
+		want   string
+	}{
+		{"Netty", []string{"jdk.internal.misc.Unsafe.allocateMemory0", "java.nio.ByteBuffer.allocateDirect",
+			"io.netty.buffer.PoolArena$DirectArena.allocateDirect", "io.netty.buffer.PoolArena$DirectArena.newChunk",
+			"io.netty.buffer.PoolArena.allocateNormal", "io.netty.buffer.PoolArena.allocate",
+			"io.netty.buffer.PooledByteBufAllocator.newDirectBuffer", "io.netty.buffer.AbstractByteBufAllocator.directBuffer",
+			"NettyBookie.readEntry", "NettyBookie.main"}, nil, "NettyBookie.readEntry"},
+		{"--pool-frame", []string{"jdk.internal.misc.Unsafe.allocateMemory", "com.example.Slab.grow", "com.example.SlabPool.take",
+			"com.example.SlabPool.acquire", "com.example.Server.handle", "com.example.Server.main"},
+			regexp.MustCompile(`^com\.example\.SlabPool\.`), "com.example.Server.handle"},
+	} {
+		c := simulate(2000).capture(func(e int) time.Duration { return time.Duration(e) * time.Millisecond })
+		var fs []*Frame
+		for _, f := range tt.frames {
+			fs = append(fs, &Frame{Function: f, Module: jit})
+		}
+		c.Sites[0].Stack.Frames = fs
+		r := Rank(c, Options{Pools: tt.pools})
+		i := slices.IndexFunc(r.Leaks, func(l Leak) bool { return l.Site.ID == 1 })
+		l := r.Leaks[i]
+		if l.Verdict.Class != ClassPool || l.Verdict.Requester != tt.want || l.Culprit == nil || l.Culprit.Function != tt.want {
+			t.Errorf("%s: class %s, requester %q, culprit %+v; want pool, %s", tt.name, l.Verdict.Class, l.Verdict.Requester, l.Culprit, tt.want)
+		}
+		if want := tt.want + " asked when the pool was full, it is not known to hold the pooled buffers"; !slices.ContainsFunc(l.Verdict.Evidence, func(s string) bool { return strings.Contains(s, want) }) {
+			t.Errorf("%s: evidence %q lacks %q", tt.name, l.Verdict.Evidence, want)
 		}
 	}
 }
