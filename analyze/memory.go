@@ -43,7 +43,7 @@ const (
 	PartDirect      = "direct memory"
 	PartAllocator   = "allocator retained and overhead"
 	PartJavaHeap    = "Java heap"
-	PartClassSpace  = "class space"
+	PartClassSpace  = "metaspace and class space"
 	PartCodeCache   = "code cache"
 	PartGoHeap      = "Go heap"
 	PartGoRuntime   = "Go runtime off-heap"
