@@ -35,6 +35,7 @@ const (
 //	{"type":"site","site":{"id":1,"kind":"malloc","stack":{…}}}
 //	{"type":"snapshot","snapshot":{"at_ns":…,"sites":[…]}}
 //	{"type":"delta","snapshot":{"at_ns":…,"sites":[…]}}
+//	{"type":"memory","memory":{"at_ns":…,"processes":[…]}}
 //	…
 //	{"type":"end","end":{"duration_ns":…,"sites":[…],"lost":…}}
 //
@@ -48,7 +49,9 @@ const (
 // 100k sites a snapshot is ~4 MB; a delta holds what moved. The end record
 // holds what is known only at the end: each site's final totals and live
 // allocations, the lost counters, the objects, the warnings and the
-// target's exit code. Readers skip records of types they do not know, so a
+// target's exit code. A memory record (added within v2) holds the
+// memory breakdown taken with a snapshot, after it. Readers skip records
+// of types they do not know, so a
 // version may add record types and fields that readers can do without;
 // anything else needs a new schema version (delta records did).
 
@@ -156,6 +159,7 @@ type captureRecord struct {
 	Site     *siteDef    `json:"site,omitempty"`
 	Snapshot *Snapshot   `json:"snapshot,omitempty"`
 	End      *captureEnd `json:"end,omitempty"`
+	Memory   *Memory     `json:"memory,omitempty"`
 }
 
 // CaptureWriter writes a capture file as the capture happens: the header
@@ -270,6 +274,15 @@ func (cw *CaptureWriter) WriteSnapshotOf(sites SiteList, s Snapshot) error {
 	cw.last = cur
 	cw.lastAt = s.At
 	return nil
+}
+
+// WriteMemory appends a memory breakdown (Memory), taken with the
+// snapshot written last.
+func (cw *CaptureWriter) WriteMemory(m Memory) error {
+	if cw.err != nil {
+		return cw.err
+	}
+	return cw.write(fmt.Sprintf("memory %d", cw.snapshots), captureRecord{Type: "memory", Memory: &m})
 }
 
 // delta lists, by ascending ID, the points of cur that differ from prev's,
@@ -783,6 +796,14 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 				snap.Sites = nil // listed as null or [], or emptied: the same
 			}
 			c.Snapshots = ThinSnapshots(append(c.Snapshots, snap))
+		case "memory":
+			if rec.Memory == nil {
+				return nil, fmt.Errorf("line %d: memory record without a memory", n)
+			}
+			if err := checkMemory(rec.Memory, c.Memory); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+			c.Memory = ThinMemory(append(c.Memory, *rec.Memory))
 		case "end":
 			if rec.End == nil {
 				return nil, fmt.Errorf("line %d: end record without an end", n)

@@ -69,6 +69,13 @@ func streamCapture(tb testing.TB, c *Capture) []byte {
 		if err := cw.WriteSnapshotOf(Sites(sites), s); err != nil {
 			tb.Fatal(err)
 		}
+		for _, m := range c.Memory {
+			if m.At == s.At {
+				if err := cw.WriteMemory(m); err != nil {
+					tb.Fatal(err)
+				}
+			}
+		}
 	}
 	if err := cw.Close(c); err != nil {
 		tb.Fatal(err)
@@ -336,6 +343,7 @@ func FuzzReadCapture(f *testing.F) {
 		f.Add(data[:cut])
 	}
 	f.Add([]byte(`{"schema":"leakscope.capture/v2"}`))
+	f.Add(streamCapture(f, memoryCapture()))
 	f.Add([]byte(`{"schema":"leakscope.capture/v1"}` + "\n" + `{"type":"snapshot","snapshot":{"at_ns":1,"sites":null}}`))
 	f.Add([]byte(`{"schema":"leakscope.capture/v2"}` + "\n" + `{"type":"site","site":{"id":1,"kind":"malloc","stack":{"frames":[]}}}` + "\n" +
 		`{"type":"snapshot","snapshot":{"at_ns":1,"sites":[{"id":1,"allocs":1}]}}` + "\n" + `{"type":"delta","snapshot":{"at_ns":2,"sites":[{"id":1}]}}`))
@@ -649,6 +657,13 @@ func writeCapture(w io.Writer, c *Capture) error {
 		if err := cw.WriteSnapshotOf(Sites(sites), s); err != nil {
 			return err
 		}
+		for _, m := range c.Memory {
+			if m.At == s.At {
+				if err := cw.WriteMemory(m); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return cw.Close(c)
 }
@@ -662,4 +677,54 @@ func endLine(end *captureEnd) (json.RawMessage, error) {
 		return nil
 	})
 	return line, err
+}
+
+// memoryCapture is smallCapture with a memory breakdown at its second and
+// third snapshots.
+func memoryCapture() *Capture {
+	c := smallCapture()
+	c.Memory = []Memory{
+		{At: 20 * time.Second, Processes: []ProcessMemory{{Pid: 42, RSS: 12 << 20, Parts: []MemoryPart{
+			{Name: PartMalloc, Bytes: 200, Outstanding: 200}, {Name: PartAllocator, Bytes: 1<<20 - 200},
+			{Name: PartCode, Bytes: 3 << 20}, {Name: PartUnexplained, Bytes: 8 << 20}}}}},
+		{At: 30 * time.Second, Processes: []ProcessMemory{{Pid: 42, RSS: 13 << 20, Parts: []MemoryPart{
+			{Name: PartMalloc, Bytes: 300, Outstanding: 300}, {Name: PartZlib, Bytes: 7160, Outstanding: 7160},
+			{Name: PartAllocator, Bytes: 2<<20 - 7460}, {Name: PartStacks, Bytes: 1 << 20},
+			{Name: PartCode, Bytes: 3 << 20}, {Name: PartUnexplained, Bytes: 7 << 20}}}}},
+	}
+	return c
+}
+
+// A capture's memory breakdowns come back from its file as recorded, in
+// memory records after their snapshots; a breakdown whose parts do not
+// add up to its RSS, or that names a part leakscope does not make, is a
+// corrupt capture.
+func TestCaptureMemoryRoundTrip(t *testing.T) {
+	want := memoryCapture()
+	data := string(streamCapture(t, want))
+	if n := strings.Count(data, `{"type":"memory","memory":{"at_ns":`); n != 2 {
+		t.Fatalf("%d memory records in %s", n, data)
+	}
+	got, err := ReadCapture(strings.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, got, want)
+	pm, at := got.LastMemory(0)
+	if pm == nil || at != 30*time.Second || pm.Part(PartZlib) != 7160 {
+		t.Errorf("LastMemory = %+v at %v", pm, at)
+	}
+	for _, c := range []struct{ old, new string }{
+		{`"rss_bytes":13631488`, `"rss_bytes":13631489`},
+		{`"pid":42,"rss_bytes"`, `"pid":0,"rss_bytes"`},
+		{`"name":"thread stacks"`, `"name":"threads"`},
+	} {
+		bad := strings.Replace(data, c.old, c.new, 1)
+		if bad == data {
+			t.Fatalf("no %s in %s", c.old, data)
+		}
+		if _, err := ReadCapture(strings.NewReader(bad)); err == nil {
+			t.Errorf("a capture with %s for %s was accepted", c.new, c.old)
+		}
+	}
 }

@@ -263,6 +263,9 @@ type Capture struct {
 	// started, and theirs (run follows every fork and exec), in the order
 	// they started. Sites carry their Pid.
 	Processes []Target `json:"processes,omitempty"`
+	// Memory is the memory breakdown at each snapshot (Memory), oldest
+	// first, thinned as Snapshots are; nil when none was taken.
+	Memory []Memory `json:"memory,omitempty"`
 }
 
 // Process returns the traced process pid: the target, or one of

@@ -387,6 +387,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	points, slots = readPoints{}, nil
 	c.Snapshots = ser.snapshots() // whole, once the tables are gone
+	c.Memory = t.memory
 	ser = series{}
 	if err := t.readLiveLocked(c, siteOf, nowMono); err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/jvm"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
@@ -27,16 +28,21 @@ import (
 // Tracer traces one process. Snapshot may be called at any interval;
 // Stop detaches and returns the capture.
 type Tracer struct {
-	pid     int
-	opts    Options
-	objs    leakObjects
-	links   []link.Link
-	cache   *symbolize.Cache
-	alloc   allocator
-	misses  *ringbuf.Reader
-	started time.Time
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// memory holds the target's memory breakdowns (memory_linux.go),
+	// lastMemory the latest; spaces a JVM's reserved ranges once read.
+	memory     []analyze.Memory
+	lastMemory *analyze.Memory
+	spaces     *jvm.Spaces
+	pid        int
+	opts       Options
+	objs       leakObjects
+	links      []link.Link
+	cache      *symbolize.Cache
+	alloc      allocator
+	misses     *ringbuf.Reader
+	started    time.Time
+	done       chan struct{}
+	wg         sync.WaitGroup
 
 	// releases are the release probes (free, inflateEnd, ...), detached
 	// after every other link.
@@ -1002,24 +1008,27 @@ func (t *Tracer) warnOnce(msg string) {
 // (while the target's mappings still exist) and appends a point to the
 // capture's time series.
 func (t *Tracer) Snapshot() (Progress, error) {
-	p, err := t.snapshot()
+	p, k, err := t.snapshot()
+	if err == nil {
+		t.recordMemory(k, p.Elapsed)
+	}
 	if err == nil && t.isRoot() {
 		t.tree.snapshot(&p)
 	}
 	return p, err
 }
 
-func (t *Tracer) snapshot() (Progress, error) {
+func (t *Tracer) snapshot() (Progress, memoryKnown, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
-		return Progress{}, errStopped
+		return Progress{}, memoryKnown{}, errStopped
 	}
 	t.refreshLocked()
 	t.retryNamesLocked(false)
 	points, err := t.readSitesLocked()
 	if err != nil {
-		return Progress{}, err
+		return Progress{}, memoryKnown{}, err
 	}
 	at := time.Since(t.started)
 	p := Progress{Elapsed: at, Stops: t.stops}
@@ -1030,7 +1039,7 @@ func (t *Tracer) snapshot() (Progress, error) {
 	}
 	p.Sites = points.len()
 	t.appendSnapshotLocked(points, at)
-	return p, nil
+	return p, t.memoryKnownLocked(points), nil
 }
 
 // LastSnapshot returns the latest snapshot and the sites it refers to

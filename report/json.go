@@ -35,6 +35,30 @@ type V1 struct {
 	// follows those it starts), in the order they started; omitted when
 	// there were none. Each leak then has a pid. Added within v1.
 	Processes []V1Target `json:"processes,omitempty"`
+	// Memory is the target's memory breakdown at the capture's last
+	// snapshot that took one; omitted when none did. Added within v1.
+	Memory *V1Memory `json:"memory,omitempty"`
+}
+
+// V1Memory is a process's RSS and the parts it is made of, which add up
+// to it exactly.
+type V1Memory struct {
+	Pid       int            `json:"pid"`
+	AtSeconds float64        `json:"at_seconds"` // since the capture started
+	RSSBytes  uint64         `json:"rss_bytes"`
+	Parts     []V1MemoryPart `json:"parts"`
+	Untraced  string         `json:"untraced"`
+}
+
+// V1MemoryPart is one part of a breakdown.
+type V1MemoryPart struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"bytes"`
+	// OutstandingBytes, for a traced part, is what its sites hold (more
+	// than bytes when some was never touched).
+	OutstandingBytes uint64 `json:"outstanding_bytes,omitempty"`
+	// Culprit names the culprit of the part's best-ranked leak.
+	Culprit string `json:"culprit,omitempty"`
 }
 
 // V1Probes is the probe set of a capture. Malloc false means no probe was
@@ -241,6 +265,13 @@ func toV1(r *analyze.Result) *V1 {
 	}
 	for _, p := range c.Processes {
 		v.Processes = append(v.Processes, v1Target(p))
+	}
+	if pm, at := c.LastMemory(0); pm != nil {
+		m := &V1Memory{Pid: pm.Pid, AtSeconds: at.Seconds(), RSSBytes: pm.RSS, Parts: []V1MemoryPart{}, Untraced: untracedKinds(c)}
+		for _, p := range pm.Parts {
+			m.Parts = append(m.Parts, V1MemoryPart{Name: p.Name, Bytes: p.Bytes, OutstandingBytes: p.Outstanding, Culprit: partCulprit(r, p.Name)})
+		}
+		v.Memory = m
 	}
 	if p := c.Probes; p != nil {
 		v.Probes = &V1Probes{Malloc: p.Malloc, MallocReason: p.MallocReason, Kinds: nonNil(p.Kinds), ZlibBytes: p.ZlibBytes}

@@ -119,6 +119,10 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	}
 	line("outstanding", fmt.Sprintf("%s in %d allocations",
 		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
+	if m := memoryLine(r); m != "" {
+		line("memory", m)
+		line("untraced", untracedKinds(c))
+	}
 	if c.SampleBytes > 0 {
 		line("sampling", fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
 			analyze.FormatBytes(c.SampleBytes)))

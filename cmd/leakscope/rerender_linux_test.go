@@ -26,6 +26,8 @@ func TestReportOfSavedCaptureEqualsLiveReport(t *testing.T) {
 		{"sampled", []string{"--sample-bytes", "64KiB", "--", leaky}},
 		{"JVM", []string{"--", "java", "-cp", classes, "KafkaRecovery"}},
 		{"ended at --duration", []string{"--duration", "1s", "--", leaky, "--hold", "30000"}},
+		// Snapshots with memory breakdowns, which the capture records.
+		{"memory", []string{"--interval", "200ms", "--duration", "1500ms", "--", leaky, "--hold", "30000"}},
 		{"processes", []string{"--", "sh", "-c", leaky + " > /dev/null & " + leaky + " > /dev/null; wait"}},
 	} {
 		for _, format := range []string{"text", "json", "html", "pprof"} {
@@ -46,6 +48,9 @@ func TestReportOfSavedCaptureEqualsLiveReport(t *testing.T) {
 				b, err := os.ReadFile(again)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if c.name == "memory" && format == "json" && !bytes.Contains(a, []byte(`"rss_bytes"`)) {
+					t.Errorf("no memory breakdown in the report:\n%s", a)
 				}
 				if !bytes.Equal(a, b) {
 					if format == "text" || format == "json" {

@@ -133,6 +133,11 @@ func (s *saveFile) snapshot(t *probe.Tracer) error {
 	if err := s.cw.WriteSnapshotOf(sites, snap); err != nil {
 		return fmt.Errorf("--save %s: %w", s.f.Name(), err)
 	}
+	if m := t.LastMemory(); m != nil && m.At == snap.At {
+		if err := s.cw.WriteMemory(*m); err != nil {
+			return fmt.Errorf("--save %s: %w", s.f.Name(), err)
+		}
+	}
 	return nil
 }
 

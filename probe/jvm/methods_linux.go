@@ -19,6 +19,7 @@ import (
 // concurrent use.
 type Methods struct {
 	r     reader
+	vs    *VMStructs // for Spaces
 	off   methodLayout
 	names map[uint64]string
 	code  Code
@@ -115,7 +116,7 @@ func (e *LayoutError) Error() string {
 }
 
 func newMethods(mem Memory, vs *VMStructs) (*Methods, error) {
-	m := &Methods{r: reader{mem}, names: map[uint64]string{}, blobs: map[uint64]string{}, where: map[methodBCI]Method{}}
+	m := &Methods{r: reader{mem}, vs: vs, names: map[uint64]string{}, blobs: map[uint64]string{}, where: map[methodBCI]Method{}}
 	l, missing := resolve(vs)
 	if n := missing[useNames]; len(n) > 0 {
 		return nil, &LayoutError{Names: n}

@@ -1,0 +1,72 @@
+package report
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+// partKinds are the kinds whose sites make up a traced part.
+var partKinds = map[string][]analyze.Kind{
+	analyze.PartMalloc: {analyze.KindMalloc},
+	analyze.PartZlib:   {analyze.KindZlibInflate, analyze.KindZlibDeflate},
+	analyze.PartDirect: {"jvm.direct"},
+}
+
+// partCulprit names the culprit of the best-ranked leak of a traced part,
+// "" when it has none.
+func partCulprit(r *analyze.Result, part string) string {
+	kinds := partKinds[part]
+	for _, l := range r.Leaks {
+		for _, k := range kinds {
+			if l.Site.Kind != k || l.Culprit == nil {
+				continue
+			}
+			if l.Culprit.Function != "" {
+				return l.Culprit.Function
+			}
+			if l.Culprit.Module != "" {
+				return path.Base(l.Culprit.Module)
+			}
+		}
+	}
+	return ""
+}
+
+// memoryLine is the memory header: "RSS 75.8 MiB = malloc outstanding
+// 64.0 MiB (from leak_buffers) + … + unexplained 4.0 MiB (5.3%)", for the
+// target's latest breakdown; "" when the capture has none. Culprit names
+// come from the target: a text sink escapes them.
+func memoryLine(r *analyze.Result) string {
+	pm, at := r.Capture.LastMemory(0)
+	if pm == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range pm.Parts {
+		s := p.Name + " " + analyze.FormatBytes(p.Bytes)
+		if p.Outstanding > p.Bytes {
+			s += fmt.Sprintf(" of %s outstanding", analyze.FormatBytes(p.Outstanding))
+		}
+		if c := partCulprit(r, p.Name); c != "" {
+			s += " (from " + c + ")"
+		}
+		if p.Name == analyze.PartUnexplained && pm.RSS > 0 {
+			s += fmt.Sprintf(" (%.1f%%)", 100*float64(p.Bytes)/float64(pm.RSS))
+		}
+		parts = append(parts, s)
+	}
+	return fmt.Sprintf("RSS %s at +%s = %s", analyze.FormatBytes(pm.RSS), analyze.FormatDuration(at), strings.Join(parts, " + "))
+}
+
+// untracedKinds says what leakscope did not trace by call site, for the
+// header: the memory of these is in the breakdown by mapping only.
+func untracedKinds(c *analyze.Capture) string {
+	s := "mmap, thread stacks (in the memory breakdown by mapping, not by call site)"
+	if c.Probes != nil && !c.Probes.Malloc {
+		s = "malloc family, " + s
+	}
+	return s
+}
