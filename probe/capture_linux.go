@@ -293,8 +293,12 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		t.tree.stop()
 	}
 	t.detach()
-	t.misses.Close()
+	// The records the kernel sent before the probes went are read, not
+	// dropped: a process it stopped at a fork or exec is continued by
+	// its record's handling (the tree is closed: nothing is followed).
+	_ = t.misses.Flush()
 	t.wg.Wait()
+	t.misses.Close()
 	defer t.objs.Close()
 
 	t.mu.Lock()

@@ -824,7 +824,7 @@ func (t *Tracer) watchMisses() {
 	for {
 		rec, err := t.misses.Read()
 		if err != nil {
-			return // closed
+			return // closed, or flushed by Stop: every record was read
 		}
 		var m leakRangeMiss
 		if len(rec.RawSample) >= int(unsafe.Sizeof(m)) {

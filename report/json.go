@@ -57,8 +57,10 @@ type V1MemoryPart struct {
 	// OutstandingBytes, for a traced part, is what its sites hold (more
 	// than bytes when some was never touched).
 	OutstandingBytes uint64 `json:"outstanding_bytes,omitempty"`
-	// Culprit names the culprit of the part's best-ranked leak.
+	// Culprit names the culprit of the part's best-ranked leak; for a
+	// pool's growth (Pool), the code that asked the pool, not the holder.
 	Culprit string `json:"culprit,omitempty"`
+	Pool    bool   `json:"pool,omitempty"`
 }
 
 // V1Probes is the probe set of a capture. Malloc false means no probe was
@@ -269,7 +271,8 @@ func toV1(r *analyze.Result) *V1 {
 	if pm, at := c.LastMemory(0); pm != nil {
 		m := &V1Memory{Pid: pm.Pid, AtSeconds: at.Seconds(), RSSBytes: pm.RSS, Parts: []V1MemoryPart{}, Untraced: untracedKinds(c)}
 		for _, p := range pm.Parts {
-			m.Parts = append(m.Parts, V1MemoryPart{Name: p.Name, Bytes: p.Bytes, OutstandingBytes: p.Outstanding, Culprit: partCulprit(r, p.Name)})
+			c, pool := partCulprit(r, p.Name)
+			m.Parts = append(m.Parts, V1MemoryPart{Name: p.Name, Bytes: p.Bytes, OutstandingBytes: p.Outstanding, Culprit: c, Pool: pool})
 		}
 		v.Memory = m
 	}

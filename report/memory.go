@@ -16,23 +16,26 @@ var partKinds = map[string][]analyze.Kind{
 }
 
 // partCulprit names the culprit of the best-ranked leak of a traced part,
-// "" when it has none.
-func partCulprit(r *analyze.Result, part string) string {
+// "" when it has none; pool is set when that leak is a pool's growth,
+// whose culprit asked the pool and is never the holder.
+func partCulprit(r *analyze.Result, part string) (name string, pool bool) {
 	kinds := partKinds[part]
 	for _, l := range r.Leaks {
 		for _, k := range kinds {
 			if l.Site.Kind != k || l.Culprit == nil {
 				continue
 			}
-			if l.Culprit.Function != "" {
-				return l.Culprit.Function
+			name := l.Culprit.Function
+			if name == "" && l.Culprit.Module != "" {
+				name = path.Base(l.Culprit.Module)
 			}
-			if l.Culprit.Module != "" {
-				return path.Base(l.Culprit.Module)
+			if name == "" {
+				continue
 			}
+			return name, l.Verdict.Class == analyze.ClassPool
 		}
 	}
-	return ""
+	return "", false
 }
 
 // memoryLine is the memory header: "RSS 75.8 MiB = malloc outstanding
@@ -50,7 +53,10 @@ func memoryLine(r *analyze.Result) string {
 		if p.Outstanding > p.Bytes {
 			s += fmt.Sprintf(" of %s outstanding", analyze.FormatBytes(p.Outstanding))
 		}
-		if c := partCulprit(r, p.Name); c != "" {
+		switch c, pool := partCulprit(r, p.Name); {
+		case c != "" && pool:
+			s += " (pool growth, asked by " + c + ")"
+		case c != "":
 			s += " (from " + c + ")"
 		}
 		if p.Name == analyze.PartUnexplained && pm.RSS > 0 {
