@@ -255,7 +255,17 @@ func Rank(c *Capture, opts Options) *Result {
 		}
 		sc = nil
 		explain(r.Leaks)
-		slices.SortStableFunc(r.Leaks, func(a, b Leak) int { return cmp.Compare(a.Verdict.tier(), b.Verdict.tier()) })
+		slices.SortStableFunc(r.Leaks, func(a, b Leak) int {
+			ta, tb := a.Verdict.tier(), b.Verdict.tier()
+			if ta == tb && ta == tierNoGrowth {
+				// No fact says growth: the most memory first. A rank
+				// score weighs age in allocations, known only to the
+				// snapshot, which would make a burst's place depend
+				// on where the snapshots fell.
+				return cmp.Compare(b.Bytes, a.Bytes)
+			}
+			return cmp.Compare(ta, tb)
+		})
 		r.Leaks = slices.Clip(r.Leaks[:cut])
 		opts.Top = cut
 	}

@@ -79,7 +79,7 @@ type Verdict struct {
 }
 
 // tier orders classes in a ranking: leak, growing, pool growth, then the
-// rest (held, plateau, a filled pool) by score.
+// rest (held, plateau, a filled pool) by the memory they hold.
 func (v Verdict) tier() int {
 	switch v.Class {
 	case ClassLeak:
@@ -91,11 +91,14 @@ func (v Verdict) tier() int {
 			return 2
 		}
 	}
-	// held, plateau, a filled pool: no fact says growth; their scores
-	// (size above all) order them, so that one small block the capture
-	// knows too little about never outranks a large burst that stopped.
-	return 3
+	// held, plateau, a filled pool: no fact says growth; the memory they
+	// hold orders them, so that one small block the capture knows too
+	// little about never outranks a large burst that stopped.
+	return tierNoGrowth
 }
+
+// tierNoGrowth is the tier of the rows no fact says grow.
+const tierNoGrowth = 3
 
 // clock is the process's allocation count at each snapshot: the time base
 // of the verdict. A capture's per-site counters are cumulative, so the sum
