@@ -55,7 +55,7 @@ func memoryLine(r *analyze.Result) string {
 		}
 		switch c, pool := partCulprit(r, p.Name); {
 		case c != "" && pool:
-			s += " (pool growth, asked by " + c + ")"
+			s += " (pool growth; asked the pool: " + c + ")"
 		case c != "":
 			s += " (from " + c + ")"
 		}

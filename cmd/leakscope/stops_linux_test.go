@@ -155,8 +155,10 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 					stoppedSince[pid] = time.Now()
 				}
 				if time.Since(stoppedSince[pid]) > 3*time.Second {
+					cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 					_ = syscall.Kill(pid, syscall.SIGCONT)
-					return false, fmt.Errorf("pid %d left stopped for 3s after leakscope got %s", pid, sig)
+					return false, fmt.Errorf("pid %d (%s, parent %d) left stopped for 3s after leakscope got %s; output:\n%s",
+						pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), st.PPid, sig, out.String())
 				}
 			}
 		case <-deadline:
