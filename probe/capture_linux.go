@@ -295,7 +295,10 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.detach()
 	// The records the kernel sent before the probes went are read, not
 	// dropped: a process it stopped at a fork or exec is continued by
-	// its record's handling (the tree is closed: nothing is followed).
+	// its record's handling (the tree is closed: nothing is followed). A
+	// program still running on another CPU as its link closed sends its
+	// record within microseconds; sweep catches one later still.
+	time.Sleep(10 * time.Millisecond)
 	_ = t.misses.Flush()
 	t.wg.Wait()
 	t.misses.Close()
@@ -311,6 +314,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		t.exitingLocked()
 	}
 	t.resumeLocked(true)
+	t.watchdog.sweep()
 	t.watchdog.release() // continued, and no probe is left to stop it
 	defer t.closeRuntimeLocked()
 	// Debug files still on their way from debuginfod get a bounded wait:

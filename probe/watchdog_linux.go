@@ -204,6 +204,11 @@ type watchdog struct {
 	cmd  *exec.Cmd
 	mu   sync.Mutex // guards gate
 	gate *os.File
+	// target and since: the command, and the start (clock ticks after
+	// boot) after which the processes of its tree leakscope may have
+	// stopped began (sweep).
+	target int
+	since  uint64
 }
 
 // startWatchdog starts the watchdog of the command, pid, which started at
@@ -241,7 +246,13 @@ func startWatchdogFor(self string, pid int, startTicks uint64, continueTarget bo
 		_ = cmd.Wait() // reaped here; its status says nothing
 		helpers.remove(cmd.Process.Pid)
 	}()
-	return &watchdog{cmd: cmd, gate: w}, nil
+	since := startTicks
+	if !continueTarget {
+		if st, err := procfs.ReadStat(cmd.Process.Pid); err == nil {
+			since = st.StartTime
+		}
+	}
+	return &watchdog{cmd: cmd, gate: w, target: pid, since: since}, nil
 }
 
 // release tells the watchdog that leakscope has continued the command
@@ -258,6 +269,17 @@ func (w *watchdog) release() {
 	_, _ = w.gate.Write([]byte{gateRelease})
 	w.gate.Close()
 	w.gate = nil
+}
+
+// sweep continues the stopped processes of the command's tree started
+// after it (after attach, for attach), as the watchdog would if leakscope
+// died: called once every probe is gone, it catches a process the kernel
+// stopped as the probes went, whose record came too late to be read.
+func (w *watchdog) sweep() {
+	if w == nil {
+		return
+	}
+	continueStoppedDescendants(w.target, w.since)
 }
 
 // follow tells the watchdog to continue pid too if leakscope dies: a
