@@ -280,6 +280,8 @@ func (w *watchdog) sweep() {
 		return
 	}
 	continueStoppedDescendants(w.target, w.since)
+	// Run's orphans: leakscope is the command's subreaper.
+	continueStoppedDescendants(os.Getpid(), w.since)
 }
 
 // follow tells the watchdog to continue pid too if leakscope dies: a
