@@ -122,4 +122,18 @@ func TestNodeZlibStreamsOneRow(t *testing.T) {
 	if r := rows[0]; r.LiveCount != leaked || r.LiveBytes != leaked*perStream {
 		t.Errorf("inflate row: %d streams, %d B; want %d, %d (%v B each, from node's zalloc)", r.LiveCount, r.LiveBytes, leaked, leaked*perStream, blocks)
 	}
+	// node initialises zlib on a worker: the row's culprit is node's.
+	ranked := false
+	for _, l := range analyze.Rank(c, analyze.Options{}).Leaks {
+		if l.Site.ID != rows[0].ID {
+			continue
+		}
+		ranked = true
+		if l.Culprit == nil || !strings.Contains(l.Culprit.Function, "ZlibContext::InitZlib") {
+			t.Errorf("culprit %+v, want ZlibContext::InitZlib", l.Culprit)
+		}
+	}
+	if !ranked {
+		t.Error("the inflate row is not among the leaks")
+	}
 }
