@@ -57,7 +57,8 @@ cross:
 ## probe/jvm; libnetty-java probe/nettyleak_linux_test.go (Netty 4.1.48); man-db
 ## and bash-completion cmd/leakscope/install_linux_test.go; libbz2-dev, libssl-dev and zlib1g-dev
 ## the examples the --track presets and zlib tests build; debuginfod (elfutils'
-## server) probe/symbolize/debuginfod_test.go and cmd/leakscope/debuginfod_linux_test.go.
+## server) probe/symbolize/debuginfod_test.go and cmd/leakscope/debuginfod_linux_test.go;
+## nodejs and gdb (its ground truth) probe/nodezlib_linux_test.go.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed; deps and test use it.
 define MISSING
@@ -79,7 +80,9 @@ command -v man >/dev/null || need="$$need man-db"; \
 [ -f /usr/share/bash-completion/bash_completion ] || need="$$need bash-completion"; \
 command -v musl-gcc >/dev/null || need="$$need musl-tools"; \
 [ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need="$$need libjemalloc2"; \
-command -v debuginfod >/dev/null || need="$$need debuginfod";
+command -v debuginfod >/dev/null || need="$$need debuginfod"; \
+command -v node >/dev/null || need="$$need nodejs"; \
+command -v gdb >/dev/null || need="$$need gdb";
 endef
 deps:
 	@$(MISSING) \

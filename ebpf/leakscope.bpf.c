@@ -212,7 +212,7 @@ static __always_inline bool in_resource_call(struct pt_regs *ctx)
 		return false;
 	__u64 sp = PT_REGS_SP(ctx);
 	return (ts->outer.sp && sp < ts->outer.sp && ts->outer.kind != KIND_MALLOC) ||
-	       (ts->zcall.sp && sp < ts->zcall.sp);
+	       zcall_active(&ts->zcall, sp);
 }
 
 /* alloc_session serves every malloc-family function when sampling: one
@@ -358,8 +358,9 @@ UPROBE_TWINS(zlib_deflate_end_enter, void *strm)
 }
 
 /* inflate() allocates the window on first use: with the malloc family
- * traced, remember the stream for the malloc. (Without it, inflate() is not
- * probed: see zwindows.) */
+ * traced, remember the stream for the malloc, and the call's return
+ * address to tell it is still running (zcall_active). (Without the malloc
+ * family, inflate() is not probed: see zwindows.) */
 UPROBE_TWINS(zlib_inflate_enter, void *strm)
 {
 	if (!is_target())
@@ -367,8 +368,14 @@ UPROBE_TWINS(zlib_inflate_enter, void *strm)
 	struct thread_state *ts = thread_state(true);
 	if (!ts)
 		return 0;
+	__u64 sp = PT_REGS_SP(ctx), ra = 0;
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp)) {
+		ts->zcall.sp = 0;
+		return 0;
+	}
 	ts->zcall.strm = (__u64)strm;
-	ts->zcall.sp = PT_REGS_SP(ctx);
+	ts->zcall.sp = sp;
+	ts->zcall.ret_addr = ra;
 	ts->zcall.kind = KIND_ZLIB_INFLATE;
 	return 0;
 }

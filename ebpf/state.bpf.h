@@ -82,12 +82,15 @@ struct pending {
 };
 
 /* A zlib call in progress that may allocate for its stream (inflate()
- * allocates the window lazily). Set at the call's entry, never cleared:
- * a malloc is attributed only while deeper on the stack and called from the
- * zlib object itself. */
+ * allocates the window lazily). Set at the call's entry, never cleared
+ * (a return probe would be a second trap per call): a malloc is attributed
+ * only while deeper on the stack, called from the zlib object itself, and
+ * while the call has not returned: its return address is still where its
+ * entry found it (zcall_active). */
 struct zcall {
 	__u64 strm;
 	__u64 sp;
+	__u64 ret_addr; /* *(sp) at the entry */
 	__u32 kind;
 	__u32 pad;
 };

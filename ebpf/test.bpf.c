@@ -111,6 +111,22 @@ int BPF_PROG(test_zwindow_owner, __u64 ip, __u64 size, __u64 bp, __u64 bx, __u64
 	return 0;
 }
 
+/* test_zcall_owner is zcall_owner for a malloc entered at stack pointer
+ * sp (its return address at *sp), with this thread's last inflate()
+ * entered at zsp with return address zret for stream strm: the owner in
+ * out_u64. */
+SEC("raw_tp/test")
+int BPF_PROG(test_zcall_owner, __u64 sp, __u64 zsp, __u64 zret, __u64 strm)
+{
+	struct pt_regs regs = {};
+	regs.sp = sp;
+	struct zcall z = { .strm = strm, .sp = zsp, .ret_addr = zret, .kind = KIND_ZLIB_INFLATE };
+	__u32 kind = 0;
+	out_u64 = zcall_owner(&regs, &z, &kind);
+	out_u32 = kind;
+	return 0;
+}
+
 /* test_zwindow_settle is zwindow_settle on the zwindows entry of stream
  * strm of this image; returns -1 if it has none. */
 SEC("raw_tp/test")

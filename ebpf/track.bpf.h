@@ -37,13 +37,27 @@ static __always_inline bool is_target(void)
 	return !wait_exec || exec_seen;
 }
 
+/* zcall_active reports whether code running at stack pointer sp runs
+ * inside the zlib call z: deeper on the stack, and the call has not
+ * returned, its return address still in the slot its entry read it from
+ * (a later call at that depth writes its own there). A thread that left
+ * inflate() and went deeper elsewhere (Node.js's worker threads run other
+ * tasks) is not inside it. */
+static __always_inline bool zcall_active(struct zcall *z, __u64 sp)
+{
+	if (!z->sp || sp >= z->sp)
+		return false;
+	__u64 ra = 0;
+	return !bpf_probe_read_user(&ra, sizeof(ra), (void *)z->sp) && ra == z->ret_addr;
+}
+
 /* zcall_owner returns the stream a malloc at this entry belongs to: a zlib
- * call is in progress deeper than its entry, and the caller of malloc is the
- * zlib object itself. 0 otherwise. */
+ * call is in progress deeper than its entry (zcall_active), and the caller
+ * of malloc is the zlib object itself. 0 otherwise. */
 static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, __u32 *kind)
 {
 	__u64 sp = PT_REGS_SP(ctx);
-	if (!z->sp || sp >= z->sp)
+	if (!zcall_active(z, sp))
 		return 0;
 	__u64 ra = 0;
 	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))

@@ -229,6 +229,38 @@ func TestRecompiledJavaFramesOneSite(t *testing.T) {
 	}
 }
 
+// A native method runs in the interpreter's native entry until the JVM
+// makes its wrapper, and in a new wrapper at another address once the code
+// cache dropped the first: its frames have no line, and one call path
+// through it is still one site, apart from the path through its overload's
+// caller on another line.
+func TestNativeWrapperFramesOneSite(t *testing.T) {
+	n := &fakeNamer{
+		names: map[uint64]jvm.Symbol{
+			0x11000: {Name: "java.util.zip.Inflater.init", Kind: jvm.KindMethod}, // wrapper
+			0x12000: {Name: "java.util.zip.Inflater.init", Kind: jvm.KindMethod}, // made again
+			0x10300: {Name: jvm.Interpreted, Kind: jvm.KindInterpreter},
+			0x10340: {Name: jvm.Interpreted, Kind: jvm.KindInterpreter}, // the native entry
+		},
+		methods: map[uint64]string{0x7000: "java.util.zip.Inflater.init", 0x7100: "a.B.leak", 0x7200: "a.B.other"},
+		lines:   map[uint64]int{0x7100: 20, 0x7200: 40},
+	}
+	r := jitResolver(n)
+	m := func(ptr uint64) uint64 { return ptr | stackJVMMethod }
+	interp := r.resolve(1, rawStack(0x10340, m(0x7000), 0x10300, m(0x7100)))
+	first := r.resolve(2, rawStack(0x11000, 0x10300, m(0x7100)))
+	again := r.resolve(3, rawStack(0x12000, 0x10300, m(0x7100)))
+	if interp.key() != first.key() || first.key() != again.key() {
+		t.Errorf("one call path through a native method, three keys: %q, %q, %q", interp.key(), first.key(), again.key())
+	}
+	if other := r.resolve(4, rawStack(0x11000, 0x10300, m(0x7200))); other.key() == first.key() {
+		t.Errorf("another caller shares key %q", other.key())
+	}
+	if bare := r.resolve(5, rawStack(0x10340, 0x10300, m(0x7100))); bare.key() == interp.key() {
+		t.Errorf("an interpreter frame not named by its method shares key %q", bare.key())
+	}
+}
+
 // A site keeps the stack that names the most: resolved again once the
 // JVM's names are gone, a stack that names less does not replace it.
 func TestSiteKeepsBestNamedStack(t *testing.T) {

@@ -585,6 +585,48 @@ func TestZwindowOwner(t *testing.T) {
 	}
 }
 
+// A malloc inside inflate() belongs to its stream while inflate() runs:
+// entered deeper on the stack, called from the zlib object, and
+// inflate()'s return address still where its entry read it. Once the
+// thread left inflate() and made another call at that depth, a malloc
+// deeper still (Node.js's worker running another task) is no stream's.
+func TestZcallOwner(t *testing.T) {
+	objs := harness(t, 0)
+	m := newMem(t, 1)
+	const zlib, caller = 0x700000, 0x500000
+	setRanges(t, objs, 1, []leakExecRange{{Start: zlib, End: zlib + 0x80000, Flags: uint32(leakRangeFlagRANGE_ZLIB)}}, nil)
+	const strm, ret = 0x5000, caller + 0x40
+	zsp := m.base + 0x800 // inflate()'s entry
+	sp := m.base + 0x400  // the malloc's entry, deeper
+	inflate := uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	for _, c := range []struct {
+		name     string
+		from     uint64 // the malloc's return address
+		slot     uint64 // what the slot of inflate()'s return address holds now
+		sp, want uint64
+	}{
+		{"window inside inflate()", zlib + 0x100, ret, sp, strm},
+		{"inflate() returned, another call at its depth", zlib + 0x100, caller + 0x80, sp, 0},
+		{"malloc from outside zlib", caller + 0x100, ret, sp, 0},
+		{"not deeper than inflate()", zlib + 0x100, ret, zsp + 0x40, 0},
+	} {
+		m.put(zsp, c.slot)
+		m.put(c.sp, c.from)
+		run(t, objs.TestZcallOwner, c.sp, zsp, ret, strm)
+		var got uint64
+		var kind uint32
+		if err := objs.OutU64.Get(&got); err != nil {
+			t.Fatal(err)
+		}
+		if err := objs.OutU32.Get(&kind); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want || (got != 0 && uint64(kind) != inflate) {
+			t.Errorf("%s: owner %#x, kind %d; want %#x", c.name, got, kind, c.want)
+		}
+	}
+}
+
 // zwindow_settle counts a live stream's window into the stream once zlib
 // made it, with the size its state says, and forgets the window; it
 // leaves a window not made yet to look for again, and counts a state it

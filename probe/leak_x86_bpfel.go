@@ -303,11 +303,12 @@ type leakThreadState struct {
 		Window    leakZwindow
 	}
 	Zcall struct {
-		_    structs.HostLayout
-		Strm uint64
-		Sp   uint64
-		Kind uint32
-		Pad  uint32
+		_       structs.HostLayout
+		Strm    uint64
+		Sp      uint64
+		RetAddr uint64
+		Kind    uint32
+		Pad     uint32
 	}
 	StackLo uint64
 	StackHi uint64

@@ -21,7 +21,7 @@ import (
 // zlibFamily are zlib's stream lifecycles, keyed by the z_stream pointer
 // (the first argument of each). Every init ends in an End of its kind.
 // inflate() allocates the window lazily: it is probed only where a malloc
-// inside it may go untraced (zlibTracedFamily).
+// inside it may go untraced or unrecognised (zlibTracedFamily).
 var zlibFamily = []probeSpec{
 	{"inflateInit_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
 	{"inflateInit2_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
@@ -90,7 +90,7 @@ func (t *Tracer) attachResources(path, display string) error {
 		if err := open(); err != nil {
 			return err
 		}
-		family := zlibTracedFamily(t.opts.SampleBytes > 0)
+		family := zlibTracedFamily(t.opts.SampleBytes > 0, zlibLibrary(display))
 		var layout zlibLayout
 		if !t.mallocTraced() {
 			layout = readZlibLayout(path)

@@ -388,13 +388,19 @@ func frameName(f analyze.Frame) string {
 }
 
 // stackKey is the same for every walk that is one site. Native frames are
-// told apart by address. A named Java frame is its method and line:
-// interpreted frames share the interpreter's return addresses, and the JIT
-// compiles a method again (tier 3, then 4, after deoptimization) at new
-// addresses, inlining more or less of it; one source-level call path is
-// one site however it ran. An unnamed Java frame keeps its address, so a
-// walk whose methods cannot be named (the JVM exited) is the one walked
-// before the kernel knew the interpreter.
+// told apart by address. A named Java frame is its method and line, never
+// its address: interpreted frames share the interpreter's return
+// addresses, the JIT compiles a method again (tier 3, then 4, after
+// deoptimization) at new addresses, inlining more or less of it, and a
+// native method runs in the interpreter's native entry until its wrapper
+// is made, at an address of its own, made again if the code cache drops
+// it. A frame without a line (a native method, called through either; an
+// interpreted method without a line table; compiled code whose scopes
+// could not be read) is its method alone. One source-level call path is
+// one site however it ran. An unnamed Java frame, and the interpreter not
+// named by its method, keep their address: a walk whose methods cannot be
+// named (the JVM exited) is the one walked before the kernel knew the
+// interpreter, and the interpreter's return address is the kind of call.
 func stackKey(frames []*analyze.Frame, reason string) string {
 	var b strings.Builder
 	b.Grow(len(frames)*13 + len(reason))
@@ -404,11 +410,6 @@ func stackKey(frames []*analyze.Frame, reason string) string {
 			if f.Line > 0 {
 				b.WriteByte(':')
 				b.WriteString(strconv.Itoa(f.Line))
-			} else {
-				// No line table: the code's address (an interpreted
-				// frame's, the interpreter's) tells call sites apart.
-				b.WriteByte('@')
-				b.WriteString(strconv.FormatUint(f.Address, 16))
 			}
 		} else {
 			b.WriteString(strconv.FormatUint(f.Address, 16))

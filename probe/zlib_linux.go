@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -224,16 +225,30 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 
 // zlibTracedFamily is zlibFamily for the malloc family traced: a stream's
 // bytes are the mallocs zlib makes for it. Its window is allocated inside
-// inflate(); in exact mode every malloc returns through the probes, and the
-// kernel tells the window's apart by its state (zwindow_owner), so
-// inflate() is not probed (a trap per call). When sampling, a malloc is
-// traced only if sampled or made inside a call known to build a resource:
-// inflate() is probed then, so that the window is always traced.
-func zlibTracedFamily(sampled bool) []probeSpec {
-	if sampled {
+// inflate(). In exact mode every malloc returns through the probes, and in
+// a zlib library (libz.so) the kernel tells the window's apart by its
+// state (zwindow_owner), so inflate() is not probed there (a trap per
+// call). A zlib built into a bigger object (Node.js, a static build, a
+// JDK's libzip.so) comes with that program's build and allocator: Node.js
+// hands zlib its own zalloc (AllocForZlib, 16 B of header per block, its
+// own callee-saved registers over zlib's), and its Chromium zlib asks for
+// the window 16 B bigger, so neither the size nor the registers say
+// window; inflate() is probed there, and a malloc made from that object
+// while inflate() runs is its stream's (zcall_owner). When sampling, a
+// malloc is traced only if sampled or made inside a call known to build a
+// resource: inflate() is probed then too, so that the window is always
+// traced.
+func zlibTracedFamily(sampled, library bool) []probeSpec {
+	if sampled || !library {
 		return zlibFamily
 	}
 	return slices.DeleteFunc(slices.Clone(zlibFamily), func(p probeSpec) bool { return p.symbol == "inflate" })
+}
+
+// zlibLibrary reports whether the object at path is a zlib library of its
+// own (libz.so.1), not a program or library zlib is built into.
+func zlibLibrary(path string) bool {
+	return strings.HasPrefix(filepath.Base(path), "libz.so")
 }
 
 // windowReads is what the last read of the target's memory found of the

@@ -158,11 +158,12 @@ type HarnessThreadState struct {
 		Window    HarnessZwindow
 	}
 	Zcall struct {
-		_    structs.HostLayout
-		Strm uint64
-		Sp   uint64
-		Kind uint32
-		Pad  uint32
+		_       structs.HostLayout
+		Strm    uint64
+		Sp      uint64
+		RetAddr uint64
+		Kind    uint32
+		Pad     uint32
 	}
 	StackLo uint64
 	StackHi uint64
@@ -224,6 +225,7 @@ const (
 	HarnessProgTestTrackOwned    = "test_track_owned"
 	HarnessProgTestTrackRelease  = "test_track_release"
 	HarnessProgTestWalkStack     = "test_walk_stack"
+	HarnessProgTestZcallOwner    = "test_zcall_owner"
 	HarnessProgTestZlibCookie    = "test_zlib_cookie"
 	HarnessProgTestZwindowOwner  = "test_zwindow_owner"
 	HarnessProgTestZwindowSettle = "test_zwindow_settle"
@@ -292,6 +294,7 @@ type HarnessProgramSpecs struct {
 	TestTrackOwned    *ebpf.ProgramSpec `ebpf:"test_track_owned"`
 	TestTrackRelease  *ebpf.ProgramSpec `ebpf:"test_track_release"`
 	TestWalkStack     *ebpf.ProgramSpec `ebpf:"test_walk_stack"`
+	TestZcallOwner    *ebpf.ProgramSpec `ebpf:"test_zcall_owner"`
 	TestZlibCookie    *ebpf.ProgramSpec `ebpf:"test_zlib_cookie"`
 	TestZwindowOwner  *ebpf.ProgramSpec `ebpf:"test_zwindow_owner"`
 	TestZwindowSettle *ebpf.ProgramSpec `ebpf:"test_zwindow_settle"`
@@ -451,6 +454,7 @@ type HarnessPrograms struct {
 	TestTrackOwned    *ebpf.Program `ebpf:"test_track_owned"`
 	TestTrackRelease  *ebpf.Program `ebpf:"test_track_release"`
 	TestWalkStack     *ebpf.Program `ebpf:"test_walk_stack"`
+	TestZcallOwner    *ebpf.Program `ebpf:"test_zcall_owner"`
 	TestZlibCookie    *ebpf.Program `ebpf:"test_zlib_cookie"`
 	TestZwindowOwner  *ebpf.Program `ebpf:"test_zwindow_owner"`
 	TestZwindowSettle *ebpf.Program `ebpf:"test_zwindow_settle"`
@@ -464,6 +468,7 @@ func (p *HarnessPrograms) Close() error {
 		p.TestTrackOwned,
 		p.TestTrackRelease,
 		p.TestWalkStack,
+		p.TestZcallOwner,
 		p.TestZlibCookie,
 		p.TestZwindowOwner,
 		p.TestZwindowSettle,
