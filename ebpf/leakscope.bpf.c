@@ -773,7 +773,13 @@ int BPF_PROG(thread_start, struct task_struct *parent, struct task_struct *child
 	} else if (nr == 56) { /* clone: the child's stack pointer */
 		e.addr = si;
 	}
-	map_event_stack(&e, regs);
+	/* glibc's clone3 and clone are leaf assembly with no unwind rule
+	 * past the syscall: the walk starts at their caller, whose return
+	 * address is on top of the stack. */
+	struct thread_state *ts = thread_state(true);
+	__u64 sp = regs->sp, fp = regs->bp, ra = 0;
+	if (ts && !bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
+		e.stack_id = walk_stack(ts, ra, fp, sp + 8);
 	map_event_send(&e);
 	return 0;
 }
