@@ -14,6 +14,12 @@ const (
 	KindMalloc      Kind = "malloc"
 	KindZlibInflate Kind = "zlib.inflate"
 	KindZlibDeflate Kind = "zlib.deflate"
+	// Mappings made while traced and still mapped (mmap, munmap,
+	// mremap), anonymous or of a file, and threads started and not yet
+	// exited, by the bytes of their stack mappings (--maps).
+	KindMmapAnon Kind = "mmap.anon"
+	KindMmapFile Kind = "mmap.file"
+	KindThread   Kind = "thread"
 )
 
 // Runtime names the kind of target process.
@@ -292,6 +298,9 @@ type ProbeSet struct {
 	MallocReason string `json:"malloc_reason,omitempty"`
 	// Kinds are the resource kinds traced besides malloc.
 	Kinds []string `json:"kinds"`
+	// NotTraced are the built-in kinds this capture did not trace, each
+	// with how to trace it ("mmap.anon (--maps)").
+	NotTraced []string `json:"not_traced,omitempty"`
 	// ZlibBytes says where a zlib stream's bytes come from: zlib's own
 	// mallocs, or computed from the init arguments for a named layout.
 	ZlibBytes string `json:"zlib_bytes,omitempty"`
@@ -300,14 +309,18 @@ type ProbeSet struct {
 // String names what was traced, in one line, saying so when malloc was not.
 func (p *ProbeSet) String() string {
 	kinds := strings.Join(p.Kinds, ", ")
+	not := ""
+	if len(p.NotTraced) > 0 {
+		not = "; not traced: " + strings.Join(p.NotTraced, ", ")
+	}
 	if p.Malloc {
-		return "malloc family, " + kinds
+		return "malloc family, " + kinds + not
 	}
 	s := kinds + "; malloc family NOT traced"
 	if p.MallocReason != "" {
 		s += " (" + p.MallocReason + ")"
 	}
-	return s + ": leaks of plain malloc are not looked for"
+	return s + ": leaks of plain malloc are not looked for" + not
 }
 
 // sampled reports whether s's live allocations carry sampling weights.

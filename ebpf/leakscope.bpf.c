@@ -76,6 +76,9 @@ const enum cookie_layout *unused_cookie_layout __attribute__((unused));
 const enum zinit *unused_zinit __attribute__((unused));
 const struct zlib_cookie *unused_zlib_cookie __attribute__((unused));
 const struct pair_cookie *unused_pair_cookie __attribute__((unused));
+const struct mmap_event *unused_mmap_event __attribute__((unused));
+const enum map_op *unused_map_op __attribute__((unused));
+const enum map_how *unused_map_how __attribute__((unused));
 
 /* TWINS(plain, multi, args_of, name, args...) defines program name in
  * section plain and its twin name_multi in section multi, both running the
@@ -618,6 +621,183 @@ int BPF_PROG(target_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	}
 	bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0);
+	return 0;
+}
+
+/* Mappings and threads (mmap.anon, mmap.file, thread): the syscall
+ * tracepoints of mmap, munmap and mremap (per syscall, so the rest of the
+ * system's calls never run a program) and the fork and exit tracepoints
+ * send what each call did to mmap_events, with its stack; user space
+ * keeps the mappings and threads and their sites (probe/mapping_linux.go),
+ * where a partial unmap or remap splits or shrinks a mapping exactly.
+ * A call is read at its exit, from the thread's saved registers (a
+ * syscall's arguments are never changed there), so one program per
+ * syscall suffices. */
+
+struct vma_file {
+	__u64 ino;
+	__u32 dev;
+};
+
+static long vma_file_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_file *f)
+{
+	struct file *file = vma->vm_file;
+	if (!file)
+		return 0;
+	struct inode *inode = file->f_inode;
+	if (!inode)
+		return 0;
+	f->ino = inode->i_ino;
+	f->dev = inode->i_sb->s_dev;
+	return 0;
+}
+
+/* map_event_stack fills e's stack and how for the current thread's call
+ * at regs: a call made inside a tracked acquire call (malloc's own mmap,
+ * realloc's mremap) is the allocator's, counted in its block already, and
+ * is marked MAP_HOW_UNCOUNTED without walking its stack. */
+static __always_inline void map_event_stack(struct mmap_event *e, struct pt_regs *regs)
+{
+	struct thread_state *ts = thread_state(true);
+	__u64 sp = regs->sp, ip = regs->ip, fp = regs->bp;
+	if (!ts) {
+		stat_add(STAT_PENDING_DROPPED, 1);
+		return;
+	}
+	if (ts->outer.sp && sp < ts->outer.sp) {
+		e->how |= MAP_HOW_UNCOUNTED;
+		return;
+	}
+	e->stack_id = walk_stack(ts, ip, fp, sp);
+}
+
+static __always_inline void map_event_send(struct mmap_event *e)
+{
+	e->ts_ns = bpf_ktime_get_ns();
+	e->gen = exec_gen;
+	if (!e->tid)
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+	if (bpf_ringbuf_output(&mmap_events, e, sizeof(*e), 0))
+		stat_add(STAT_MAP_EVENTS_LOST, 1);
+}
+
+static __always_inline struct pt_regs *map_call_regs(void)
+{
+	if (!trace_maps || probes_only || !is_target())
+		return NULL;
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int mmap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	long ret = ctx->ret;
+	if (ret < 0 && ret > -4096)
+		return 0;
+	struct pt_regs *regs = map_call_regs();
+	if (!regs)
+		return 0;
+	__u64 len = regs->si, flags = regs->r10;
+	struct mmap_event e = { .op = MAP_OP_MAP, .addr = (__u64)ret, .len = len };
+	if (flags & 0x10 /* MAP_FIXED */)
+		e.how |= MAP_HOW_FIXED;
+	map_event_stack(&e, regs);
+	if ((e.how & MAP_HOW_UNCOUNTED) && !(e.how & MAP_HOW_FIXED))
+		return 0; /* the allocator's, and replaced nothing */
+	if (!(flags & 0x20 /* MAP_ANONYMOUS */)) {
+		struct vma_file f = {};
+		bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, vma_file_cb, &f, 0);
+		e.how |= MAP_HOW_FILE;
+		e.ino = f.ino;
+		e.dev = f.dev;
+	}
+	map_event_send(&e);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int munmap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	if (ctx->ret != 0)
+		return 0;
+	struct pt_regs *regs = map_call_regs();
+	if (!regs)
+		return 0;
+	struct mmap_event e = { .op = MAP_OP_UNMAP, .addr = regs->di, .len = regs->si };
+	map_event_send(&e);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_mremap")
+int mremap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	long ret = ctx->ret;
+	if (ret < 0 && ret > -4096)
+		return 0;
+	struct pt_regs *regs = map_call_regs();
+	if (!regs)
+		return 0;
+	__u64 flags = regs->r10;
+	struct mmap_event e = {
+		.op = MAP_OP_REMAP,
+		.addr = (__u64)ret,
+		.len = regs->dx,
+		.old_addr = regs->di,
+		.old_len = regs->si,
+	};
+	if (flags & 2 /* MREMAP_FIXED */)
+		e.how |= MAP_HOW_FIXED;
+	if (flags & 4 /* MREMAP_DONTUNMAP */)
+		e.how |= MAP_HOW_DONTUNMAP;
+	struct thread_state *ts = thread_state(false);
+	if (ts && ts->outer.sp && regs->sp < ts->outer.sp)
+		e.how |= MAP_HOW_UNCOUNTED;
+	map_event_send(&e);
+	return 0;
+}
+
+/* thread_start sends a thread the target starts (clone with
+ * CLONE_THREAD), with the stack of the call and the new thread's stack:
+ * clone3's stack and stack_size (glibc's pthread_create), or clone's
+ * stack pointer (its size is then the mapping's, found in user space). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(thread_start, struct task_struct *parent, struct task_struct *child)
+{
+	if (!trace_maps || probes_only || child->tgid == child->pid || !is_target())
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs)
+		return 0;
+	long nr = regs->orig_ax;
+	__u64 di = regs->di, si = regs->si;
+	struct mmap_event e = { .op = MAP_OP_THREAD, .tid = (__u32)child->pid };
+	if (nr == 435) { /* clone3: struct clone_args, stack at 40, stack_size at 48 */
+		__u64 args[2] = {};
+		if (!bpf_probe_read_user(args, sizeof(args), (void *)(di + 40))) {
+			e.addr = args[0];
+			e.len = args[1];
+		}
+	} else if (nr == 56) { /* clone: the child's stack pointer */
+		e.addr = si;
+	}
+	/* glibc's clone3 and clone are leaf assembly with no unwind rule
+	 * past the syscall: the walk starts at their caller, whose return
+	 * address is on top of the stack. */
+	struct thread_state *ts = thread_state(true);
+	__u64 sp = regs->sp, fp = regs->bp, ra = 0;
+	if (ts && !bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
+		e.stack_id = walk_stack(ts, ra, fp, sp + 8);
+	map_event_send(&e);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(thread_exit, struct task_struct *task)
+{
+	if (!trace_maps || probes_only || task->tgid == task->pid || (__u32)task->tgid != target_tgid)
+		return 0;
+	struct mmap_event e = { .op = MAP_OP_THREAD_EXIT, .tid = (__u32)task->pid };
+	map_event_send(&e);
 	return 0;
 }
 

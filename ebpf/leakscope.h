@@ -35,6 +35,9 @@ enum alloc_kind {
 	KIND_MALLOC = 0,
 	KIND_ZLIB_INFLATE = 1,
 	KIND_ZLIB_DEFLATE = 2,
+	KIND_MMAP_ANON = 3, /* anonymous mappings (mmap_events: counted in user space) */
+	KIND_MMAP_FILE = 4, /* mappings of a file */
+	KIND_THREAD = 5,    /* threads started and not yet exited, by their stack size */
 	KIND_USER = 16, /* first kind of a user-declared pair */
 };
 
@@ -62,7 +65,8 @@ enum stat_index {
 	STAT_WINDOWS_UNREAD = 10, /* inflate windows the exit could not read (zwindows) */
 	STAT_STACK_CHUNK_FAULTS = 11, /* stack chunks a walk could not read (a page never touched) */
 	STAT_WALKS_PREEMPTED = 12, /* stacks lost: this CPU's walk scratch was held by a preempted walk */
-	STAT_MAX = 13,
+	STAT_MAP_EVENTS_LOST = 13, /* mmap_events full: a mapping or thread event not sent */
+	STAT_MAX = 14,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */
@@ -407,6 +411,45 @@ struct pair_cookie {
 	__u32 size_arg; /* 1-based argument of the bytes; 0: none */
 	__u32 zwindow;  /* 1: the handle is an inflate stream with a window to look for */
 	__u32 bytes;    /* bytes acquired, when no argument holds them */
+};
+
+/* What a record of mmap_events says happened. Mappings and threads are
+ * counted in user space (probe/mapping_linux.go), which splits and
+ * shrinks mappings exactly on partial unmaps and remaps: the kernel only
+ * sends, in the order the calls returned, what each call did.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum map_op {
+	MAP_OP_MAP = 1,         /* mmap returned addr: [addr, addr+len) is mapped */
+	MAP_OP_UNMAP = 2,       /* munmap(addr, len) succeeded */
+	MAP_OP_REMAP = 3,       /* mremap(old_addr, old_len, len, flags, ...) returned addr */
+	MAP_OP_THREAD = 4,      /* thread tid started: its stack at addr, len bytes (0: unknown) */
+	MAP_OP_THREAD_EXIT = 5, /* thread tid exited */
+};
+
+/* Bits of mmap_event.how. */
+enum map_how {
+	MAP_HOW_UNCOUNTED = 1, /* made inside a tracked acquire call (malloc's own mmap): only what it replaced counts */
+	MAP_HOW_FILE = 2,      /* a mapping of a file (ino, dev) */
+	MAP_HOW_FIXED = 4,     /* MAP_FIXED, MREMAP_FIXED: what was at addr is replaced */
+	MAP_HOW_DONTUNMAP = 8, /* MREMAP_DONTUNMAP: the old range stays mapped */
+};
+
+/* One record of mmap_events.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct mmap_event {
+	__u64 addr;
+	__u64 len;
+	__u64 old_addr; /* MAP_OP_REMAP */
+	__u64 old_len;
+	__u64 stack_id; /* the calling stack (MAP, REMAP, THREAD); 0: lost */
+	__u64 ts_ns;
+	__u64 ino;      /* MAP_HOW_FILE */
+	__u32 dev;
+	__u32 op;       /* enum map_op */
+	__u32 how;      /* enum map_how */
+	__u32 tid;      /* MAP_OP_THREAD*: the thread; else the caller */
+	__u32 gen;      /* exec_gen: the image the call was made in */
+	__u32 pad;
 };
 
 #endif /* LEAKSCOPE_H */

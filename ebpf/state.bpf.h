@@ -293,6 +293,18 @@ struct {
 	__type(value, struct zwindow);
 } zwindows SEC(".maps");
 
+/* Mapping and thread events (struct mmap_event) for user space, which
+ * keeps the target's mappings and threads exactly (enum map_op). Sized by
+ * probe/ (--map-events). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} mmap_events SEC(".maps");
+
+/* Set by probe/ when the mmap.anon, mmap.file and thread kinds are traced
+ * (--maps): the syscall tracepoints return at once otherwise. */
+const volatile __u32 trace_maps = 0;
+
 /* image_pad tags handle keys with the program image that made them: after
  * an exec nothing of the old image matches (its heap is gone). Even, so it
  * never equals an orphan's odd pad. */

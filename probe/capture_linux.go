@@ -238,6 +238,7 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 			return readPoints{}, err
 		}
 	}
+	n += t.addMapsLocked()
 	if !st.sorted {
 		st.order = st.order[:0]
 		for i := range st.slots {
@@ -303,6 +304,9 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.wg.Wait()
 	t.misses.Close()
 	defer t.objs.Close()
+	if t.mapEvents != nil {
+		defer t.mapEvents.Close()
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -364,6 +368,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 			siteOf[k] = bySlot[ref.slot-1]
 		}
 	}
+	mapSiteOf := t.mapSitesOf(bySlot)
 	bySlot = nil
 	// The capture is built from the points, the slots (kind and stack)
 	// and the series; the tables that resolved and merged them go first
@@ -400,6 +405,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if err := t.readLiveLocked(c, siteOf, nowMono); err != nil {
 		return nil, err
 	}
+	t.mapLiveLocked(c, mapSiteOf, nowMono)
 	if t.opts.SampleBytes > 0 {
 		scaleSampled(c, t.opts.SampleBytes)
 	}
@@ -408,6 +414,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		return nil, err
 	}
 	t.warnLossesLocked(c.Lost, preempted)
+	t.warnMapLossLocked()
 	if !t.mallocTraced() {
 		t.warnWindowsLocked()
 	}

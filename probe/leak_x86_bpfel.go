@@ -43,6 +43,9 @@ const (
 	leakAllocKindKIND_MALLOC       leakAllocKind = 0
 	leakAllocKindKIND_ZLIB_INFLATE leakAllocKind = 1
 	leakAllocKindKIND_ZLIB_DEFLATE leakAllocKind = 2
+	leakAllocKindKIND_MMAP_ANON    leakAllocKind = 3
+	leakAllocKindKIND_MMAP_FILE    leakAllocKind = 4
+	leakAllocKindKIND_THREAD       leakAllocKind = 5
 	leakAllocKindKIND_USER         leakAllocKind = 16
 )
 
@@ -141,6 +144,42 @@ const (
 	leakLimitsMAX_RANGES      leakLimits = 2048
 	leakLimitsMAX_JVM_HEAPS   leakLimits = 4
 )
+
+type leakMapHow uint32
+
+const (
+	leakMapHowMAP_HOW_UNCOUNTED leakMapHow = 1
+	leakMapHowMAP_HOW_FILE      leakMapHow = 2
+	leakMapHowMAP_HOW_FIXED     leakMapHow = 4
+	leakMapHowMAP_HOW_DONTUNMAP leakMapHow = 8
+)
+
+type leakMapOp uint32
+
+const (
+	leakMapOpMAP_OP_MAP         leakMapOp = 1
+	leakMapOpMAP_OP_UNMAP       leakMapOp = 2
+	leakMapOpMAP_OP_REMAP       leakMapOp = 3
+	leakMapOpMAP_OP_THREAD      leakMapOp = 4
+	leakMapOpMAP_OP_THREAD_EXIT leakMapOp = 5
+)
+
+type leakMmapEvent struct {
+	_       structs.HostLayout
+	Addr    uint64
+	Len     uint64
+	OldAddr uint64
+	OldLen  uint64
+	StackId uint64
+	TsNs    uint64
+	Ino     uint64
+	Dev     uint32
+	Op      uint32
+	How     uint32
+	Tid     uint32
+	Gen     uint32
+	Pad     uint32
+}
 
 type leakPairCookie struct {
 	_       structs.HostLayout
@@ -271,7 +310,8 @@ const (
 	leakStatIndexSTAT_WINDOWS_UNREAD     leakStatIndex = 10
 	leakStatIndexSTAT_STACK_CHUNK_FAULTS leakStatIndex = 11
 	leakStatIndexSTAT_WALKS_PREEMPTED    leakStatIndex = 12
-	leakStatIndexSTAT_MAX                leakStatIndex = 13
+	leakStatIndexSTAT_MAP_EVENTS_LOST    leakStatIndex = 13
+	leakStatIndexSTAT_MAX                leakStatIndex = 14
 )
 
 type leakThreadState struct {
@@ -383,6 +423,7 @@ const (
 	leakMapJvmHeaps                   = "jvm_heaps"
 	leakMapJvmLayouts                 = "jvm_layouts"
 	leakMapMissTimes                  = "miss_times"
+	leakMapMmapEvents                 = "mmap_events"
 	leakMapRangeCtls                  = "range_ctls"
 	leakMapRangeMisses                = "range_misses"
 	leakMapSampleCountdown            = "sample_countdown"
@@ -412,6 +453,9 @@ const (
 	leakProgFreeEnterMulti            = "free_enter_multi"
 	leakProgMallocEnter               = "malloc_enter"
 	leakProgMemalignEnter             = "memalign_enter"
+	leakProgMmapExit                  = "mmap_exit"
+	leakProgMremapExit                = "mremap_exit"
+	leakProgMunmapExit                = "munmap_exit"
 	leakProgPairAcquireEnter          = "pair_acquire_enter"
 	leakProgPairAcquireEnterMulti     = "pair_acquire_enter_multi"
 	leakProgPairReleaseEnter          = "pair_release_enter"
@@ -423,6 +467,8 @@ const (
 	leakProgTargetExec                = "target_exec"
 	leakProgTargetExit                = "target_exit"
 	leakProgTargetFork                = "target_fork"
+	leakProgThreadExit                = "thread_exit"
+	leakProgThreadStart               = "thread_start"
 	leakProgVallocEnter               = "valloc_enter"
 	leakProgZlibDeflateEndEnter       = "zlib_deflate_end_enter"
 	leakProgZlibDeflateEndEnterMulti  = "zlib_deflate_end_enter_multi"
@@ -451,6 +497,7 @@ const (
 	leakVarStopOnLoad                 = "stop_on_load"
 	leakVarStopSent                   = "stop_sent"
 	leakVarTargetTgid                 = "target_tgid"
+	leakVarTraceMaps                  = "trace_maps"
 	leakVarUnusedAllocFn              = "unused_alloc_fn"
 	leakVarUnusedAllocKind            = "unused_alloc_kind"
 	leakVarUnusedAllocOp              = "unused_alloc_op"
@@ -459,6 +506,9 @@ const (
 	leakVarUnusedJvmHeap              = "unused_jvm_heap"
 	leakVarUnusedJvmLayout            = "unused_jvm_layout"
 	leakVarUnusedLimits               = "unused_limits"
+	leakVarUnusedMapHow               = "unused_map_how"
+	leakVarUnusedMapOp                = "unused_map_op"
+	leakVarUnusedMmapEvent            = "unused_mmap_event"
 	leakVarUnusedPairCookie           = "unused_pair_cookie"
 	leakVarUnusedRangeFlag            = "unused_range_flag"
 	leakVarUnusedRangeMiss            = "unused_range_miss"
@@ -531,6 +581,9 @@ type leakProgramSpecs struct {
 	FreeEnterMulti            *ebpf.ProgramSpec `ebpf:"free_enter_multi"`
 	MallocEnter               *ebpf.ProgramSpec `ebpf:"malloc_enter"`
 	MemalignEnter             *ebpf.ProgramSpec `ebpf:"memalign_enter"`
+	MmapExit                  *ebpf.ProgramSpec `ebpf:"mmap_exit"`
+	MremapExit                *ebpf.ProgramSpec `ebpf:"mremap_exit"`
+	MunmapExit                *ebpf.ProgramSpec `ebpf:"munmap_exit"`
 	PairAcquireEnter          *ebpf.ProgramSpec `ebpf:"pair_acquire_enter"`
 	PairAcquireEnterMulti     *ebpf.ProgramSpec `ebpf:"pair_acquire_enter_multi"`
 	PairReleaseEnter          *ebpf.ProgramSpec `ebpf:"pair_release_enter"`
@@ -542,6 +595,8 @@ type leakProgramSpecs struct {
 	TargetExec                *ebpf.ProgramSpec `ebpf:"target_exec"`
 	TargetExit                *ebpf.ProgramSpec `ebpf:"target_exit"`
 	TargetFork                *ebpf.ProgramSpec `ebpf:"target_fork"`
+	ThreadExit                *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	ThreadStart               *ebpf.ProgramSpec `ebpf:"thread_start"`
 	VallocEnter               *ebpf.ProgramSpec `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter       *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateEndEnterMulti  *ebpf.ProgramSpec `ebpf:"zlib_deflate_end_enter_multi"`
@@ -565,6 +620,7 @@ type leakMapSpecs struct {
 	JvmHeaps        *ebpf.MapSpec `ebpf:"jvm_heaps"`
 	JvmLayouts      *ebpf.MapSpec `ebpf:"jvm_layouts"`
 	MissTimes       *ebpf.MapSpec `ebpf:"miss_times"`
+	MmapEvents      *ebpf.MapSpec `ebpf:"mmap_events"`
 	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
@@ -605,6 +661,7 @@ type leakVariableSpecs struct {
 	StopOnLoad          *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent            *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid          *ebpf.VariableSpec `ebpf:"target_tgid"`
+	TraceMaps           *ebpf.VariableSpec `ebpf:"trace_maps"`
 	UnusedAllocFn       *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind     *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
 	UnusedAllocOp       *ebpf.VariableSpec `ebpf:"unused_alloc_op"`
@@ -613,6 +670,9 @@ type leakVariableSpecs struct {
 	UnusedJvmHeap       *ebpf.VariableSpec `ebpf:"unused_jvm_heap"`
 	UnusedJvmLayout     *ebpf.VariableSpec `ebpf:"unused_jvm_layout"`
 	UnusedLimits        *ebpf.VariableSpec `ebpf:"unused_limits"`
+	UnusedMapHow        *ebpf.VariableSpec `ebpf:"unused_map_how"`
+	UnusedMapOp         *ebpf.VariableSpec `ebpf:"unused_map_op"`
+	UnusedMmapEvent     *ebpf.VariableSpec `ebpf:"unused_mmap_event"`
 	UnusedPairCookie    *ebpf.VariableSpec `ebpf:"unused_pair_cookie"`
 	UnusedRangeFlag     *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss     *ebpf.VariableSpec `ebpf:"unused_range_miss"`
@@ -657,6 +717,7 @@ type leakMaps struct {
 	JvmHeaps        *ebpf.Map `ebpf:"jvm_heaps"`
 	JvmLayouts      *ebpf.Map `ebpf:"jvm_layouts"`
 	MissTimes       *ebpf.Map `ebpf:"miss_times"`
+	MmapEvents      *ebpf.Map `ebpf:"mmap_events"`
 	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
@@ -684,6 +745,7 @@ func (m *leakMaps) Close() error {
 		m.JvmHeaps,
 		m.JvmLayouts,
 		m.MissTimes,
+		m.MmapEvents,
 		m.RangeCtls,
 		m.RangeMisses,
 		m.SampleCountdown,
@@ -725,6 +787,7 @@ type leakVariables struct {
 	StopOnLoad          *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent            *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid          *ebpf.Variable `ebpf:"target_tgid"`
+	TraceMaps           *ebpf.Variable `ebpf:"trace_maps"`
 	UnusedAllocFn       *ebpf.Variable `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind     *ebpf.Variable `ebpf:"unused_alloc_kind"`
 	UnusedAllocOp       *ebpf.Variable `ebpf:"unused_alloc_op"`
@@ -733,6 +796,9 @@ type leakVariables struct {
 	UnusedJvmHeap       *ebpf.Variable `ebpf:"unused_jvm_heap"`
 	UnusedJvmLayout     *ebpf.Variable `ebpf:"unused_jvm_layout"`
 	UnusedLimits        *ebpf.Variable `ebpf:"unused_limits"`
+	UnusedMapHow        *ebpf.Variable `ebpf:"unused_map_how"`
+	UnusedMapOp         *ebpf.Variable `ebpf:"unused_map_op"`
+	UnusedMmapEvent     *ebpf.Variable `ebpf:"unused_mmap_event"`
 	UnusedPairCookie    *ebpf.Variable `ebpf:"unused_pair_cookie"`
 	UnusedRangeFlag     *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss     *ebpf.Variable `ebpf:"unused_range_miss"`
@@ -767,6 +833,9 @@ type leakPrograms struct {
 	FreeEnterMulti            *ebpf.Program `ebpf:"free_enter_multi"`
 	MallocEnter               *ebpf.Program `ebpf:"malloc_enter"`
 	MemalignEnter             *ebpf.Program `ebpf:"memalign_enter"`
+	MmapExit                  *ebpf.Program `ebpf:"mmap_exit"`
+	MremapExit                *ebpf.Program `ebpf:"mremap_exit"`
+	MunmapExit                *ebpf.Program `ebpf:"munmap_exit"`
 	PairAcquireEnter          *ebpf.Program `ebpf:"pair_acquire_enter"`
 	PairAcquireEnterMulti     *ebpf.Program `ebpf:"pair_acquire_enter_multi"`
 	PairReleaseEnter          *ebpf.Program `ebpf:"pair_release_enter"`
@@ -778,6 +847,8 @@ type leakPrograms struct {
 	TargetExec                *ebpf.Program `ebpf:"target_exec"`
 	TargetExit                *ebpf.Program `ebpf:"target_exit"`
 	TargetFork                *ebpf.Program `ebpf:"target_fork"`
+	ThreadExit                *ebpf.Program `ebpf:"thread_exit"`
+	ThreadStart               *ebpf.Program `ebpf:"thread_start"`
 	VallocEnter               *ebpf.Program `ebpf:"valloc_enter"`
 	ZlibDeflateEndEnter       *ebpf.Program `ebpf:"zlib_deflate_end_enter"`
 	ZlibDeflateEndEnterMulti  *ebpf.Program `ebpf:"zlib_deflate_end_enter_multi"`
@@ -805,6 +876,9 @@ func (p *leakPrograms) Close() error {
 		p.FreeEnterMulti,
 		p.MallocEnter,
 		p.MemalignEnter,
+		p.MmapExit,
+		p.MremapExit,
+		p.MunmapExit,
 		p.PairAcquireEnter,
 		p.PairAcquireEnterMulti,
 		p.PairReleaseEnter,
@@ -816,6 +890,8 @@ func (p *leakPrograms) Close() error {
 		p.TargetExec,
 		p.TargetExit,
 		p.TargetFork,
+		p.ThreadExit,
+		p.ThreadStart,
 		p.VallocEnter,
 		p.ZlibDeflateEndEnter,
 		p.ZlibDeflateEndEnterMulti,

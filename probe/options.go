@@ -43,6 +43,10 @@ type Options struct {
 	// programs' dispatch). For measuring that floor side by side with a
 	// real run (make bench, docs/performance.md).
 	ProbesOnly bool
+	// Maps traces the target's mappings (mmap.anon, mmap.file) and
+	// threads (thread) from the mmap, munmap and mremap syscalls and the
+	// scheduler's fork and exit tracepoints (--maps).
+	Maps bool
 	// Unwind chooses, per object, how stacks are walked through it:
 	// "auto" (default: frame pointers where the object keeps them, its
 	// .eh_frame table elsewhere), "fp" (frame pointers only) or "dwarf"

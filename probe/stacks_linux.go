@@ -438,6 +438,12 @@ func kindName(k uint32) analyze.Kind {
 		return analyze.KindZlibInflate
 	case leakAllocKindKIND_ZLIB_DEFLATE:
 		return analyze.KindZlibDeflate
+	case leakAllocKindKIND_MMAP_ANON:
+		return analyze.KindMmapAnon
+	case leakAllocKindKIND_MMAP_FILE:
+		return analyze.KindMmapFile
+	case leakAllocKindKIND_THREAD:
+		return analyze.KindThread
 	}
 	return analyze.Kind(fmt.Sprintf("kind%d", k))
 }

@@ -28,6 +28,12 @@ import (
 // Tracer traces one process. Snapshot may be called at any interval;
 // Stop detaches and returns the capture.
 type Tracer struct {
+	// maps holds the target's mappings and threads (Options.Maps), read
+	// from mapEvents at every snapshot; mapRefs each of their sites.
+	maps      *mapTable
+	mapEvents *ringbuf.Reader
+	mapGen    uint32
+	mapRefs   map[mapSite]siteRef
 	// memory holds the target's memory breakdowns (memory_linux.go),
 	// lastMemory the latest; spaces a JVM's reserved ranges once read.
 	memory     []analyze.Memory
@@ -252,7 +258,7 @@ func newTracerFrom(pid int, alloc allocator, objects []string, cache *symbolize.
 	t.sites = newSiteTable()
 	if spare != nil {
 		// Loaded ahead with the same options (follower.takeSpare).
-		t.objs, t.misses = spare.objs, spare.misses
+		t.objs, t.misses, t.mapEvents = spare.objs, spare.misses, spare.mapEvents
 		t.noMulti, t.noSession, t.noExitHook = spare.noMulti, spare.noSession, spare.noExitHook
 	} else if err := t.load(mode); err != nil {
 		return nil, err
@@ -350,6 +356,9 @@ func (t *Tracer) load(mode tracerMode) error {
 	if err := spec.Variables["page_size"].Set(uint64(os.Getpagesize())); err != nil {
 		return fmt.Errorf("set page_size: %w", err)
 	}
+	if err := setMaps(spec, t.opts.Maps); err != nil {
+		return err
+	}
 	spec.Maps["allocs"].MaxEntries = t.opts.MaxAllocations
 	spec.Maps["sites"].MaxEntries = t.opts.MaxSites
 	spec.Maps["site_slots"].MaxEntries = t.opts.MaxSites
@@ -409,6 +418,13 @@ func (t *Tracer) load(mode tracerMode) error {
 	if err != nil {
 		t.objs.Close()
 		return fmt.Errorf("open range-miss ring buffer: %w", err)
+	}
+	if t.opts.Maps {
+		if t.mapEvents, err = ringbuf.NewReader(t.objs.MmapEvents); err != nil {
+			t.misses.Close()
+			t.objs.Close()
+			return fmt.Errorf("open mapping ring buffer: %w", err)
+		}
 	}
 	return nil
 }
@@ -558,7 +574,7 @@ func (t *Tracer) attachExecHook() error {
 			return err
 		}
 	}
-	return nil
+	return t.attachMaps()
 }
 
 // attachTracing attaches a tp_btf program.
@@ -582,6 +598,13 @@ func (t *Tracer) MallocTraced() bool { return t.mallocTraced() }
 func (t *Tracer) probeSet() *analyze.ProbeSet {
 	ps := &analyze.ProbeSet{Malloc: t.mallocTraced(), MallocReason: t.opts.mallocWhy,
 		Kinds: []string{string(analyze.KindZlibInflate), string(analyze.KindZlibDeflate)}}
+	for _, k := range []analyze.Kind{analyze.KindMmapAnon, analyze.KindMmapFile, analyze.KindThread} {
+		if t.opts.Maps {
+			ps.Kinds = append(ps.Kinds, string(k))
+		} else {
+			ps.NotTraced = append(ps.NotTraced, string(k)+" (--maps)")
+		}
+	}
 	for i, p := range t.opts.Track {
 		if p.FallbackFor != "" {
 			// Its kind is listed already; say where it stood in.
@@ -1174,6 +1197,9 @@ func (t *Tracer) close() {
 	t.detach()
 	if t.misses != nil {
 		t.misses.Close()
+	}
+	if t.mapEvents != nil {
+		t.mapEvents.Close()
 	}
 	t.objs.Close()
 	if t.watchdog != nil {

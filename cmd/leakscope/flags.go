@@ -35,6 +35,7 @@ type captureOptions struct {
 	SampleBytes    string
 	sampleBytes    uint64
 	ProbesOnly     bool   // --probes-only (hidden): measure the probes' own cost
+	Maps           bool   // --maps: trace mmap.anon, mmap.file and thread
 	Progress       string // auto, always, never
 	Save           string
 	Track          []string
@@ -85,6 +86,7 @@ func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Save, "save", "", "also write the capture to this file as it happens (re-render it with leakscope report)")
 	fs.BoolVar(&o.ProbesOnly, "probes-only", false, "attach every probe, but with programs that return at once: nothing is counted; measures what the probes alone cost the target (make bench)")
 	_ = fs.MarkHidden("probes-only")
+	fs.BoolVar(&o.Maps, "maps", false, "also trace mappings (mmap.anon, mmap.file: mmap, munmap, mremap) and threads started and not exited (thread), from syscall tracepoints")
 	o.Debuginfod.addFlag(fs)
 	o.addReportFlags(fs)
 }
@@ -287,6 +289,7 @@ func (o *captureOptions) probeOptions(ctx context.Context, warnf func(string, ..
 		Malloc:         o.Malloc,
 		SampleBytes:    o.sampleBytes,
 		ProbesOnly:     o.ProbesOnly,
+		Maps:           o.Maps,
 		MaxUnwindRows:  o.MaxUnwindRows,
 		MaxAllocations: o.MaxAllocations,
 		MaxSites:       o.MaxSites,

@@ -202,6 +202,7 @@ const (
 	HarnessMapJvmHeaps           = "jvm_heaps"
 	HarnessMapJvmLayouts         = "jvm_layouts"
 	HarnessMapMissTimes          = "miss_times"
+	HarnessMapMmapEvents         = "mmap_events"
 	HarnessMapRangeCtls          = "range_ctls"
 	HarnessMapRangeMisses        = "range_misses"
 	HarnessMapSampleCountdown    = "sample_countdown"
@@ -243,6 +244,7 @@ const (
 	HarnessVarSiteCount          = "site_count"
 	HarnessVarStopSent           = "stop_sent"
 	HarnessVarTargetTgid         = "target_tgid"
+	HarnessVarTraceMaps          = "trace_maps"
 	HarnessVarWaitExec           = "wait_exec"
 )
 
@@ -310,6 +312,7 @@ type HarnessMapSpecs struct {
 	JvmHeaps        *ebpf.MapSpec `ebpf:"jvm_heaps"`
 	JvmLayouts      *ebpf.MapSpec `ebpf:"jvm_layouts"`
 	MissTimes       *ebpf.MapSpec `ebpf:"miss_times"`
+	MmapEvents      *ebpf.MapSpec `ebpf:"mmap_events"`
 	RangeCtls       *ebpf.MapSpec `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
@@ -347,6 +350,7 @@ type HarnessVariableSpecs struct {
 	SiteCount   *ebpf.VariableSpec `ebpf:"site_count"`
 	StopSent    *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid  *ebpf.VariableSpec `ebpf:"target_tgid"`
+	TraceMaps   *ebpf.VariableSpec `ebpf:"trace_maps"`
 	WaitExec    *ebpf.VariableSpec `ebpf:"wait_exec"`
 }
 
@@ -376,6 +380,7 @@ type HarnessMaps struct {
 	JvmHeaps        *ebpf.Map `ebpf:"jvm_heaps"`
 	JvmLayouts      *ebpf.Map `ebpf:"jvm_layouts"`
 	MissTimes       *ebpf.Map `ebpf:"miss_times"`
+	MmapEvents      *ebpf.Map `ebpf:"mmap_events"`
 	RangeCtls       *ebpf.Map `ebpf:"range_ctls"`
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
@@ -403,6 +408,7 @@ func (m *HarnessMaps) Close() error {
 		m.JvmHeaps,
 		m.JvmLayouts,
 		m.MissTimes,
+		m.MmapEvents,
 		m.RangeCtls,
 		m.RangeMisses,
 		m.SampleCountdown,
@@ -441,6 +447,7 @@ type HarnessVariables struct {
 	SiteCount   *ebpf.Variable `ebpf:"site_count"`
 	StopSent    *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid  *ebpf.Variable `ebpf:"target_tgid"`
+	TraceMaps   *ebpf.Variable `ebpf:"trace_maps"`
 	WaitExec    *ebpf.Variable `ebpf:"wait_exec"`
 }
 

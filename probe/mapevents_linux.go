@@ -1,0 +1,267 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/leakscope/leakscope/analyze"
+)
+
+// mapEventsBytes is the size of mmap_events: ~116k records between two
+// reads (a snapshot drains it); a record that finds it full is counted
+// (STAT_MAP_EVENTS_LOST) and the capture warns.
+const mapEventsBytes = 8 << 20
+
+// setMaps sets trace_maps and sizes mmap_events for Options.Maps.
+func setMaps(spec *ebpf.CollectionSpec, on bool) error {
+	v := uint32(0)
+	if on {
+		v = 1
+		spec.Maps["mmap_events"].MaxEntries = mapEventsBytes
+	}
+	if err := spec.Variables["trace_maps"].Set(v); err != nil {
+		return fmt.Errorf("set trace_maps: %w", err)
+	}
+	return nil
+}
+
+// attachMaps attaches, with Options.Maps, the exits of mmap, munmap and
+// mremap (their own tracepoints: no program runs for other syscalls) and
+// the thread start and exit programs. (fexit on __x64_sys_mmap would
+// need no tracefs, but the kernel refuses to load it here: EPERM.)
+func (t *Tracer) attachMaps() error {
+	if !t.opts.Maps {
+		return nil
+	}
+	t.maps = newMapTable(uint64(os.Getpagesize()))
+	t.mapRefs = map[mapSite]siteRef{}
+	if err := ensureTracefs(); err != nil {
+		return err
+	}
+	for _, tp := range []struct {
+		name string
+		prog *ebpf.Program
+	}{
+		{"sys_exit_mmap", t.objs.MmapExit},
+		{"sys_exit_munmap", t.objs.MunmapExit},
+		{"sys_exit_mremap", t.objs.MremapExit},
+	} {
+		l, err := link.Tracepoint("syscalls", tp.name, tp.prog, nil)
+		if err != nil {
+			return fmt.Errorf("attach tracepoint syscalls:%s: %w", tp.name, err)
+		}
+		t.links = append(t.links, l)
+	}
+	if err := t.attachTracing(t.objs.ThreadStart); err != nil {
+		return err
+	}
+	return t.attachTracing(t.objs.ThreadExit)
+}
+
+// drainMapsLocked applies every record waiting in mmap_events to t.maps,
+// in the order the calls returned.
+func (t *Tracer) drainMapsLocked() {
+	if t.mapEvents == nil || t.maps == nil {
+		return
+	}
+	t.mapEvents.SetDeadline(time.Now())
+	var rec ringbuf.Record
+	for {
+		if err := t.mapEvents.ReadInto(&rec); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, ringbuf.ErrClosed) {
+				t.warnOnce(fmt.Sprintf("read mapping events: %v", err))
+			}
+			return
+		}
+		if len(rec.RawSample) < int(unsafe.Sizeof(leakMmapEvent{})) {
+			continue
+		}
+		t.applyMapEvent((*leakMmapEvent)(unsafe.Pointer(&rec.RawSample[0])))
+	}
+}
+
+// applyMapEvent applies one call's record to t.maps. A record of an image
+// the target exec'd away from starts the table again: its mappings went
+// with the exec.
+func (t *Tracer) applyMapEvent(e *leakMmapEvent) {
+	if e.Gen != t.mapGen {
+		t.mapGen = e.Gen
+		t.maps = newMapTable(t.maps.page)
+		t.mapRefs = map[mapSite]siteRef{}
+	}
+	m := t.maps
+	uncounted := e.How&uint32(leakMapHowMAP_HOW_UNCOUNTED) != 0
+	fixed := e.How&uint32(leakMapHowMAP_HOW_FIXED) != 0
+	switch leakMapOp(e.Op) {
+	case leakMapOpMAP_OP_MAP:
+		if uncounted {
+			m.unmap(e.Addr, e.Len) // the allocator's MAP_FIXED: only what it replaced
+			return
+		}
+		kind := uint32(leakAllocKindKIND_MMAP_ANON)
+		if e.How&uint32(leakMapHowMAP_HOW_FILE) != 0 {
+			kind = uint32(leakAllocKindKIND_MMAP_FILE)
+		}
+		m.mmap(mapSite{e.StackId, kind}, e.TsNs, e.Addr, e.Len)
+	case leakMapOpMAP_OP_UNMAP:
+		m.unmap(e.Addr, e.Len)
+	case leakMapOpMAP_OP_REMAP:
+		if uncounted {
+			// realloc's own mremap: its block, not a traced mapping;
+			// a destination it replaced is unmapped.
+			if fixed {
+				m.unmap(e.Addr, e.Len)
+			}
+			return
+		}
+		m.mremap(e.OldAddr, e.OldLen, e.Addr, e.Len, fixed, e.How&uint32(leakMapHowMAP_HOW_DONTUNMAP) != 0)
+	case leakMapOpMAP_OP_THREAD:
+		m.threadStart(mapSite{e.StackId, uint32(leakAllocKindKIND_THREAD)}, e.TsNs, e.Tid, e.Addr, e.Len)
+	case leakMapOpMAP_OP_THREAD_EXIT:
+		m.threadExit(e.Tid)
+	}
+}
+
+// mapSiteLocked returns the merged site of mapping site k, resolving its
+// stack when new or when it may resolve better now (refLocked, for the
+// sites the kernel keeps).
+func (t *Tracer) mapSiteLocked(k mapSite) int {
+	st := t.sites
+	ref := t.mapRefs[k]
+	if ref.rs != nil && !t.sym.stale(ref.rs) {
+		return int(ref.slot - 1)
+	}
+	rs, ok := t.resolveLocked(k.stack)
+	kind := t.kind(k.kind)
+	id := siteID(kind, rs.key()) ^ t.idSalt
+	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
+		st.slotOf[id] = int(ref.slot - 1)
+	}
+	slot := st.slotFor(id, kind, rs)
+	ref.slot = int32(slot + 1)
+	ref.rs = nil
+	if ok {
+		ref.rs = rs
+	}
+	t.mapRefs[k] = ref
+	return slot
+}
+
+// addMapsLocked adds the mapping and thread sites to this read's points
+// (readSitesLocked). Sites in a stable order: a new site's slot is
+// handed out here.
+func (t *Tracer) addMapsLocked() int {
+	t.drainMapsLocked()
+	if t.maps == nil {
+		return 0
+	}
+	keys := make([]mapSite, 0, len(t.maps.totals))
+	for k := range t.maps.totals {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b mapSite) int {
+		if a.kind != b.kind {
+			return int(a.kind) - int(b.kind)
+		}
+		switch {
+		case a.stack < b.stack:
+			return -1
+		case a.stack > b.stack:
+			return 1
+		}
+		return 0
+	})
+	st, n := t.sites, 0
+	for _, k := range keys {
+		v := t.maps.totals[k]
+		slot := t.mapSiteLocked(k)
+		p := &st.acc[slot]
+		if st.mark[slot] != st.read {
+			st.mark[slot] = st.read
+			*p = analyze.SitePoint{ID: st.slots[slot].id}
+			n++
+		}
+		p.LiveCount += v.liveCount
+		p.LiveBytes += v.liveBytes
+		p.Allocs += v.allocs
+		p.Frees += v.frees
+	}
+	return n
+}
+
+// mapLiveLocked adds the live mappings and threads to c.Sites' live
+// allocations; site maps a merged slot to its index in c.Sites (-1:
+// none).
+func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[mapSite]int32, nowMono uint64) {
+	if t.maps == nil {
+		return
+	}
+	t.maps.live(func(a *mapAlloc) {
+		i, ok := site[a.site]
+		if !ok || i < 0 {
+			return
+		}
+		age := time.Duration(0)
+		if nowMono > a.ts {
+			age = time.Duration(nowMono - a.ts)
+		}
+		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: a.bytes, Age: age})
+	})
+}
+
+// mapSitesOf maps each mapping site to its index in c.Sites, from
+// bySlot (a merged slot's index there, -1: none).
+func (t *Tracer) mapSitesOf(bySlot []int32) map[mapSite]int32 {
+	out := map[mapSite]int32{}
+	for k, ref := range t.mapRefs {
+		if ref.slot > 0 && int(ref.slot-1) < len(bySlot) {
+			out[k] = bySlot[ref.slot-1]
+		}
+	}
+	return out
+}
+
+// warnMapLossLocked warns when mapping or thread records found
+// mmap_events full: those calls are missing from the mapping kinds.
+func (t *Tracer) warnMapLossLocked() {
+	if t.maps == nil {
+		return
+	}
+	var perCPU []uint64
+	if err := t.objs.Stats.Lookup(uint32(leakStatIndexSTAT_MAP_EVENTS_LOST), &perCPU); err != nil {
+		return
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	if n > 0 {
+		t.warnOnce(fmt.Sprintf("%d mapping or thread events were lost (the kernel's mmap_events buffer was full between two snapshots): mmap.anon, mmap.file and thread miss those calls", n))
+	}
+}
+
+// ensureTracefs mounts tracefs at /sys/kernel/tracing when neither it
+// nor debugfs is mounted (a container, a minimal system): the syscall
+// tracepoints are attached by their id, read there.
+func ensureTracefs() error {
+	for _, p := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+	}
+	if err := unix.Mount("nodev", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+		return fmt.Errorf("mount tracefs at /sys/kernel/tracing (the syscall tracepoints of --maps): %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/internal/testutil"
+)
+
+// siteThrough sums the live count and bytes of the sites of kind whose
+// stack runs through function fn.
+func siteThrough(c *analyze.Capture, kind analyze.Kind, fn string) (count, bytes uint64, live int) {
+	for _, s := range c.Sites {
+		if s.Kind != kind {
+			continue
+		}
+		for _, f := range s.Stack.Frames {
+			if f.Function == fn {
+				count += s.LiveCount
+				bytes += s.LiveBytes
+				live += len(s.Live)
+				break
+			}
+		}
+	}
+	return
+}
+
+// mmaps' ground truth (examples/c/mmaps.c), exactly: partial munmaps,
+// mremap and MAP_FIXED, file mappings, threads parked on stacks it maps.
+func TestMapKindsC(t *testing.T) {
+	testutil.RequireBPF(t)
+	const KiB = 1 << 10
+	bin := buildExample(t, "mmaps", true)
+	dir := t.TempDir()
+	gate, done := filepath.Join(dir, "go"), filepath.Join(dir, "done")
+	cmd := startExample(t, bin, "--file", filepath.Join(dir, "data"), "--wait-file", gate, "--done-file", done)
+	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf, Maps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(done); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("mmaps never finished")
+		}
+	}
+	if _, err := tr.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range c.Warnings {
+		t.Log("warning:", w)
+	}
+	for _, tc := range []struct {
+		kind  analyze.Kind
+		fn    string
+		count uint64
+		bytes uint64
+	}{
+		{analyze.KindMmapAnon, "keep_anon", 5, 320 * KiB},
+		{analyze.KindMmapFile, "keep_file", 3, 48 * KiB},
+		{analyze.KindMmapAnon, "keep_part", 1, 24 * KiB},
+		{analyze.KindMmapAnon, "keep_remapped", 1, 24 * KiB},
+		{analyze.KindMmapAnon, "keep_fixed", 1, 12 * KiB},
+		{analyze.KindMmapAnon, "fixed_over", 1, 4 * KiB},
+		{analyze.KindThread, "start_parked", 3, 768 * KiB},
+		{analyze.KindMmapAnon, "start_parked", 0, 0},
+		{analyze.KindMmapAnon, "churn", 0, 0},
+	} {
+		n, b, live := siteThrough(c, tc.kind, tc.fn)
+		if n != tc.count || b != tc.bytes || uint64(live) != tc.count {
+			t.Errorf("%s via %s: %d live (%d listed), %d bytes; want %d, %d bytes", tc.kind, tc.fn, n, live, b, tc.count, tc.bytes)
+		}
+	}
+	if t.Failed() {
+		for _, s := range c.Sites {
+			if s.Kind == analyze.KindMalloc {
+				continue
+			}
+			names := []string{}
+			for _, f := range s.Stack.Frames {
+				names = append(names, f.Function)
+			}
+			t.Logf("%s live %d bytes %d allocs %d frees %d %v", s.Kind, s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, names)
+		}
+	}
+}

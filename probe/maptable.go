@@ -1,0 +1,255 @@
+package probe
+
+import (
+	"slices"
+	"sort"
+)
+
+// mapSite is the site a mapping or a thread counts in: the stack id of
+// the call that made it and its kind (enum alloc_kind).
+type mapSite struct {
+	stack uint64
+	kind  uint32
+}
+
+// mapAlloc is one mmap call (or one thread) still holding bytes: the
+// mapping it made may have been cut into several pieces since, or moved
+// (mremap), and it is one live allocation until its last byte is
+// unmapped.
+type mapAlloc struct {
+	site  mapSite
+	ts    uint64 // bpf_ktime_get_ns() of the call
+	bytes uint64
+}
+
+// mapPiece is a range of the target's address space mapped by a.
+type mapPiece struct {
+	start, end uint64
+	a          *mapAlloc
+}
+
+// mapTotals are a site's totals, as the kernel keeps them for the other
+// kinds (struct site_stats).
+type mapTotals struct {
+	liveCount, liveBytes, allocs, frees uint64
+}
+
+// mapTable keeps the target's mappings and threads made while traced,
+// from the kernel's mmap_events, in the order the calls returned. It is
+// exact under partial unmaps and remaps: the pieces are disjoint ranges
+// sorted by start, and an unmap cuts every piece it overlaps, leaving the
+// parts outside it to their allocation. Mappings it never saw (made
+// before the capture, or by the allocator inside a traced call) are not
+// in it, and unmapping them changes nothing.
+type mapTable struct {
+	page    uint64
+	pieces  []mapPiece
+	threads map[uint32]*mapAlloc
+	totals  map[mapSite]*mapTotals
+}
+
+func newMapTable(page uint64) *mapTable {
+	return &mapTable{page: page, threads: map[uint32]*mapAlloc{}, totals: map[mapSite]*mapTotals{}}
+}
+
+func (m *mapTable) round(n uint64) uint64 { return (n + m.page - 1) &^ (m.page - 1) }
+
+func (m *mapTable) total(s mapSite) *mapTotals {
+	t := m.totals[s]
+	if t == nil {
+		t = &mapTotals{}
+		m.totals[s] = t
+	}
+	return t
+}
+
+// release takes n bytes from a; its last byte makes it a release.
+func (m *mapTable) release(a *mapAlloc, n uint64) {
+	t := m.total(a.site)
+	a.bytes -= n
+	t.liveBytes -= n
+	if a.bytes == 0 {
+		t.liveCount--
+		t.frees++
+	}
+}
+
+// cut removes [start, end) from the pieces and returns what it removed,
+// without counting it anywhere.
+func (m *mapTable) cut(start, end uint64) []mapPiece {
+	if start >= end {
+		return nil
+	}
+	// The first piece ending after start: pieces are disjoint and
+	// sorted, so their ends are sorted too.
+	i := sort.Search(len(m.pieces), func(i int) bool { return m.pieces[i].end > start })
+	j := i
+	var removed, keep []mapPiece
+	for ; j < len(m.pieces) && m.pieces[j].start < end; j++ {
+		p := m.pieces[j]
+		lo, hi := max(p.start, start), min(p.end, end)
+		removed = append(removed, mapPiece{lo, hi, p.a})
+		if p.start < lo {
+			keep = append(keep, mapPiece{p.start, lo, p.a})
+		}
+		if hi < p.end {
+			keep = append(keep, mapPiece{hi, p.end, p.a})
+		}
+	}
+	if i == j {
+		return nil
+	}
+	m.pieces = slices.Replace(m.pieces, i, j, keep...)
+	return removed
+}
+
+// unmap is munmap(start, length): every byte of it that a traced mapping
+// held is released.
+func (m *mapTable) unmap(start, length uint64) {
+	for _, p := range m.cut(start, start+m.round(length)) {
+		m.release(p.a, p.end-p.start)
+	}
+}
+
+// insert adds piece [start, end) of a; the range is free.
+func (m *mapTable) insert(start, end uint64, a *mapAlloc) {
+	i := sort.Search(len(m.pieces), func(i int) bool { return m.pieces[i].start >= start })
+	m.pieces = slices.Insert(m.pieces, i, mapPiece{start, end, a})
+}
+
+// mmap records a new mapping of length bytes at start, made from site at
+// ts. Whatever was mapped there is gone (MAP_FIXED): unmapped first.
+func (m *mapTable) mmap(site mapSite, ts, start, length uint64) {
+	length = m.round(length)
+	m.unmap(start, length)
+	if length == 0 {
+		return
+	}
+	a := &mapAlloc{site: site, ts: ts, bytes: length}
+	m.insert(start, start+length, a)
+	t := m.total(site)
+	t.allocs++
+	t.liveCount++
+	t.liveBytes += length
+}
+
+// mremap moves and resizes [old, old+oldLen) to [start, start+length).
+// The mapping stays the allocation it was (that of its lowest byte, when
+// the range held pieces of several: mremap takes one of the kernel's
+// mappings, which may have merged two of ours); bytes of the others are
+// released. An old range the table never saw leaves the new one
+// untraced, as the old was. fixed: the destination replaced what was
+// there; keepOld: MREMAP_DONTUNMAP, the old range stays mapped.
+func (m *mapTable) mremap(old, oldLen, start, length uint64, fixed, keepOld bool) {
+	oldLen, length = m.round(oldLen), m.round(length)
+	var a *mapAlloc
+	if keepOld {
+		i := sort.Search(len(m.pieces), func(i int) bool { return m.pieces[i].end > old })
+		if i < len(m.pieces) && m.pieces[i].start < old+oldLen {
+			a = m.pieces[i].a
+		}
+	} else {
+		for _, p := range m.cut(old, old+oldLen) {
+			if a == nil {
+				a = p.a
+			}
+			if p.a == a {
+				// Moved, not released: a keeps its count.
+				a.bytes -= p.end - p.start
+				m.total(a.site).liveBytes -= p.end - p.start
+				continue
+			}
+			m.release(p.a, p.end-p.start)
+		}
+	}
+	if fixed || start != old {
+		m.unmap(start, length)
+	} else if length > oldLen {
+		m.unmap(start+oldLen, length-oldLen) // grown in place: that range was free
+	}
+	if a == nil || length == 0 {
+		if a != nil && a.bytes == 0 {
+			m.release(a, 0)
+		}
+		return
+	}
+	if keepOld {
+		// A new mapping of a's site, the old one stays.
+		m.mmap(a.site, a.ts, start, length)
+		return
+	}
+	m.insert(start, start+length, a)
+	a.bytes += length
+	m.total(a.site).liveBytes += length
+}
+
+// dropAt forgets, as if never made, the allocation whose mapping holds
+// addr (a thread's stack, counted as the thread's): it returns that
+// mapping's bytes, 0 if none.
+func (m *mapTable) dropAt(addr uint64) uint64 {
+	i := sort.Search(len(m.pieces), func(i int) bool { return m.pieces[i].end > addr })
+	if i == len(m.pieces) || m.pieces[i].start > addr {
+		return 0
+	}
+	a := m.pieces[i].a
+	bytes := a.bytes
+	m.pieces = slices.DeleteFunc(m.pieces, func(p mapPiece) bool { return p.a == a })
+	t := m.total(a.site)
+	t.allocs--
+	t.liveCount--
+	t.liveBytes -= bytes
+	if *t == (mapTotals{}) {
+		delete(m.totals, a.site)
+	}
+	return bytes
+}
+
+// threadStart records thread tid started from site at ts, its stack at
+// addr: clone3's lowest address and size (length > 0), or clone's stack
+// pointer. The mapping holding the stack counts as the thread's, not as
+// an anonymous mapping: its bytes are the thread's size, or length when
+// the table never saw it mapped (a stack glibc reuses from its cache).
+func (m *mapTable) threadStart(site mapSite, ts uint64, tid uint32, addr, length uint64) {
+	m.threadExit(tid) // a tid reused after an exit the table missed
+	at := addr
+	if length == 0 && addr > 0 {
+		at = addr - 1 // a stack pointer: its mapping ends there
+	}
+	if n := m.dropAt(at); n > 0 {
+		length = n
+	}
+	a := &mapAlloc{site: site, ts: ts, bytes: length}
+	m.threads[tid] = a
+	t := m.total(site)
+	t.allocs++
+	t.liveCount++
+	t.liveBytes += length
+}
+
+// threadExit records thread tid's exit; one the table never saw start is
+// ignored.
+func (m *mapTable) threadExit(tid uint32) {
+	a, ok := m.threads[tid]
+	if !ok {
+		return
+	}
+	delete(m.threads, tid)
+	t := m.total(a.site)
+	t.liveCount--
+	t.liveBytes -= a.bytes
+	t.frees++
+}
+
+// live calls fn with every allocation still live, once each.
+func (m *mapTable) live(fn func(*mapAlloc)) {
+	seen := map[*mapAlloc]bool{}
+	for _, p := range m.pieces {
+		if !seen[p.a] {
+			seen[p.a] = true
+			fn(p.a)
+		}
+	}
+	for _, a := range m.threads {
+		fn(a)
+	}
+}
