@@ -58,8 +58,8 @@ func TestSpecLayout(t *testing.T) {
 			t.Errorf("program %s in section %s", name, prog.SectionName)
 		}
 	}
-	if len(spec.Programs) != 34 {
-		t.Errorf("%d programs, want 34 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, exit, fork, loader hook, exit call; and 11 uprobe_multi twins: return, free, zlib, pairs, loader hook, exit call)", len(spec.Programs))
+	if len(spec.Programs) != 39 {
+		t.Errorf("%d programs, want 39 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, exit, fork, loader hook, exit call; --maps: mmap, munmap and mremap exits, thread start and exit; and 11 uprobe_multi twins: return, free, zlib, pairs, loader hook, exit call)", len(spec.Programs))
 	}
 }
 
