@@ -29,6 +29,8 @@ type follower struct {
 	closed  bool // Stop began: nothing new is followed
 	skipped int  // processes started that were not traced
 	pending int  // adoptions under way
+	// waiting are the processes stopped for an adoption under way.
+	waiting map[int]bool
 	adopts  sync.WaitGroup
 	// spare is a BPF collection loaded ahead for the next process (a
 	// load takes 200-300 ms, which the new process would wait stopped);
@@ -141,12 +143,17 @@ func (f *follower) adoptAsync(parent *Tracer, pid int, spawned bool, atNs uint64
 	}
 	f.adopts.Add(1)
 	f.pending++
+	if f.waiting == nil {
+		f.waiting = map[int]bool{}
+	}
+	f.waiting[pid] = true
 	f.mu.Unlock()
 	go func() {
 		defer f.adopts.Done()
 		f.adopt(parent, pid, spawned, atNs)
 		f.mu.Lock()
 		f.pending--
+		delete(f.waiting, pid)
 		f.mu.Unlock()
 	}()
 }
@@ -157,6 +164,11 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 		startedAfter -= time.Duration(monotonicNow() - atNs)
 	}
 	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		continueStopped(pid)
+		return
+	}
 	live := 0
 	for _, p := range f.procs {
 		if p.final == nil {
@@ -318,6 +330,11 @@ func (f *follower) end(fp *followed) {
 func (f *follower) stop() {
 	f.mu.Lock()
 	f.closed = true
+	// Tracing ends: a process waiting stopped for its adoption (a load
+	// takes seconds on a loaded machine) runs on at once.
+	for pid := range f.waiting {
+		continueStopped(pid)
+	}
 	if f.spare != nil {
 		f.spare.closeSpare()
 		f.spare = nil
