@@ -310,7 +310,10 @@ func readProcSmall(pid int, name string, limit int64) string {
 // procCgroup is the process's cgroup v2 path (the "0::" line of
 // /proc/PID/cgroup), or the first hierarchy's path under cgroup v1.
 func procCgroup(pid int) string {
-	data := readProcSmall(pid, "cgroup", 4096)
+	return parseCgroup(readProcSmall(pid, "cgroup", 4096))
+}
+
+func parseCgroup(data string) string {
 	first := ""
 	for _, line := range strings.Split(data, "\n") {
 		parts := strings.SplitN(line, ":", 3)

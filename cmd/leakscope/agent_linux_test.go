@@ -176,6 +176,33 @@ scrape_configs:
 	})
 }
 
+func TestProcCgroupAndRuntime(t *testing.T) {
+	for data, want := range map[string]string{
+		"0::/kubepods.slice/kubepods-pod12.slice/cri-containerd-ab.scope\n": "/kubepods.slice/kubepods-pod12.slice/cri-containerd-ab.scope",
+		"12:memory:/docker/abc\n11:cpu:/docker/abc\n":                       "/docker/abc", // cgroup v1: the first hierarchy
+		"12:memory:/v1\n0::/v2\n":                                           "/v2",
+		"":                                                                  "", "garbage": "",
+	} {
+		if got := parseCgroup(data); got != want {
+			t.Errorf("parseCgroup(%q) = %q, want %q", data, got, want)
+		}
+	}
+	if got := procRuntime(os.Getpid()); got != "go" {
+		t.Errorf("procRuntime(the test) = %q, want go", got)
+	}
+	sh := exec.Command("sleep", "10")
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sh.Process.Kill(); _ = sh.Wait() }()
+	if got := procRuntime(sh.Process.Pid); got != "native" {
+		t.Errorf("procRuntime(sleep) = %q, want native", got)
+	}
+	if isGoExecutable(os.DevNull) {
+		t.Error("/dev/null is a Go executable")
+	}
+}
+
 func httpGet(u string) (string, error) {
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(u)
