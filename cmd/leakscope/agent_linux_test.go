@@ -51,29 +51,8 @@ func TestAgentPrometheus(t *testing.T) {
 	}
 	first := startLeaky()
 
-	agentPort := testutil.FreePort(t)
-	agentAddr := fmt.Sprintf("127.0.0.1:%d", agentPort)
-	var agentErr bytes.Buffer
-	agent := exec.Command(leakscope, "agent", "--select", "comm="+name, "--listen", agentAddr,
+	agentAddr := startAgent(t, leakscope, "--select", "comm="+name,
 		"--interval", "1s", "--scan", "200ms", "--sample-bytes", "64KiB", "--log-format", "json")
-	agent.Stderr = &agentErr
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	agentDone := make(chan error, 1)
-	go func() { agentDone <- agent.Wait() }()
-	t.Cleanup(func() {
-		_ = agent.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-agentDone:
-		case <-time.After(20 * time.Second):
-			_ = agent.Process.Kill()
-			<-agentDone
-		}
-		if t.Failed() {
-			t.Logf("agent's log:\n%s", agentErr.String())
-		}
-	})
 	waitFor(t, 30*time.Second, "the agent to attach to the first process", func() bool {
 		body, err := httpGet("http://" + agentAddr + "/metrics")
 		return err == nil && strings.Contains(body, fmt.Sprintf(`leakscope_target_info{pid="%d"`, first.Process.Pid))
@@ -174,6 +153,82 @@ scrape_configs:
 		return err == nil && !strings.Contains(body, fmt.Sprintf(`pid="%d"`, first.Process.Pid)) &&
 			strings.Contains(body, "leakscope_agent_detaches_total 1\n")
 	})
+}
+
+// startAgent starts leakscope agent with args on a free port of
+// 127.0.0.1, ends it with SIGTERM at the test's end (logging its stderr
+// if the test failed), and returns its address.
+func startAgent(t *testing.T, leakscope string, args ...string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	var stderr bytes.Buffer
+	agent := exec.Command(leakscope, append([]string{"agent", "--listen", addr}, args...)...)
+	agent.Stderr = &stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- agent.Wait() }()
+	t.Cleanup(func() {
+		_ = agent.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent after SIGTERM: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			_ = agent.Process.Kill()
+			<-done
+			t.Error("agent did not exit within 20s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("agent's log:\n%s", stderr.String())
+		}
+	})
+	return addr
+}
+
+// A JVM gets zlib and direct buffers, not malloc: DirectLeak's 40 blocks of
+// 64 KiB are exact, named by their Java method.
+func TestAgentJVMDefaults(t *testing.T) {
+	testutil.RequireBPF(t)
+	java := testutil.RequireJava(t)
+	classes := testutil.JavaClasses(t, filepath.Join("..", "..", "examples", "java", "DirectLeak.java"))
+	leakscope, _ := buildAll(t, "leaky")
+	flag := filepath.Join(t.TempDir(), "go")
+	jvm := exec.Command(java, "-cp", classes, "DirectLeak", "--wait-file", flag, "--hold", "120000")
+	if err := jvm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = jvm.Process.Kill(); _ = jvm.Wait() })
+	// pid= keeps the agent off every other JVM of the machine.
+	addr := startAgent(t, leakscope, "--select", fmt.Sprintf("pid=%d,runtime=jvm", jvm.Process.Pid), "--interval", "1s", "--scan", "200ms")
+	info := fmt.Sprintf(`leakscope_target_info{pid="%d",comm="java",runtime="jvm"`, jvm.Process.Pid)
+	waitFor(t, 60*time.Second, "the agent to attach to the JVM", func() bool {
+		body, err := httpGet("http://" + addr + "/metrics")
+		return err == nil && strings.Contains(body, info)
+	})
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`leakscope_leak_outstanding_count{pid="%d",comm="java",runtime="jvm",cgroup=`, jvm.Process.Pid)
+	var body string
+	waitFor(t, 60*time.Second, "the direct-buffer leak in /metrics", func() bool {
+		var err error
+		body, err = httpGet("http://" + addr + "/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if err == nil && strings.HasPrefix(line, want) && strings.Contains(line, `kind="jvm.direct",culprit="DirectLeak.leakBuffers"} 40`) {
+				return true
+			}
+		}
+		return false
+	})
+	if strings.Contains(body, `kind="malloc"`) {
+		t.Errorf("a JVM's malloc is traced by default:\n%s", body)
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
 }
 
 func TestProcCgroupAndRuntime(t *testing.T) {
