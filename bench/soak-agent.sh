@@ -117,8 +117,9 @@ awk -F, -v slack="$RSS_SLACK_PCT" -v tck="$tck" 'NR > 1 { t[NR] = $1; r[NR] = $2
 END {
 	half = int((n + 1) / 2); m1 = 0; m2 = 0
 	for (i = 2; i <= n; i++) { if (i <= half) { if (r[i] > m1) m1 = r[i] } else { if (r[i] > m2) m2 = r[i] } }
-	cpu = (c[n] - c[2]) / tck; span = t[n] - t[2]
-	printf "agent RSS: max %d KiB in the first half, %d KiB in the second; CPU %.1fs over %ds (%.2f%% of a core)\n", m1, m2, cpu, span, span > 0 ? 100 * cpu / span : 0
+	cpu = (c[n] - c[2]) / tck; span = t[n] - t[2]; pct = 0
+	if (span > 0) pct = 100 * cpu / span
+	printf "agent RSS: max %d KiB in the first half, %d KiB in the second; CPU %.1fs over %ds (%.2f%% of a core)\n", m1, m2, cpu, span, pct
 	if (m2 > m1 * (1 + slack / 100)) { print "soak-agent: FAIL: RSS grew"; exit 1 }
 }' "$DIR/rss.csv" | tee "$DIR/summary.txt" || fail=1
 echo "soak-agent: $starts soakleak starts, $attaches attaches, $detaches detaches over ${SOAK_SECONDS}s; results in $DIR" | tee -a "$DIR/summary.txt"

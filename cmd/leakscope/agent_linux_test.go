@@ -32,7 +32,9 @@ func TestAgentPrometheus(t *testing.T) {
 	if err != nil {
 		testutil.SkipOrFail(t, "no prometheus binary (Debian's prometheus package; make deps)")
 	}
+	buildStart := time.Now()
 	leakscope, leaky := buildAll(t, "leaky")
+	t.Logf("built leakscope and leaky in %s", time.Since(buildStart).Round(time.Millisecond))
 	dir := t.TempDir()
 	// A name of this test's own, so the agent attaches to no other
 	// test's leaky (comm is at most 15 bytes).
@@ -132,6 +134,7 @@ scrape_configs:
 	t.Logf("Prometheus: %s", last)
 
 	// go tool pprof, as a user would run it.
+	ppStart := time.Now()
 	pp := exec.Command("go", "tool", "pprof", "-traces", "http://"+agentAddr+"/debug/pprof/leaks")
 	pp.Env = append(os.Environ(), "PPROF_TMPDIR="+dir, "HOME="+dir)
 	out, err := pp.CombinedOutput()
@@ -143,7 +146,7 @@ scrape_configs:
 			t.Errorf("go tool pprof's output lacks %q:\n%s", want, out)
 		}
 	}
-	t.Logf("go tool pprof:\n%s", out)
+	t.Logf("go tool pprof (%s):\n%s", time.Since(ppStart).Round(time.Millisecond), out)
 
 	// The agent detaches from a target that exits.
 	_ = first.Process.Kill()
@@ -278,12 +281,13 @@ func httpGet(u string) (string, error) {
 // waitFor polls cond every 500ms until it holds, failing t after d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	start := time.Now()
 	for !cond() {
-		if time.Now().After(deadline) {
+		if time.Since(start) > d {
 			t.Errorf("timed out after %s waiting for %s", d, what)
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	t.Logf("waited %s for %s", time.Since(start).Round(time.Millisecond), what)
 }
