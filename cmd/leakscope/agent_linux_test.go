@@ -136,7 +136,7 @@ scrape_configs:
 	// go tool pprof, as a user would run it.
 	ppStart := time.Now()
 	pp := exec.Command("go", "tool", "pprof", "-traces", "http://"+agentAddr+"/debug/pprof/leaks")
-	pp.Env = append(os.Environ(), "PPROF_TMPDIR="+dir, "HOME="+dir)
+	pp.Env = append(os.Environ(), "PPROF_TMPDIR="+dir) // HOME stays: go tool builds pprof into its cache
 	out, err := pp.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool pprof: %v\n%s", err, out)
