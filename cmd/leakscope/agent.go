@@ -112,6 +112,7 @@ The address must be loopback unless --listen-allow-remote. See docs/agent.md.`,
 	fs.IntVar(&opts.Top, "top", 10, "culprits per target in /metrics")
 	fs.StringVar(&opts.LogFormat, "log-format", "text", "log lines on stderr: text or json")
 	opts.addProbeFlags(fs, agentInterval, agentSampleBytes)
+	opts.addCulpritFlags(fs)
 	for name, v := range map[string]uint32{"max-allocations": agentMaxAllocations, "max-sites": agentMaxSites, "max-stacks": agentMaxStacks} {
 		f := fs.Lookup(name)
 		f.DefValue = strconv.FormatUint(uint64(v), 10)

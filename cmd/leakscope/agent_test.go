@@ -98,6 +98,10 @@ func TestAgentFlags(t *testing.T) {
 	if err != nil || got.sampleBytes != 0 {
 		t.Errorf("--listen-allow-remote, --sample-bytes off: %v", err)
 	}
+	got, err = parseAgent("--select", "comm=x", "--culprit-skip", "^vendor_", "--pool-frame", "my_pool")
+	if err != nil || got.rankOptions(0).CulpritSkip == nil || got.rankOptions(0).Pools == nil {
+		t.Errorf("--culprit-skip, --pool-frame do not reach the ranking: %v", err)
+	}
 }
 
 // sites is an analyze.SiteList of sites.

@@ -104,10 +104,16 @@ func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Focus, "focus", "", "keep only the stacks with a frame whose function (or object, when unnamed) matches this regular expression; totals cover what is kept")
 	fs.StringVar(&o.Ignore, "ignore", "", "drop the stacks with a frame whose function (or object, when unnamed) matches this regular expression")
 	fs.StringArrayVar(&o.Kinds, "kind", nil, "keep only the leaks whose kind matches this pattern, e.g. 'zlib.*' (repeatable)")
-	fs.StringVar(&o.CulpritSkip, "culprit-skip", "", "also skip the frames whose function (or object, when unnamed) matches this regular expression when naming a leak's culprit, e.g. a third-party library's package")
-	fs.StringArrayVar(&o.PoolFrames, "pool-frame", nil, "a row whose stack has a frame whose function matches this regular expression is a pool's growth, charged to who asked when the pool was full, never called the holder (repeatable; Netty's PoolArena and PoolChunk always are)")
+	o.addCulpritFlags(fs)
 	fs.StringVar(&o.GroupBy, "group-by", string(analyze.GroupByStack), "one leak per call stack (stack) or per first frame outside allocators and runtimes (frame)")
 	o.addGoroutinesFlag(fs)
+}
+
+// addCulpritFlags are the flags that decide a row's culprit and class,
+// which agent has too.
+func (o *captureOptions) addCulpritFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CulpritSkip, "culprit-skip", "", "also skip the frames whose function (or object, when unnamed) matches this regular expression when naming a leak's culprit, e.g. a third-party library's package")
+	fs.StringArrayVar(&o.PoolFrames, "pool-frame", nil, "a row whose stack has a frame whose function matches this regular expression is a pool's growth, charged to who asked when the pool was full, never called the holder (repeatable; Netty's PoolArena and PoolChunk always are)")
 }
 
 // parseRules parses the --fail-on rules.
