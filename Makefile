@@ -26,7 +26,7 @@ export BPF2GO_CFLAGS := -O2 -g -Wall -Werror
 # never counted (wait_exec in ebpf/leakscope.bpf.c; TestCgoBuildTracesTheSame).
 export CGO_ENABLED   := 0
 
-.PHONY: all build cross deps man completions install uninstall dist generate check-generated test test-short bench soak fuzz fmt vet lint examples demo demo-java clean
+.PHONY: all build cross deps man completions install uninstall dist generate check-generated test test-short bench soak soak-agent fuzz fmt vet lint examples demo demo-java clean
 
 all: build
 
@@ -58,7 +58,8 @@ cross:
 ## and bash-completion cmd/leakscope/install_linux_test.go; libbz2-dev, libssl-dev and zlib1g-dev
 ## the examples the --track presets and zlib tests build; debuginfod (elfutils'
 ## server) probe/symbolize/debuginfod_test.go and cmd/leakscope/debuginfod_linux_test.go;
-## nodejs and gdb (its ground truth) probe/nodezlib_linux_test.go.
+## nodejs and gdb (its ground truth) probe/nodezlib_linux_test.go;
+## prometheus cmd/leakscope/agent_linux_test.go (the agent scraped by a real one).
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed; deps and test use it.
 define MISSING
@@ -82,7 +83,8 @@ command -v musl-gcc >/dev/null || need="$$need musl-tools"; \
 [ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need="$$need libjemalloc2"; \
 command -v debuginfod >/dev/null || need="$$need debuginfod"; \
 command -v node >/dev/null || need="$$need nodejs"; \
-command -v gdb >/dev/null || need="$$need gdb";
+command -v gdb >/dev/null || need="$$need gdb"; \
+command -v prometheus >/dev/null || need="$$need prometheus";
 endef
 deps:
 	@$(MISSING) \
@@ -221,6 +223,14 @@ bench:
 SOAK_SECONDS ?= 600
 soak:
 	SOAK_SECONDS=$(SOAK_SECONDS) bash bench/soak.sh
+
+## soak-agent: leakscope agent for SOAK_SECONDS (default 600) over a leaking
+## service restarted every minute and a churning one, scraped as Prometheus
+## and Parca would; checks attach/detach counts and a flat RSS, and measures
+## the overhead on churn (needs root; not in make test; results in
+## bin/soak-agent/, see docs/agent.md#soak)
+soak-agent:
+	SOAK_SECONDS=$(SOAK_SECONDS) bash bench/soak-agent.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '_bpfel.go$$')

@@ -519,6 +519,19 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, nowMono uint
 // statMax is the number of counters in the stats map (enum stat_index).
 const statMax = int(leakStatIndexSTAT_MAX)
 
+// Lost reads the kernel's loss counters now, while tracing: what Stop's
+// capture will say so far (an agent exposes them as they grow).
+func (t *Tracer) Lost() (analyze.Lost, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var l analyze.Lost
+	if t.stopped {
+		return l, errStopped
+	}
+	_, err := t.readLostLocked(&l)
+	return l, err
+}
+
 // readLostLocked reads the kernel's loss counters into l. It also returns
 // how many of l.StackErrors are walks that found the scratch held
 // (STAT_WALKS_PREEMPTED), for the warning.

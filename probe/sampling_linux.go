@@ -8,20 +8,6 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 )
 
-// sampleWeight is how many allocations of size bytes one traced allocation
-// stands for when sampling every mean bytes: the inverse of its chance to
-// be traced, 1 - exp(-size/mean).
-func sampleWeight(size, mean uint64) float64 {
-	if mean == 0 {
-		return 1
-	}
-	p := -math.Expm1(-float64(size) / float64(mean))
-	if p <= 0 {
-		return float64(mean) // a 0-byte allocation: one per gap
-	}
-	return 1 / p
-}
-
 // scaleSampled turns a sampled capture's malloc sites into estimates: each
 // live allocation gets its weight, and the site's totals (and its series)
 // are scaled by the same factor. Resources are never sampled.
@@ -36,7 +22,7 @@ func scaleSampled(c *analyze.Capture, mean uint64) {
 		var count, bytes float64
 		s.LiveWeights = make([]float64, len(s.Live))
 		for j := range s.Live {
-			w := sampleWeight(s.Live[j].Size, mean)
+			w := analyze.SampleWeight(s.Live[j].Size, mean)
 			s.LiveWeights[j] = w
 			count += w
 			bytes += w * float64(s.Live[j].Size)

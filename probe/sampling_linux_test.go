@@ -3,27 +3,11 @@
 package probe
 
 import (
-	"math"
 	"testing"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
 )
-
-func TestSampleWeight(t *testing.T) {
-	for _, tc := range []struct {
-		size, mean uint64
-		want       float64
-	}{
-		{4096, 4096, 1 / (1 - math.Exp(-1))},
-		{1 << 20, 4096, 1},
-		{64, 512 << 10, (512 << 10) / 64.0},
-	} {
-		if got := sampleWeight(tc.size, tc.mean); math.Abs(got-tc.want) > tc.want*0.001 {
-			t.Errorf("sampleWeight(%d, %d) = %v, want %v", tc.size, tc.mean, got, tc.want)
-		}
-	}
-}
 
 // Sampled by bytes, the large leak is still found at rank 1, estimated
 // close to its 100 blocks of 4096 bytes; nothing else of the churn

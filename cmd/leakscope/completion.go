@@ -45,6 +45,10 @@ var completionValues = map[string][]string{
 		string(analyze.GroupByStack) + "\tone leak per call stack",
 		string(analyze.GroupByFrame) + "\tone leak per first frame outside allocators",
 	},
+	"log-format": {
+		"text\tkey=value lines",
+		"json\tone JSON object a line",
+	},
 	"progress": {
 		"auto\twhen stderr is a terminal",
 		"always",
@@ -53,7 +57,7 @@ var completionValues = map[string][]string{
 }
 
 // noFileFlags take a value that is not a file name.
-var noFileFlags = []string{"http", "fail-on", "focus", "ignore", "culprit-skip", "pool-frame", "sample-bytes", "max-input", "memory-limit"}
+var noFileFlags = []string{"http", "fail-on", "focus", "ignore", "culprit-skip", "pool-frame", "sample-bytes", "max-input", "memory-limit", "select", "listen", "max-history"}
 
 // captureExt is the file name extension completed for a capture; the
 // docs name captures *.capture, and any other name can still be typed.

@@ -98,6 +98,14 @@ func TestCompletionValuesAccepted(t *testing.T) {
 				args = append(args, "-o", "out")
 			}
 			io, _, _ := streams()
+			if flag == "log-format" { // agent's alone
+				cmd := newAgentCmd(io, func(context.Context, *agentOptions) error { return nil })
+				cmd.SetArgs(append(args, "--select", "comm=x"))
+				if err := cmd.Execute(); err != nil {
+					t.Errorf("agent %s: %v", strings.Join(args, " "), err)
+				}
+				continue
+			}
 			cmd := newRunCmd(io, noRun)
 			cmd.SetArgs(append(args, "--", "true"))
 			cmd.SetErr(&strings.Builder{})

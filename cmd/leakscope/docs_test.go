@@ -30,8 +30,8 @@ import (
 // know, mostly a pid, and becomes "1".
 //
 // How each is checked (parseExample): the words after "leakscope" run
-// through the real command tree, whose run, attach, report, diff and
-// doctor are built with a runF that returns at once, after the flags
+// through the real command tree, whose run, attach, agent, report, diff
+// and doctor are built with a runF that returns at once, after the flags
 // are parsed and validated as for a real run: the command, every flag
 // and its value must be accepted. Nothing is traced, no file is read or
 // written, no process is looked up.
@@ -252,6 +252,7 @@ func parseExample(args []string) error {
 		"report": newReportCmd(io, func(context.Context, *reportOptions) error { return nil }),
 		"diff":   newDiffCmd(io, func(context.Context, *diffOptions) error { return nil }),
 		"doctor": newDoctorCmd(io, func(context.Context, *doctorOptions) error { return nil }),
+		"agent":  newAgentCmd(io, func(context.Context, *agentOptions) error { return nil }),
 	}
 	for _, c := range root.Commands() {
 		if d, ok := dry[c.Name()]; ok {

@@ -69,26 +69,33 @@ const minInterval = 100 * time.Millisecond
 func (o *captureOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Format, "format", "text", "report format: text, json, html or pprof")
 	fs.StringVarP(&o.Output, "output", "o", "", "write the report to this file (default: standard output)")
-	fs.DurationVar(&o.Interval, "interval", time.Second, "time between snapshots of the kernel tables")
 	fs.DurationVar(&o.Duration, "duration", 0, "stop tracing after this long (default: until the target exits or Ctrl-C)")
 	fs.DurationVar(&o.MinAge, "min-age", 0, "count only allocations at least this old at the end")
 	fs.IntVar(&o.Top, "top", 10, "leaks listed in the report, and stacks printed in full by the text format")
+	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
+	fs.StringVar(&o.Save, "save", "", "also write the capture to this file as it happens (re-render it with leakscope report)")
+	o.addProbeFlags(fs, time.Second, "")
+	o.addReportFlags(fs)
+}
+
+// addProbeFlags are the flags that say what is traced and how, shared by
+// run, attach and agent (which has its own interval and sampling
+// defaults: always-on cost).
+func (o *captureOptions) addProbeFlags(fs *pflag.FlagSet, interval time.Duration, sampleBytes string) {
+	fs.DurationVar(&o.Interval, "interval", interval, "time between snapshots of the kernel tables")
 	fs.Uint32Var(&o.MaxAllocations, "max-allocations", probe.DefaultMaxAllocations, "size of the kernel's live-allocation table")
 	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
 	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
-	fs.StringVar(&o.SampleBytes, "sample-bytes", "", "sample allocations: trace one per SIZE allocated on average (e.g. 512KiB); counts become estimates. Default: trace every allocation")
+	fs.StringVar(&o.SampleBytes, "sample-bytes", sampleBytes, "sample allocations: trace one per SIZE allocated on average (e.g. 512KiB); counts become estimates. off or '': trace every allocation")
 	fs.StringVar(&o.Malloc, "malloc", probe.MallocAuto, "trace the malloc family: auto (on, except for a JVM target), on, or off (no allocator probes: zlib streams, declared pairs and JVM direct memory only; malloc leaks are not looked for)")
 	fs.StringVar(&o.Unwind, "unwind", probe.UnwindAuto, "how stacks are walked per object: auto (frame pointers where kept, .eh_frame tables elsewhere), fp or dwarf")
 	fs.Uint32Var(&o.MaxUnwindRows, "max-unwind-rows", probe.DefaultMaxUnwindRows, "size of the kernel's unwind table shared by all objects (8 bytes a row)")
-	fs.StringVar(&o.Progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
 	fs.StringArrayVar(&o.Track, "track", nil, "also trace an acquire/release pair: preset:NAME[,preset:NAME] (bzip2, stdio, dirent, openssl; zlib is always on) or KIND=LIBRARY:ACQUIRE[/HANDLE]:RELEASE[/HANDLE] (repeatable; see docs/tracking.md)")
 	fs.StringVar(&o.TrackFile, "track-file", "", "read pairs and presets to trace from this YAML or JSON file")
-	fs.StringVar(&o.Save, "save", "", "also write the capture to this file as it happens (re-render it with leakscope report)")
 	fs.BoolVar(&o.ProbesOnly, "probes-only", false, "attach every probe, but with programs that return at once: nothing is counted; measures what the probes alone cost the target (make bench)")
 	_ = fs.MarkHidden("probes-only")
 	fs.BoolVar(&o.Maps, "maps", false, "also trace mappings (mmap.anon, mmap.file: mmap, munmap, mremap) and threads started and not exited (thread), from syscall tracepoints")
 	o.Debuginfod.addFlag(fs)
-	o.addReportFlags(fs)
 }
 
 // addReportFlags are the flags of everything that renders a report.
@@ -99,10 +106,16 @@ func (o *captureOptions) addReportFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Focus, "focus", "", "keep only the stacks with a frame whose function (or object, when unnamed) matches this regular expression; totals cover what is kept")
 	fs.StringVar(&o.Ignore, "ignore", "", "drop the stacks with a frame whose function (or object, when unnamed) matches this regular expression")
 	fs.StringArrayVar(&o.Kinds, "kind", nil, "keep only the leaks whose kind matches this pattern, e.g. 'zlib.*' (repeatable)")
-	fs.StringVar(&o.CulpritSkip, "culprit-skip", "", "also skip the frames whose function (or object, when unnamed) matches this regular expression when naming a leak's culprit, e.g. a third-party library's package")
-	fs.StringArrayVar(&o.PoolFrames, "pool-frame", nil, "a row whose stack has a frame whose function matches this regular expression is a pool's growth, charged to who asked when the pool was full, never called the holder (repeatable; Netty's PoolArena and PoolChunk always are)")
+	o.addCulpritFlags(fs)
 	fs.StringVar(&o.GroupBy, "group-by", string(analyze.GroupByStack), "one leak per call stack (stack) or per first frame outside allocators and runtimes (frame)")
 	o.addGoroutinesFlag(fs)
+}
+
+// addCulpritFlags are the flags that decide a row's culprit and class,
+// which agent has too.
+func (o *captureOptions) addCulpritFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CulpritSkip, "culprit-skip", "", "also skip the frames whose function (or object, when unnamed) matches this regular expression when naming a leak's culprit, e.g. a third-party library's package")
+	fs.StringArrayVar(&o.PoolFrames, "pool-frame", nil, "a row whose stack has a frame whose function matches this regular expression is a pool's growth, charged to who asked when the pool was full, never called the holder (repeatable; Netty's PoolArena and PoolChunk always are)")
 }
 
 // parseRules parses the --fail-on rules.
@@ -152,7 +165,7 @@ func (o *captureOptions) validate() error {
 		return fmt.Errorf("--max-allocations, --max-sites and --max-stacks must be positive")
 	}
 	o.sampleBytes = 0
-	if o.SampleBytes != "" {
+	if o.SampleBytes != "" && o.SampleBytes != "off" {
 		n, err := analyze.ParseSize(o.SampleBytes)
 		if err != nil || n == 0 {
 			return fmt.Errorf("--sample-bytes %q: want a positive size such as 512KiB", o.SampleBytes)

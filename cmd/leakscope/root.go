@@ -22,6 +22,7 @@ that hold on to memory.
 
   leakscope run -- ./server --port 8080     trace a command from its first instruction
   leakscope attach --pid 4242 --duration 5m trace a running process
+  leakscope agent --select comm=java        trace every JVM, for Prometheus and pprof scrapers
   leakscope doctor --pid 4242               say what will and won't work here`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -29,7 +30,7 @@ that hold on to memory.
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
-	root.AddCommand(newRunCmd(io, nil), newAttachCmd(io, nil), newReportCmd(io, nil), newDiffCmd(io, nil), newDoctorCmd(io, nil))
+	root.AddCommand(newRunCmd(io, nil), newAttachCmd(io, nil), newAgentCmd(io, nil), newReportCmd(io, nil), newDiffCmd(io, nil), newDoctorCmd(io, nil))
 	root.AddCommand(newVersionCmd(io), newManCmd(io))
 	addVersionFlag(root)
 	return root

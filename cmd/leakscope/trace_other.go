@@ -24,6 +24,10 @@ func runAttach(ctx context.Context, opts *attachOptions, io ioStreams) error {
 	return errNoTracer("attach")
 }
 
+func runAgent(ctx context.Context, opts *agentOptions, io ioStreams) error {
+	return errNoTracer("agent")
+}
+
 func runDoctor(opts *doctorOptions, io ioStreams) error {
 	return errNoTracer("doctor")
 }

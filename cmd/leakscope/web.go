@@ -54,7 +54,7 @@ func runWeb(ctx context.Context, opts *reportOptions, io ioStreams) error {
 	if opts.Output != "" || opts.ReportDir != "" || len(opts.FailOn) > 0 {
 		return errors.New("--http serves the capture until Ctrl-C; it does not combine with -o, --report-dir or --fail-on")
 	}
-	addr, err := listenAddr(opts.HTTP, opts.HTTPAllowRemote)
+	addr, err := listenAddr("--http", opts.HTTP, opts.HTTPAllowRemote)
 	if err != nil {
 		return err
 	}
@@ -96,13 +96,15 @@ func runWeb(ctx context.Context, opts *reportOptions, io ioStreams) error {
 	return nil
 }
 
-// listenAddr turns --http into an address to listen on: a missing host is
-// 127.0.0.1, and a host that is not loopback needs allowRemote.
-func listenAddr(addr string, allowRemote bool) (string, error) {
+// listenAddr turns flag's value addr (--http, agent's --listen) into an
+// address to listen on: a missing host is 127.0.0.1, and a host that is
+// not loopback needs allowRemote (--http-allow-remote,
+// --listen-allow-remote).
+func listenAddr(flag, addr string, allowRemote bool) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		if _, perr := strconv.ParseUint(addr, 10, 16); perr != nil {
-			return "", fmt.Errorf("--http %q: want HOST:PORT, :PORT or PORT, e.g. 127.0.0.1:8080", addr)
+			return "", fmt.Errorf("%s %q: want HOST:PORT, :PORT or PORT, e.g. 127.0.0.1:8080", flag, addr)
 		}
 		host, port = "", addr
 	}
@@ -110,7 +112,7 @@ func listenAddr(addr string, allowRemote bool) (string, error) {
 		host = "127.0.0.1"
 	}
 	if !allowRemote && !isLoopback(host) {
-		return "", fmt.Errorf("--http %s is not a loopback address, and whoever can reach it can read the capture; add --http-allow-remote to serve it anyway", addr)
+		return "", fmt.Errorf("%s %s is not a loopback address, and whoever can reach it can read the capture; add %s-allow-remote to serve it anyway", flag, addr, flag)
 	}
 	return net.JoinHostPort(host, port), nil
 }

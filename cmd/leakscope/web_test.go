@@ -144,11 +144,11 @@ func TestWebRefusesRemote(t *testing.T) {
 		"[::]:8080":      "",
 		"example.com:80": "",
 	} {
-		got, err := listenAddr(addr, false)
+		got, err := listenAddr("--http", addr, false)
 		if (err == nil) != (want != "") || got != want {
 			t.Errorf("listenAddr(%q) = %q, %v; want %q", addr, got, err, want)
 		}
-		if got, err := listenAddr(addr, true); err != nil || got == "" {
+		if got, err := listenAddr("--http", addr, true); err != nil || got == "" {
 			t.Errorf("listenAddr(%q, allowRemote) = %q, %v", addr, got, err)
 		}
 	}

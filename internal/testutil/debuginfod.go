@@ -24,7 +24,7 @@ func Debuginfod(tb testing.TB, dir string, ids ...string) string {
 	if err != nil {
 		SkipOrFail(tb, "needs elfutils' debuginfod server (apt-get install debuginfod, or make deps)")
 	}
-	port := freePort(tb)
+	port := FreePort(tb)
 	work := tb.TempDir()
 	logPath := filepath.Join(work, "log")
 	logFile, err := os.Create(logPath)
@@ -81,9 +81,9 @@ func Debuginfod(tb testing.TB, dir string, ids ...string) string {
 	return url
 }
 
-// freePort returns a TCP port of 127.0.0.1 nothing listened on a moment
+// FreePort returns a TCP port of 127.0.0.1 nothing listened on a moment
 // ago.
-func freePort(tb testing.TB) int {
+func FreePort(tb testing.TB) int {
 	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
