@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/leakscope/leakscope/internal/testutil"
 )
 
 // crossTargets are the platforms leakscope builds for besides linux/amd64:
@@ -22,7 +24,7 @@ var crossTargets = []struct{ goos, goarch string }{
 // build constraints.
 func TestCrossBuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("cross builds skipped in -short mode")
+		testutil.SkipOrFail(t, "cross builds: skipped in -short mode")
 	}
 	for _, tg := range crossTargets {
 		t.Run(tg.goos+"-"+tg.goarch, func(t *testing.T) {
