@@ -81,6 +81,8 @@ func main() {
 	closed := flag.Int("closed", 300, "statements runQueries closes")
 	waitFile := flag.String("wait-file", "", "wait until this file exists before starting")
 	hold := flag.Duration("hold", 0, "stay alive this long after the summary")
+	rounds := flag.Int("rounds", 10, "rounds of work: each keeps leak/rounds statements and closes closed/rounds")
+	pause := flag.Duration("pause", 300*time.Millisecond, "pause after each round")
 	flag.Parse()
 	if *waitFile != "" {
 		for {
@@ -109,12 +111,19 @@ func main() {
 	}
 	st.Close()
 
-	before := C.sqlite_mallocs()
-	cacheQueries(conn, *leak)
-	leaked := C.sqlite_mallocs() - before
-	before = C.sqlite_mallocs()
-	runQueries(conn, *closed)
-	left := C.sqlite_mallocs() - before
+	// As a server does, request after request: each round keeps some
+	// statements and closes others, so the kept ones grow with the
+	// program's work.
+	var leaked, left C.longlong
+	for r := 0; r < *rounds; r++ {
+		before := C.sqlite_mallocs()
+		cacheQueries(conn, *leak / *rounds)
+		leaked += C.sqlite_mallocs() - before
+		before = C.sqlite_mallocs()
+		runQueries(conn, *closed / *rounds)
+		left += C.sqlite_mallocs() - before
+		time.Sleep(*pause)
+	}
 	fmt.Fprintf(os.Stderr, "gosqlite: leaked %d statements holding %d allocations; closed %d statements leaving %d\n",
 		len(cache), leaked, *closed, left)
 	time.Sleep(*hold)
