@@ -128,6 +128,10 @@ type followed struct {
 	// exitCode is its exit status when it was read (a zombie's
 	// /proc/PID/stat), nil when not known.
 	exitCode *int
+	// endOnce ends its capture once, whoever asks first (a snapshot, the
+	// tree's end, Stop); ended is closed then.
+	endOnce sync.Once
+	ended   chan struct{}
 }
 
 // adoptAsync follows pid, which parent started and the kernel stopped
@@ -218,7 +222,7 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 		t.execs = nil // its first program, not an exec of one traced before
 		t.mu.Unlock()
 	}
-	p := &followed{t: t, parent: parent.pid, startedAfter: startedAfter}
+	p := &followed{t: t, parent: parent.pid, startedAfter: startedAfter, ended: make(chan struct{})}
 	f.mu.Lock()
 	closed := f.closed
 	if !closed {
@@ -262,8 +266,7 @@ func (t *Tracer) warnf(msg string) {
 func (f *follower) snapshot(p *Progress) {
 	for _, fp := range f.live() {
 		if exited(fp.t.pid) {
-			fp.exitCode = exitStatus(fp.t.pid)
-			f.end(fp)
+			f.end(fp, true)
 			continue
 		}
 		if pp, err := fp.t.Snapshot(); err == nil {
@@ -310,8 +313,20 @@ func (f *follower) ended() []*followed {
 	return out
 }
 
-// end stops tracing fp and keeps its capture.
-func (f *follower) end(fp *followed) {
+// end stops tracing fp and keeps its capture (once: a second caller waits
+// for the first); gone reads its exit status first.
+func (f *follower) end(fp *followed, gone bool) {
+	fp.endOnce.Do(func() {
+		defer close(fp.ended)
+		if gone {
+			fp.exitCode = exitStatus(fp.t.pid)
+		}
+		f.endNow(fp)
+	})
+	<-fp.ended
+}
+
+func (f *follower) endNow(fp *followed) {
 	c, err := fp.t.Stop()
 	if err != nil {
 		c = &analyze.Capture{Target: fp.t.targetInfo()}
@@ -342,10 +357,18 @@ func (f *follower) stop() {
 	f.mu.Unlock()
 	f.adopts.Wait()
 	for _, fp := range f.live() {
+		f.end(fp, exited(fp.t.pid))
+	}
+}
+
+// endExited ends the captures of the processes that exited: reading a
+// capture's last records may adopt a process started just before its
+// parent exited (a daemon's), which the tree must wait for.
+func (f *follower) endExited() {
+	for _, fp := range f.live() {
 		if exited(fp.t.pid) {
-			fp.exitCode = exitStatus(fp.t.pid)
+			f.end(fp, true)
 		}
-		f.end(fp)
 	}
 }
 
@@ -553,7 +576,11 @@ func (t *Tracer) TreeDone(cmdDone <-chan struct{}) <-chan struct{} {
 		<-cmdDone
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
-		for !t.tree.allExited() {
+		for {
+			t.tree.endExited()
+			if t.tree.allExited() {
+				break
+			}
 			<-tick.C
 		}
 		close(done)
@@ -561,8 +588,8 @@ func (t *Tracer) TreeDone(cmdDone <-chan struct{}) <-chan struct{} {
 	return done
 }
 
-// allExited reports whether no process of the tree is traced and running,
-// nor being adopted; true once Stop began.
+// allExited reports whether every process of the tree has exited and its
+// capture ended, and none is being adopted; true once Stop began.
 func (f *follower) allExited() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -573,8 +600,8 @@ func (f *follower) allExited() bool {
 		return false
 	}
 	for _, p := range f.procs {
-		if p.final == nil && !exited(p.t.pid) {
-			return false
+		if p.final == nil {
+			return false // running, or exited with its last records unread (endExited)
 		}
 	}
 	return true
