@@ -361,17 +361,6 @@ func (f *follower) stop() {
 	}
 }
 
-// endExited ends the captures of the processes that exited: reading a
-// capture's last records may adopt a process started just before its
-// parent exited (a daemon's), which the tree must wait for.
-func (f *follower) endExited() {
-	for _, fp := range f.live() {
-		if exited(fp.t.pid) {
-			f.end(fp, true)
-		}
-	}
-}
-
 // exited reports whether pid has exited: gone, or a zombie.
 func exited(pid int) bool { return gone(pid) }
 
@@ -576,20 +565,23 @@ func (t *Tracer) TreeDone(cmdDone <-chan struct{}) <-chan struct{} {
 		<-cmdDone
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
-		for {
-			t.tree.endExited()
+		// Twice in a row, a tick apart: a record read but not handled
+		// yet is between the two looks.
+		for quiet := 0; quiet < 2; <-tick.C {
 			if t.tree.allExited() {
-				break
+				quiet++
+			} else {
+				quiet = 0
 			}
-			<-tick.C
 		}
 		close(done)
 	}()
 	return done
 }
 
-// allExited reports whether every process of the tree has exited and its
-// capture ended, and none is being adopted; true once Stop began.
+// allExited reports whether every process of the tree has exited, with
+// every record it sent handled, and none is being adopted; true once Stop
+// began.
 func (f *follower) allExited() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -600,8 +592,8 @@ func (f *follower) allExited() bool {
 		return false
 	}
 	for _, p := range f.procs {
-		if p.final == nil {
-			return false // running, or exited with its last records unread (endExited)
+		if p.final == nil && (!exited(p.t.pid) || !p.t.recordsRead()) {
+			return false // running, or exited with a record not handled yet (a fork just before its exit)
 		}
 	}
 	return true
@@ -701,4 +693,10 @@ func (t *Tracer) followedVMLocked(pid int) {
 		t.vmFollowed = map[int]bool{}
 	}
 	t.vmFollowed[pid] = true
+}
+
+// recordsRead reports whether every record the kernel sent t has been read
+// and handled (a fork's adoption started).
+func (t *Tracer) recordsRead() bool {
+	return t.misses.AvailableBytes() == 0 && t.handling.Load() == 0
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -127,6 +128,8 @@ type Tracer struct {
 	shared  map[int][]link.Link
 	// exitHooked: target_exit is attached.
 	exitHooked bool
+	// handling is 1 while watchMisses handles a record it read.
+	handling atomic.Int32
 }
 
 // isRoot reports whether t is the command's Tracer of a followed tree.
@@ -845,10 +848,12 @@ func attachError(path, symbol string, err error) error {
 func (t *Tracer) watchMisses() {
 	defer t.wg.Done()
 	for {
+		t.handling.Store(0)
 		rec, err := t.misses.Read()
 		if err != nil {
 			return // closed, or flushed by Stop: every record was read
 		}
+		t.handling.Store(1)
 		var m leakRangeMiss
 		if len(rec.RawSample) >= int(unsafe.Sizeof(m)) {
 			m.Ip = binary.LittleEndian.Uint64(rec.RawSample[0:])
