@@ -302,7 +302,10 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	time.Sleep(10 * time.Millisecond)
 	_ = t.misses.Flush()
 	t.wg.Wait()
+	t.missesMu.Lock()
+	t.missesClosed = true
 	t.misses.Close()
+	t.missesMu.Unlock()
 	defer t.objs.Close()
 	if t.mapEvents != nil {
 		defer t.mapEvents.Close()

@@ -698,5 +698,10 @@ func (t *Tracer) followedVMLocked(pid int) {
 // recordsRead reports whether every record the kernel sent t has been read
 // and handled (a fork's adoption started).
 func (t *Tracer) recordsRead() bool {
+	t.missesMu.RLock()
+	defer t.missesMu.RUnlock()
+	if t.missesClosed {
+		return false // Stop is ending it: its capture is final soon
+	}
 	return t.misses.AvailableBytes() == 0 && t.handling.Load() == 0
 }

@@ -130,6 +130,9 @@ type Tracer struct {
 	exitHooked bool
 	// handling is 1 while watchMisses handles a record it read.
 	handling atomic.Int32
+	// missesMu guards misses' closing against recordsRead.
+	missesMu     sync.RWMutex
+	missesClosed bool
 }
 
 // isRoot reports whether t is the command's Tracer of a followed tree.
