@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
-	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/stacks"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
@@ -42,7 +42,7 @@ type kernelSite struct {
 // (nil: not yet, or its stack could not be read: resolve it again), and
 // the merged site it belongs to.
 type siteRef struct {
-	rs   *resolvedStack
+	rs   *stacks.Resolved
 	slot int32 // merged site's slot + 1; 0 before the site is first met
 }
 
@@ -51,7 +51,7 @@ type siteRef struct {
 type mergedSite struct {
 	id    uint64
 	kind  analyze.Kind
-	stack *resolvedStack
+	stack *stacks.Resolved
 }
 
 // siteTable remembers every kernel site seen and the merged site it maps
@@ -92,11 +92,11 @@ func newSiteTable() *siteTable {
 // slotFor returns the slot of merged site id, adding it if new; the site's
 // stack is the latest one resolved for it that names as many frames as
 // any before.
-func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *resolvedStack) int {
+func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *stacks.Resolved) int {
 	if i, ok := st.slotOf[id]; ok {
 		// Never a stack that names less (one resolved again after a
 		// JVM exited, its names gone, joins the site it was).
-		if rs.named() >= st.slots[i].stack.named() {
+		if rs.Named() >= st.slots[i].stack.Named() {
 			st.slots[i].stack = rs
 		}
 		return i
@@ -111,20 +111,9 @@ func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *resolvedStack) in
 	return i
 }
 
-// named counts the frames of rs that have a name.
-func (rs *resolvedStack) named() int {
-	n := 0
-	for _, i := range rs.frames {
-		if f := rs.tab.frames[i]; f.Function != "" && f.Function != jvm.Interpreted {
-			n++
-		}
-	}
-	return n
-}
-
 // refLocked returns the merged site of kernel site k, at index idx of
 // site_slots, resolving its stack when it is new or may resolve better
-// now (stackResolver.stale).
+// now (stacks.Resolver.Stale).
 func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 	st := t.sites
 	if need := int(idx) + 1; need > len(st.refs) {
@@ -133,12 +122,12 @@ func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 		clear(st.refs[n:])
 	}
 	ref := &st.refs[idx]
-	if ref.rs != nil && !t.sym.stale(ref.rs) {
+	if ref.rs != nil && !t.sym.Stale(ref.rs) {
 		return int(ref.slot - 1)
 	}
 	rs, ok := t.resolveLocked(k.stack)
 	kind := t.kind(k.kind)
-	id := siteID(kind, rs.key()) ^ t.idSalt
+	id := siteID(kind, rs.Key()) ^ t.idSalt
 	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
 		// Resolved better (a JIT frame named since): the site keeps its
 		// slot and id, so its earlier points stay in its series, and
@@ -263,15 +252,16 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 
 // resolveLocked returns the resolved stack of a kernel stack id; ok is
 // false when the stack could not be read, so it is tried again next time.
-func (t *Tracer) resolveLocked(stackID uint64) (rs *resolvedStack, ok bool) {
+func (t *Tracer) resolveLocked(stackID uint64) (rs *stacks.Resolved, ok bool) {
 	if stackID == 0 {
-		return lostStack, true
+		return stacks.Lost(), true
 	}
 	raw := &t.rawStack // 528 B: one buffer, not one per new stack
 	if err := t.objs.Stacks.Lookup(stackID, raw); err != nil {
-		return t.sym.resolve(0, nil), false
+		return stacks.Lost(), false
 	}
-	return t.sym.resolve(stackID, raw), true
+	t.rawEntries = decodeStack(raw, t.rawEntries[:0])
+	return t.sym.Resolve(&stacks.Raw{Entries: t.rawEntries, Flags: stackFlags(raw.Flags)}), true
 }
 
 // Stop detaches every probe, reads the final state and returns the capture.
@@ -393,7 +383,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		c.Sites = append(c.Sites, analyze.Site{
 			ID:        p.ID,
 			Kind:      m.kind,
-			Stack:     m.stack.stack(),
+			Stack:     m.stack.Stack(),
 			LiveCount: p.LiveCount,
 			LiveBytes: p.LiveBytes,
 			Allocs:    p.Allocs,
@@ -456,10 +446,7 @@ func (t *Tracer) appendSnapshotLocked(points readPoints, at time.Duration) {
 // so no Snapshot or Stop may follow (stopped).
 func (t *Tracer) releaseLocked() {
 	t.stopped = true
-	jit := t.sym.jit
-	t.sym.tab.index = nil // no frame is added from now on
-	t.sym = newStackResolver(t.view)
-	t.sym.jit = jit
+	t.sym.Release()
 	t.sites = newSiteTable()
 	t.series = series{}
 	t.view.objs = map[string]*symbolize.Object{}
@@ -618,8 +605,7 @@ func (t *Tracer) warnUnnamedLocked(points readPoints) {
 		if rs == nil {
 			continue
 		}
-		for _, fi := range rs.frames {
-			f := rs.tab.frames[fi]
+		for f := range rs.Frames() {
 			if f.Function != "" || !strings.HasPrefix(f.Module, "/") || seen[f] {
 				continue
 			}

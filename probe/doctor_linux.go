@@ -158,7 +158,7 @@ func doctorTarget(pid int) []Check {
 	for _, o := range objs {
 		var what string
 		ok := true
-		if obj, err := view.object(procfs.Mapping{Path: o.Path}); err == nil && obj.Go() {
+		if obj, err := view.Object(procfs.Mapping{Path: o.Path}); err == nil && obj.Go() {
 			// Go code and the C code cgo linked in are walked apart
 			// (mappingView.splitGo, unwindClass).
 			cshare, cfuncs := obj.CFramePointerShare()

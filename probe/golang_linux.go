@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/leakscope/leakscope/analyze"
-	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
 // Go targets need nothing special to trace: cgo and libraries call libc's
@@ -53,17 +52,6 @@ func (v *mappingView) goCode(path string) bool {
 	return ok && o.Go()
 }
 
-// goexitReturn reports whether vaddr is the return address Go plants at the
-// bottom of every goroutine's stack: one instruction into runtime.goexit,
-// after a NOP rather than a call, so CallPrecedes rejects it.
-func goexitReturn(obj *symbolize.Object, vaddr uint64) bool {
-	if !obj.GoCode(vaddr - 1) {
-		return false
-	}
-	fn, _, _ := obj.Symbolize(vaddr - 1)
-	return fn == "runtime.goexit"
-}
-
 // target describes the traced process as known now.
 func (t *Tracer) target() analyze.Target {
 	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: t.view.runtime, RuntimeVersion: t.view.runtimeVersion, GoModule: t.view.goModule,
@@ -75,7 +63,7 @@ func (t *Tracer) target() analyze.Target {
 	if tg.Runtime == "" {
 		tg.Runtime = analyze.RuntimeNative
 	}
-	if j := t.sym.jit; j.runtime != "" {
+	if j := t.jit; j.runtime != "" {
 		tg.Runtime, tg.RuntimeVersion = j.runtime, j.version // jvm_linux.go
 	}
 	return tg

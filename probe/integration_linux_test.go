@@ -20,6 +20,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/stacks"
 )
 
 func TestMain(m *testing.M) {
@@ -104,7 +105,7 @@ func checkNoLoss(t *testing.T, c *analyze.Capture) {
 	}
 	for _, s := range c.Sites {
 		if uint64(len(s.Live)) != s.LiveCount {
-			t.Errorf("site %d (%s, %s): %d live allocations listed, live count %d", s.ID, s.Kind, frameName(*firstFrame(s)), len(s.Live), s.LiveCount)
+			t.Errorf("site %d (%s, %s): %d live allocations listed, live count %d", s.ID, s.Kind, stacks.FrameName(*firstFrame(s)), len(s.Live), s.LiveCount)
 		}
 	}
 }

@@ -15,10 +15,8 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
 	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/stacks"
 )
-
-// jitModule is the module shown for frames in a runtime's JIT code.
-const jitModule = "[jit]"
 
 // frameNamer names return addresses in anonymous executable memory, which
 // no ELF object describes: a JVM's compiled methods, stubs and interpreter
@@ -26,11 +24,8 @@ const jitModule = "[jit]"
 // waits on the target in them, except Retry(true), a bounded wait at the
 // end of a capture.
 type frameNamer interface {
-	// Frame names addr; calledNative says the frame below it is native
-	// code. The result also says whether the walk may go on above it.
-	Frame(addr uint64, calledNative bool) jvm.Frame
-	// Generation changes whenever names may have changed.
-	Generation() uint64
+	// Frame, Generation and Method name frames for the stack resolver.
+	stacks.Namer
 	// Retry looks again for addresses not named yet: at most once per
 	// refresh interval, or now when final.
 	Retry(final bool)
@@ -38,9 +33,6 @@ type frameNamer interface {
 	// kernel records each interpreted frame's method and walks compiled
 	// frames by their size with it.
 	Code() (jvm.Code, bool)
-	// Method names a method recorded for an interpreted frame at a
-	// bytecode index (-1: unknown); its Name is "" if unknown.
-	Method(ptr uint64, bci int) jvm.Method
 	// Exiting says the runtime is stopped in exit(): from now on names
 	// come from its memory and files only, never by asking it.
 	Exiting()
@@ -61,7 +53,7 @@ type jitNames struct {
 // a launched command once the launcher loaded it), frames in JIT code get
 // a namer.
 func (t *Tracer) findRuntimeLocked() {
-	j := &t.sym.jit
+	j := &t.jit
 	if j.checked {
 		return
 	}
@@ -85,13 +77,14 @@ func (t *Tracer) findRuntimeLocked() {
 		return
 	}
 	j.namer, j.runtime, j.version = n, analyze.RuntimeJVM, vm.Version
+	t.sym.SetNamer(n)
 }
 
 // findJVMCodeLocked asks the namer for the JVM's code cache layout until
 // it is known, and gives the kernel its code heaps; it reports whether the
 // range table must change for it.
 func (t *Tracer) findJVMCodeLocked() bool {
-	n := t.sym.jit.namer
+	n := t.jit.namer
 	if n == nil || t.view.jvmCode != nil {
 		return false
 	}
@@ -120,14 +113,14 @@ func (t *Tracer) findJVMCodeLocked() bool {
 // retryNamesLocked gives stacks with unnamed JIT frames another chance:
 // the namer looks again (final: whatever its rate limit, at the end of a
 // capture while the target may still be alive); stacks resolved with older
-// names are then stale and resolved again (stackResolver.stale).
+// names are then stale and resolved again (stacks.Resolver.Stale).
 func (t *Tracer) retryNamesLocked(final bool) {
-	n := t.sym.jit.namer
+	n := t.jit.namer
 	if n == nil {
 		return
 	}
 	for _, ref := range t.sites.refs {
-		if ref.rs != nil && ref.rs.pending {
+		if ref.rs != nil && ref.rs.Pending() {
 			n.Retry(final)
 			return
 		}
@@ -136,53 +129,9 @@ func (t *Tracer) retryNamesLocked(final bool) {
 
 // closeRuntimeLocked releases the namer.
 func (t *Tracer) closeRuntimeLocked() {
-	if n := t.sym.jit.namer; n != nil {
+	if n := t.jit.namer; n != nil {
 		n.Close()
 	}
-}
-
-// A kernel stack entry with stackJVMMethod set holds the Method* of the
-// interpreted frame before it and its bytecode index + 1
-// (STACK_JVM_METHOD in ebpf/leakscope.h, enum stack_jvm).
-const (
-	stackJVMMethod     = 1 << leakStackJvmSTACK_JVM_METHOD_BIT
-	stackJVMMethodMask = 1<<leakStackJvmSTACK_JVM_BCI_SHIFT - 1
-	stackJVMBCIShift   = leakStackJvmSTACK_JVM_BCI_SHIFT
-	stackJVMBCIMask    = 1<<leakStackJvmSTACK_JVM_BCI_BITS - 1
-)
-
-// nameMethod names interpreted frame f with the method and bytecode index
-// the kernel read from its frame (entry): its name and source line.
-func (r *stackResolver) nameMethod(f *analyze.Frame, entry uint64) {
-	ptr := entry & stackJVMMethodMask
-	if r.jit.namer == nil || ptr == 0 {
-		return
-	}
-	bci := int(entry>>stackJVMBCIShift&stackJVMBCIMask) - 1
-	if m := r.jit.namer.Method(ptr, bci); m.Name != "" {
-		f.Function, f.File, f.Line = m.Name, m.File, m.Line
-	}
-}
-
-// nameJIT names frame f, at a return address in anonymous executable
-// memory, with the namer. It returns the methods the JIT inlined at the
-// call, innermost first, as frames of their own marked inlined at f's
-// address, why the walk cannot go on above f ("" if it can), why its
-// inlined methods are unknown ("" if they are not) and whether f is still
-// unnamed.
-func (r *stackResolver) nameJIT(f *analyze.Frame, calledNative bool) (inlined []analyze.Frame, cut, partial string, unnamed bool) {
-	jf := r.jit.namer.Frame(f.Address, calledNative)
-	f.Module = jitModule
-	f.Function, f.File, f.Line = jf.Name, jf.File, jf.Line
-	for _, m := range jf.Inlined {
-		g := *f
-		g.Function, g.File, g.Line, g.Inlined = m.Name, m.File, m.Line, true
-		inlined = append(inlined, g)
-	}
-	if !jf.Chained {
-		cut = jf.Cut
-	}
-	return inlined, cut, jf.Partial, jf.Name == ""
 }
 
 // doctorJVM says, for a HotSpot JVM, whether its Java frames can be named

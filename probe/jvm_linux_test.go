@@ -18,6 +18,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/stacks"
 )
 
 // Ground truth of examples/java/KafkaRecovery.java with its defaults
@@ -237,7 +238,7 @@ func checkNamedJavaStack(t *testing.T, s *analyze.Site, lines bool) {
 		t.Errorf("stack %v truncated: %s", fns, s.Stack.Truncated)
 	}
 	for _, f := range s.Stack.Frames {
-		if f.Module == jitModule && f.Function == "" {
+		if f.Module == stacks.JITModule && f.Function == "" {
 			t.Errorf("unnamed JIT frame %#x in %v", f.Address, fns)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/stacks"
 )
 
 // Ground truth of examples/java/DirectLeak.java with its defaults
@@ -69,7 +70,7 @@ func checkDirectLeak(t *testing.T, c *analyze.Capture, attached bool) {
 	// native method's wrapper, named from the perf map.
 	// main, interpreted, is named by the Method* in its frame.
 	if !hasInOrder(fns, "jdk.internal.misc.Unsafe.allocateMemory0", "DirectLeak.leakBuffers", "DirectLeak.main", "start_thread") ||
-		fns[0] != "jdk.internal.misc.Unsafe.allocateMemory0" || s.Stack.Frames[0].Module != jitModule {
+		fns[0] != "jdk.internal.misc.Unsafe.allocateMemory0" || s.Stack.Frames[0].Module != stacks.JITModule {
 		t.Errorf("leak row stack %v: want the [jit] wrapper jdk.internal.misc.Unsafe.allocateMemory0 first, then DirectLeak.leakBuffers, its interpreted caller DirectLeak.main, down to start_thread", fns)
 	}
 	if s.Stack.Truncated != "" {

@@ -139,12 +139,12 @@ func (t *Tracer) applyMapEvent(e *leakMmapEvent) {
 func (t *Tracer) mapSiteLocked(k mapSite) int {
 	st := t.sites
 	ref := t.mapRefs[k]
-	if ref.rs != nil && !t.sym.stale(ref.rs) {
+	if ref.rs != nil && !t.sym.Stale(ref.rs) {
 		return int(ref.slot - 1)
 	}
 	rs, ok := t.resolveLocked(k.stack)
 	kind := t.kind(k.kind)
-	id := siteID(kind, rs.key()) ^ t.idSalt
+	id := siteID(kind, rs.Key()) ^ t.idSalt
 	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
 		st.slotOf[id] = int(ref.slot - 1)
 	}

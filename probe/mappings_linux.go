@@ -4,7 +4,6 @@ package probe
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
@@ -118,11 +117,9 @@ func containsMapping(ms []procfs.Mapping, m procfs.Mapping) bool {
 	return false
 }
 
-func fileBacked(m procfs.Mapping) bool { return strings.HasPrefix(m.Path, "/") }
-
 // classify records the object's frame-pointer class the first time it is seen.
 func (v *mappingView) classify(m procfs.Mapping) {
-	if !fileBacked(m) {
+	if !m.FileBacked() {
 		return
 	}
 	if _, ok := v.fp[m.Path]; ok {
@@ -155,6 +152,16 @@ func (v *mappingView) unwindClass(m procfs.Mapping) string {
 	return v.fpClass(m)
 }
 
+// NoFramePointers reports whether the object behind m is known to keep
+// no frame pointers (stacks.Mappings).
+func (v *mappingView) NoFramePointers(m procfs.Mapping) bool { return v.fpClass(m) == fpNo }
+
+// Seen counts the mappings ever seen (stacks.Mappings).
+func (v *mappingView) Seen() int { return len(v.history) }
+
+// DebugGeneration is the symbol cache's (stacks.Mappings).
+func (v *mappingView) DebugGeneration() uint64 { return v.cache.DebugGeneration() }
+
 // fpClass is the frame-pointer class of the object behind m.
 func (v *mappingView) fpClass(m procfs.Mapping) string {
 	if o, ok := v.fp[m.Path]; ok {
@@ -183,7 +190,7 @@ func (v *mappingView) execRanges() []leakExecRange {
 		if span, ok := v.unwind[m.Path]; ok && span.use {
 			r.Flags |= uint32(leakRangeFlagRANGE_DWARF)
 			r.RowStart, r.RowCount = span.start, span.count
-			if obj, err := v.object(m); err == nil {
+			if obj, err := v.Object(m); err == nil {
 				r.Bias = m.Start - obj.VAddr(m.Start, m.Start, m.Offset)
 			}
 		}
@@ -217,7 +224,7 @@ func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRa
 	if !v.goCode(m.Path) {
 		return rs
 	}
-	obj, err := v.object(m)
+	obj, err := v.Object(m)
 	if err != nil {
 		return rs
 	}
@@ -269,8 +276,8 @@ func splitRange(rs []leakExecRange, start, end uint64, flags uint32) []leakExecR
 	return rs
 }
 
-// lookup finds the mapping that holds addr, preferring current mappings.
-func (v *mappingView) lookup(addr uint64) (procfs.Mapping, bool) {
+// Lookup finds the mapping that holds addr, preferring current mappings.
+func (v *mappingView) Lookup(addr uint64) (procfs.Mapping, bool) {
 	for _, set := range [][]procfs.Mapping{v.current, v.history} {
 		for _, m := range set {
 			if addr >= m.Start && addr < m.End {
@@ -281,10 +288,10 @@ func (v *mappingView) lookup(addr uint64) (procfs.Mapping, bool) {
 	return procfs.Mapping{}, false
 }
 
-// object returns the ELF object behind a file-backed mapping, as opened
+// Object returns the ELF object behind a file-backed mapping, as opened
 // when the mapping was first seen: /proc/PID/root is gone once the target
 // exits.
-func (v *mappingView) object(m procfs.Mapping) (*symbolize.Object, error) {
+func (v *mappingView) Object(m procfs.Mapping) (*symbolize.Object, error) {
 	if o, ok := v.objs[m.Path]; ok {
 		return o, nil
 	}

@@ -282,7 +282,7 @@ func (t *Tracer) memoryKnownLocked(points readPoints) memoryKnown {
 			k.traced[n] += points.at(i).LiveBytes
 		}
 	}
-	if n, ok := t.sym.jit.namer.(interface{ Spaces() (jvm.Spaces, bool) }); ok && t.sym.jit.namer != nil {
+	if n, ok := t.jit.namer.(interface{ Spaces() (jvm.Spaces, bool) }); ok && t.jit.namer != nil {
 		if t.spaces == nil {
 			if sp, ok := n.Spaces(); ok {
 				t.spaces = &sp

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/stacks"
 )
 
 // Ground truth of examples/java/NettyLeak.java with its defaults
@@ -172,7 +173,7 @@ func nettyRow(t *testing.T, c *analyze.Capture, truth nettyTruth, wantBuffers, w
 		t.Errorf("chunk row stack %v: want PoolArena$DirectArena.newChunk, %s, NettyLeak.main, down to start_thread", fns, nettyHandler)
 	} else {
 		for i, f := range l.Site.Stack.Frames[:h] {
-			if f.Module != jitModule || (!strings.HasPrefix(f.Function, "io.netty.") &&
+			if f.Module != stacks.JITModule || (!strings.HasPrefix(f.Function, "io.netty.") &&
 				!strings.HasPrefix(f.Function, "java.nio.") && !strings.HasPrefix(f.Function, "jdk.internal.misc.") &&
 				!strings.HasPrefix(f.Function, "sun.misc.")) {
 				t.Errorf("chunk row frame #%d above %s: %q in %s, want a named Netty or JDK frame", i, nettyHandler, f.Function, f.Module)

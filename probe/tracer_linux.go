@@ -23,6 +23,7 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
 	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/stacks"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
@@ -55,16 +56,18 @@ type Tracer struct {
 	// after every other link.
 	releases []link.Link
 
-	mu        sync.Mutex // guards everything below
-	view      *mappingView
-	rangesGen uint64
-	rangeSlot uint32
-	sym       *stackResolver
-	sites     *siteTable
-	rawStack  leakStack // resolveLocked's read buffer
-	series    series    // the snapshots so far
-	warnings  []string
-	command   []string
+	mu         sync.Mutex // guards everything below
+	view       *mappingView
+	rangesGen  uint64
+	rangeSlot  uint32
+	sym        *stacks.Resolver
+	jit        jitNames // the target's runtime, once found (jvm_linux.go)
+	sites      *siteTable
+	rawStack   leakStack      // resolveLocked's read buffer
+	rawEntries []stacks.Entry // resolveLocked's decoded stack
+	series     series         // the snapshots so far
+	warnings   []string
+	command    []string
 	// mallocLinks and mallocReleases are the malloc family's links, the
 	// allocations' and free's, apart from links and releases.
 	mallocLinks, mallocReleases []link.Link
@@ -260,7 +263,7 @@ func newTracerFrom(pid int, alloc allocator, objects []string, cache *symbolize.
 		checked: map[uint64]bool{},
 	}
 	t.pairObjects = make([][]string, len(opts.Track))
-	t.sym = newStackResolver(t.view)
+	t.sym = stacks.New(t.view)
 	t.sites = newSiteTable()
 	if spare != nil {
 		// Loaded ahead with the same options (follower.takeSpare).
@@ -522,7 +525,7 @@ func (t *Tracer) attachLoaderHook(objects []string) error {
 	}
 	if maps, err := procfs.ReadMaps(t.pid); err == nil {
 		for _, m := range maps {
-			if fileBacked(m) && isLoader(m.Path) {
+			if m.FileBacked() && isLoader(m.Path) {
 				candidates = append(candidates, procfs.ObjectPath(t.pid, m))
 			}
 		}
@@ -916,10 +919,10 @@ func (t *Tracer) watchMisses() {
 // from its files after it exited, and its stop in exit() lasts only the
 // refresh before this.
 func (t *Tracer) exitingLocked() {
-	if t.sym.jit.namer == nil && t.mallocTraced() {
+	if t.jit.namer == nil && t.mallocTraced() {
 		return
 	}
-	if n := t.sym.jit.namer; n != nil {
+	if n := t.jit.namer; n != nil {
 		n.Exiting()
 	}
 	t.retryNamesLocked(true)
@@ -988,7 +991,7 @@ func (t *Tracer) refreshLocked() {
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
 	zlibs := len(t.view.zlib)
 	for _, m := range t.view.current {
-		if fileBacked(m) && !t.checked[m.Inode] {
+		if m.FileBacked() && !t.checked[m.Inode] {
 			if err := t.attachResources(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
 				t.warnOnce(err.Error())
 			}
@@ -1130,7 +1133,7 @@ func (ns *newSites) Site(i int) analyze.Site {
 	ns.t.mu.Lock()
 	defer ns.t.mu.Unlock()
 	m := &ns.st.slots[ns.slots[i]]
-	return analyze.Site{ID: ns.ids[i], Kind: m.kind, Stack: m.stack.stack()}
+	return analyze.Site{ID: ns.ids[i], Kind: m.kind, Stack: m.stack.Stack()}
 }
 
 // Header is the capture as known at the start: target and start time.

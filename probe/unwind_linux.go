@@ -28,7 +28,7 @@ func (t *Tracer) loadUnwindLocked() {
 		return
 	}
 	for _, m := range t.view.current {
-		if !fileBacked(m) {
+		if !m.FileBacked() {
 			continue
 		}
 		t.goCallbackRows(m)
@@ -103,7 +103,8 @@ func (t *Tracer) writeRows(m procfs.Mapping, rows []unwind.Row) unwindSpan {
 	return span
 }
 
-// dwarfWalked reports whether frames in m were walked with unwind rows.
-func (v *mappingView) dwarfWalked(m procfs.Mapping) bool {
+// Unwound reports whether frames in m are walked with unwind rows
+// (stacks.Mappings).
+func (v *mappingView) Unwound(m procfs.Mapping) bool {
 	return v.unwind[m.Path].use
 }

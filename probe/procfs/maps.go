@@ -35,6 +35,12 @@ func (m Mapping) Exec() bool {
 	return len(m.Perms) >= 3 && m.Perms[2] == 'x'
 }
 
+// FileBacked reports whether a file backs the mapping (its Path is a
+// file's), not anonymous memory or a pseudo mapping such as "[vdso]".
+func (m Mapping) FileBacked() bool {
+	return strings.HasPrefix(m.Path, "/")
+}
+
 // deletedSuffix is what the kernel's d_path appends to unlinked files.
 const deletedSuffix = " (deleted)"
 

@@ -1,0 +1,71 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/stacks"
+	"github.com/leakscope/leakscope/probe/symbolize"
+)
+
+// listNamer names the return addresses 0x10000, 0x10001, … of a pretend
+// code cache with its names, in order, every frame chained to the next.
+type listNamer []string
+
+func (n listNamer) Frame(addr uint64, _ bool) jvm.Frame {
+	return jvm.Frame{Name: n[addr-0x10000], Chained: true}
+}
+func (listNamer) Generation() uint64            { return 0 }
+func (listNamer) Method(uint64, int) jvm.Method { return jvm.Method{} }
+
+// A site keeps the stack that names the most: resolved again once the
+// JVM's names are gone, a stack that names less does not replace it.
+func TestSiteKeepsBestNamedStack(t *testing.T) {
+	st := newSiteTable()
+	v := newMappingView(0, symbolize.NewCache())
+	v.current = []procfs.Mapping{{Start: 0x10000, End: 0x20000, Perms: "rwxp", Dev: "00:00"}}
+	v.history = append(v.history, v.current...)
+	stack := func(names ...string) *stacks.Resolved {
+		r := stacks.New(v)
+		r.SetNamer(listNamer(names))
+		raw := &stacks.Raw{}
+		for i := range names {
+			raw.Entries = append(raw.Entries, stacks.Entry{Addr: uint64(0x10000 + i)})
+		}
+		return r.Resolve(raw)
+	}
+	good := stack("a.B.leak", "a.B.main")
+	i := st.slotFor(1, analyze.KindZlibInflate, good)
+	if j := st.slotFor(1, analyze.KindZlibInflate, stack("", jvm.Interpreted)); j != i || st.slots[i].stack != good {
+		t.Errorf("a less named stack replaced the site's: %v", functions(analyze.Site{Stack: st.slots[i].stack.Stack()}))
+	}
+	again := stack("a.B.leak", "a.B.main")
+	if st.slotFor(1, analyze.KindZlibInflate, again); st.slots[i].stack != again {
+		t.Error("a stack naming as much did not replace the site's")
+	}
+}
+
+// The kernel's stack entries decode to return addresses and, after an
+// interpreted frame, its Method* and bytecode index; its flags to the
+// resolver's.
+func TestDecodeStack(t *testing.T) {
+	var raw leakStack
+	raw.Ips[0] = 0x401000
+	raw.Ips[1] = stackJVMMethod | 0x7000 | 6<<stackJVMBCIShift
+	raw.Ips[2] = stackJVMMethod | 0x7100
+	raw.Ips[3] = 0x999 // past Depth
+	raw.Depth = 3
+	got := fmt.Sprint(decodeStack(&raw, nil))
+	if want := "[{4198400 0 false} {28672 5 true} {28928 -1 true}]"; got != want {
+		t.Errorf("decodeStack = %s, want %s", got, want)
+	}
+	flags := stackFlags(uint32(leakStackFlagSTACK_NO_FP | leakStackFlagSTACK_UNVERIFIED))
+	if flags != stacks.NoFP|stacks.Unverified {
+		t.Errorf("stackFlags = %b", flags)
+	}
+}
