@@ -5,6 +5,7 @@ package probe
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -85,6 +86,16 @@ func TestMapKindsC(t *testing.T) {
 		if n != tc.count || b != tc.bytes || uint64(live) != tc.count {
 			t.Errorf("%s via %s: %d live (%d listed), %d bytes; want %d, %d bytes", tc.kind, tc.fn, n, live, b, tc.count, tc.bytes)
 		}
+	}
+	// The file mappings name their file: one file, three mappings.
+	var files []analyze.MappedFile
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindMmapFile && s.LiveCount > 0 {
+			files = append(files, s.Files...)
+		}
+	}
+	if want := []analyze.MappedFile{{Path: filepath.Join(dir, "data"), Count: 3, Bytes: 48 * KiB}}; !reflect.DeepEqual(files, want) {
+		t.Errorf("mmap.file files = %+v, want %+v", files, want)
 	}
 	if t.Failed() {
 		for _, s := range c.Sites {

@@ -20,6 +20,7 @@ type mapAlloc struct {
 	site  mapSite
 	ts    uint64 // bpf_ktime_get_ns() of the call
 	bytes uint64
+	file  string // the mapped file's path (mmap.file), "" otherwise
 }
 
 // mapPiece is a range of the target's address space mapped by a.
@@ -118,14 +119,15 @@ func (m *mapTable) insert(start, end uint64, a *mapAlloc) {
 }
 
 // mmap records a new mapping of length bytes at start, made from site at
-// ts. Whatever was mapped there is gone (MAP_FIXED): unmapped first.
-func (m *mapTable) mmap(site mapSite, ts, start, length uint64) {
+// ts, of file (a path, "" for anonymous memory). Whatever was mapped
+// there is gone (MAP_FIXED): unmapped first.
+func (m *mapTable) mmap(site mapSite, ts, start, length uint64, file string) {
 	length = m.round(length)
 	m.unmap(start, length)
 	if length == 0 {
 		return
 	}
-	a := &mapAlloc{site: site, ts: ts, bytes: length}
+	a := &mapAlloc{site: site, ts: ts, bytes: length, file: file}
 	m.insert(start, start+length, a)
 	t := m.total(site)
 	t.allocs++
@@ -175,7 +177,7 @@ func (m *mapTable) mremap(old, oldLen, start, length uint64, fixed, keepOld bool
 	}
 	if keepOld {
 		// A new mapping of a's site, the old one stays.
-		m.mmap(a.site, a.ts, start, length)
+		m.mmap(a.site, a.ts, start, length, a.file)
 		return
 	}
 	m.insert(start, start+length, a)

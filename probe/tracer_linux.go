@@ -35,6 +35,7 @@ type Tracer struct {
 	mapEvents *ringbuf.Reader
 	mapGen    uint32
 	mapRefs   map[mapSite]siteRef
+	files     filePaths // the paths of mmap.file mappings
 	// memory holds the target's memory breakdowns (memory_linux.go),
 	// lastMemory the latest; spaces a JVM's reserved ranges once read.
 	memory     []analyze.Memory
