@@ -92,11 +92,11 @@ type liveAlloc struct {
 
 // siteTotalsJSON is siteTotals as a capture file holds it.
 type siteTotalsJSON struct {
-	ID        uint64      `json:"id"`
-	LiveCount uint64      `json:"live_count"`
-	LiveBytes uint64      `json:"live_bytes"`
-	Allocs    uint64      `json:"allocs"`
-	Frees     uint64      `json:"frees"`
+	ID        uint64       `json:"id"`
+	LiveCount uint64       `json:"live_count"`
+	LiveBytes uint64       `json:"live_bytes"`
+	Allocs    uint64       `json:"allocs"`
+	Frees     uint64       `json:"frees"`
 	Live      []liveAlloc  `json:"live,omitempty"`
 	Files     []MappedFile `json:"files,omitempty"`
 }
