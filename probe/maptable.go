@@ -255,3 +255,20 @@ func (m *mapTable) live(fn func(*mapAlloc)) {
 		fn(a)
 	}
 }
+
+// ranges returns the ranges of the live mappings of kind, sorted and
+// disjoint (merged where they touch), and their bytes.
+func (m *mapTable) ranges(kind uint32) (rs [][2]uint64, bytes uint64) {
+	for _, p := range m.pieces {
+		if p.a.site.kind != kind {
+			continue
+		}
+		bytes += p.end - p.start
+		if n := len(rs); n > 0 && rs[n-1][1] == p.start {
+			rs[n-1][1] = p.end
+			continue
+		}
+		rs = append(rs, [2]uint64{p.start, p.end})
+	}
+	return rs, bytes
+}
