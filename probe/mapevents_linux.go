@@ -322,10 +322,8 @@ func (t *Tracer) warnMapLossLocked() {
 // nor debugfs is mounted (a container, a minimal system): the syscall
 // tracepoints are attached by their id, read there.
 func ensureTracefs() error {
-	for _, p := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
-		if _, err := os.Stat(p); err == nil {
-			return nil
-		}
+	if tracefsMounted() {
+		return nil
 	}
 	if err := unix.Mount("nodev", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
 		return fmt.Errorf("mount tracefs at /sys/kernel/tracing (the syscall tracepoints of --maps): %w", err)

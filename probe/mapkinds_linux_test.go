@@ -219,3 +219,31 @@ func TestMapKindsGo(t *testing.T) {
 		}
 	}
 }
+
+// doctor on a pure Go program: no allocator is a note (what needs none
+// is still traced), not a failure, and says --maps traces it.
+func TestDoctorPureGo(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildGoExample(t, "gomaps", nil)
+	cmd := exec.Command(bin, "-file", filepath.Join(t.TempDir(), "f"), "-wait-file", filepath.Join(t.TempDir(), "never"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	time.Sleep(200 * time.Millisecond)
+	var found bool
+	for _, c := range Doctor(cmd.Process.Pid, nil) {
+		if c.Name == "allocator" {
+			t.Errorf("allocator check on a program without one: %+v", c)
+		}
+		if c.Name == "no allocator" {
+			found = !c.OK && strings.Contains(c.Detail, "--maps traces its mappings and threads")
+		}
+	}
+	if !found {
+		t.Error(`no "no allocator" note naming --maps`)
+	}
+}
