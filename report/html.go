@@ -513,10 +513,15 @@ func (t *flameTree) size() int {
 }
 
 // leakReasons are l's reasons, first the process it is in when the
-// capture traced more than one.
+// capture traced more than one, and the files a mmap.file row maps.
 func leakReasons(l analyze.Leak, c *analyze.Capture) []string {
-	if len(c.Processes) == 0 {
+	files := fileLines(l.Site.Files)
+	if len(c.Processes) == 0 && len(files) == 0 {
 		return l.Reasons
 	}
-	return append([]string{"in process " + processOf(c, l.Site)}, l.Reasons...)
+	var out []string
+	if len(c.Processes) > 0 {
+		out = append(out, "in process "+processOf(c, l.Site))
+	}
+	return append(append(out, files...), l.Reasons...)
 }

@@ -131,6 +131,13 @@ type V1Lost struct {
 	PendingDropped     uint64 `json:"pending_dropped"`
 }
 
+// V1File is a file a mmap.file row's live mappings map.
+type V1File struct {
+	Path  string `json:"path"`
+	Count uint64 `json:"count"`
+	Bytes uint64 `json:"bytes"`
+}
+
 // V1Leak is one ranked allocation site.
 type V1Leak struct {
 	Rank             int       `json:"rank"`
@@ -153,6 +160,9 @@ type V1Leak struct {
 	// Pid is the process the allocations were made in, when the capture
 	// traced more than one (V1.Processes). Added within v1.
 	Pid int `json:"pid,omitempty"`
+	// Files, for a mmap.file row, are the files its live mappings map,
+	// most bytes first. Added within v1.
+	Files []V1File `json:"files,omitempty"`
 
 	// Growth fields are present only when the capture has enough
 	// snapshots for a trend (analyze.MinTrendPoints).
@@ -295,6 +305,9 @@ func toV1(r *analyze.Result) *V1 {
 			Reasons:          nonNil(l.Reasons),
 			Truncated:        s.Stack.Truncated,
 			Frames:           make([]V1Frame, 0, len(s.Stack.Frames)),
+		}
+		for _, f := range s.Files {
+			jl.Files = append(jl.Files, V1File{Path: f.Path, Count: f.Count, Bytes: f.Bytes})
 		}
 		if t := l.Trend; t != nil {
 			jl.GrowthBytesPerSecond = &t.Growth

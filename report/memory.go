@@ -10,9 +10,10 @@ import (
 
 // partKinds are the kinds whose sites make up a traced part.
 var partKinds = map[string][]analyze.Kind{
-	analyze.PartMalloc: {analyze.KindMalloc},
-	analyze.PartZlib:   {analyze.KindZlibInflate, analyze.KindZlibDeflate},
-	analyze.PartDirect: {"jvm.direct"},
+	analyze.PartMalloc:   {analyze.KindMalloc},
+	analyze.PartZlib:     {analyze.KindZlibInflate, analyze.KindZlibDeflate},
+	analyze.PartDirect:   {"jvm.direct"},
+	analyze.PartMappings: {analyze.KindMmapAnon},
 }
 
 // partCulprit names the culprit of the best-ranked leak of a traced part,

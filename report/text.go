@@ -259,6 +259,9 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak, c *analyze.Capture) {
 	if len(c.Processes) > 0 {
 		fmt.Fprintf(b, "  - in process %s\n", termtext.Sanitize(processOf(c, s)))
 	}
+	for _, f := range fileLines(s.Files) {
+		fmt.Fprintf(b, "  - %s\n", termtext.Sanitize(f))
+	}
 	for _, r := range l.Reasons {
 		fmt.Fprintf(b, "  - %s\n", termtext.Sanitize(r))
 	}
@@ -277,6 +280,28 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak, c *analyze.Capture) {
 			fmt.Fprintf(b, "    %s\n", termtext.Sanitize(g.String()))
 		}
 	}
+}
+
+// maxFilesShown is how many of a mmap.file row's files the text and
+// HTML reports name; JSON lists them all.
+const maxFilesShown = 5
+
+// fileLines names the files a mmap.file row maps, most bytes first, one
+// line each, the files past maxFilesShown summed in one.
+func fileLines(files []analyze.MappedFile) []string {
+	var out []string
+	for i, f := range files {
+		if i == maxFilesShown {
+			var n, bytes uint64
+			for _, g := range files[i:] {
+				n += g.Count
+				bytes += g.Bytes
+			}
+			return append(out, fmt.Sprintf("and %d more files: %d mappings, %s", len(files)-i, n, analyze.FormatBytes(bytes)))
+		}
+		out = append(out, fmt.Sprintf("maps %s: %d mappings, %s", f.Path, f.Count, analyze.FormatBytes(f.Bytes)))
+	}
+	return out
 }
 
 // label is l's class as shown, "-" when it has none.
