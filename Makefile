@@ -132,7 +132,7 @@ uninstall:
 ## man pages, completions, README.md) and their SHA256SUMS. Entries are sorted,
 ## owned by root and dated at the commit; with SOURCE_DATE_EPOCH set (the
 ## build date) a tarball is the same byte for byte on a rebuild. Only amd64:
-## probe/gen.go generates the BPF object for amd64 alone, so an arm64 build
+## probe/kernel/gen.go generates the BPF object for amd64 alone, so an arm64 build
 ## (make cross) reads captures but cannot trace.
 DIST       := bin/dist
 DIST_ARCHS ?= amd64
@@ -158,7 +158,7 @@ generate:
 
 ## check-generated: fail if the committed BPF objects are stale
 check-generated: generate
-	git diff --exit-code -- 'probe/*_bpfel.go' 'probe/*_bpfel.o' || { echo "BPF objects are stale: run make generate and commit" >&2; exit 1; }
+	git diff --exit-code -- 'probe/kernel/*_bpfel.go' 'probe/kernel/*_bpfel.o' 'probe/internal/bpftest/*_bpfel.go' 'probe/internal/bpftest/*_bpfel.o' || { echo "BPF objects are stale: run make generate and commit" >&2; exit 1; }
 
 examples: $(EXAMPLES)/leaky $(EXAMPLES)/leaky-nofp $(EXAMPLES)/clean $(EXAMPLES)/churn
 

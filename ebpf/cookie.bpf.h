@@ -1,5 +1,5 @@
 /* Decoding attach cookies, whose layout is enum cookie_layout in
- * leakscope.h (probe/cookie_linux.go encodes them). BPF-only. */
+ * leakscope.h (probe/kernel/cookie_linux.go encodes them). BPF-only. */
 #ifndef COOKIE_BPF_H
 #define COOKIE_BPF_H
 

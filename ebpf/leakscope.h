@@ -355,7 +355,7 @@ enum exit_status_bit {
  * from the init arguments (malloc not traced): bits 0-15 are sizeof the
  * object's deflate_state or inflate_state (plus a counted z_stream), bits
  * 16-19 which init function it is (enum zinit). Decoded by
- * zlib_cookie_decode (cookie.bpf.h), encoded by probe/cookie_linux.go.
+ * zlib_cookie_decode (cookie.bpf.h), encoded by probe/kernel/cookie_linux.go.
  *
  * A declared pair's programs (--track): bits 0-15 the kind, 16-19 the op
  * (enum alloc_op), 20-23 the 1-based argument that holds the handle (0:

@@ -3,7 +3,7 @@
 /* BPF_PROG_TEST_RUN harnesses: each program calls one helper of the
  * headers the probes are built from (state.bpf.h and what includes it),
  * on the same maps and globals, so the helpers are tested on their own
- * (probe/kernel_linux_test.go). Raw tracepoints: BPF_PROG_TEST_RUN runs
+ * (probe/kernel/kernel_linux_test.go). Raw tracepoints: BPF_PROG_TEST_RUN runs
  * them in the calling thread, whose own memory bpf_probe_read_user then
  * reads (a synthetic stack, a fake inflate state), with the tracing
  * helpers the walker needs (bpf_find_vma, bpf_loop). A program's

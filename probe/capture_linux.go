@@ -4,17 +4,16 @@ package probe
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/stacks"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
@@ -149,40 +148,6 @@ func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 	return slot
 }
 
-// forEachSite calls fn with every site of site_slots and its index: the
-// slots handed out (site_count), read in batches of 4096 (an array: no
-// hash walk). A slot left unused (another CPU made the same site first)
-// or not written yet is skipped.
-func (t *Tracer) forEachSite(fn func(uint32, *leakSiteKey, *leakSiteStats)) error {
-	var count uint64
-	if err := t.objs.SiteCount.Get(&count); err != nil {
-		return err
-	}
-	n := uint32(min(count, uint64(t.opts.MaxSites)))
-	const batch = 4096
-	if t.siteBuf == nil {
-		t.siteBuf, t.siteKeys = make([]leakSiteSlot, batch), make([]uint32, batch)
-	}
-	keys := t.siteKeys
-	var cursor ebpf.MapBatchCursor
-	for done := uint32(0); done < n; {
-		got, err := t.objs.SiteSlots.BatchLookup(&cursor, keys, t.siteBuf, nil)
-		for i := 0; i < got && keys[i] < n; i++ {
-			if t.siteBuf[i].State == uint64(leakSlotStateSLOT_USED) {
-				fn(keys[i], &t.siteBuf[i].Key, &t.siteBuf[i].Stats)
-			}
-		}
-		done += uint32(got)
-		if errors.Is(err, ebpf.ErrKeyNotExist) || got == 0 {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // readSitesLocked reads the kernel's per-site totals, resolving new stacks,
 // and merges kernel sites that are the same site after validation. The
 // points come by ascending site id, in a buffer the next read reuses.
@@ -195,8 +160,8 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 	}
 	t.preExec = preExec{}
 	n := 0
-	err := t.forEachSite(func(idx uint32, key *leakSiteKey, val *leakSiteStats) {
-		if key.Pad != t.execGen {
+	err := t.objs.ForEachSite(t.opts.MaxSites, func(idx uint32, key kernel.Site, val kernel.Totals) {
+		if key.Gen != t.execGen {
 			// A site of an image the target exec'd away from: its heap
 			// is gone, so is what it held. Counted for the warning; it
 			// maps to no site now (Stop's live allocations).
@@ -207,7 +172,7 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 			}
 			return
 		}
-		slot := t.refLocked(idx, kernelSite{key.StackId, key.Kind})
+		slot := t.refLocked(idx, kernelSite{key.Stack, key.Kind})
 		p := &st.acc[slot]
 		if st.mark[slot] != st.read {
 			st.mark[slot] = st.read
@@ -256,12 +221,12 @@ func (t *Tracer) resolveLocked(stackID uint64) (rs *stacks.Resolved, ok bool) {
 	if stackID == 0 {
 		return stacks.Lost(), true
 	}
-	raw := &t.rawStack // 528 B: one buffer, not one per new stack
-	if err := t.objs.Stacks.Lookup(stackID, raw); err != nil {
+	ips, flags, err := t.objs.Stack(stackID)
+	if err != nil {
 		return stacks.Lost(), false
 	}
-	t.rawEntries = decodeStack(raw, t.rawEntries[:0])
-	return t.sym.Resolve(&stacks.Raw{Entries: t.rawEntries, Flags: stackFlags(raw.Flags)}), true
+	t.rawEntries = decodeStack(ips, t.rawEntries[:0])
+	return t.sym.Resolve(&stacks.Raw{Entries: t.rawEntries, Flags: stackFlags(flags)}), true
 }
 
 // Stop detaches every probe, reads the final state and returns the capture.
@@ -306,8 +271,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	// A stop whose record was not read before the reader closed (the
 	// command called exit() as the capture ended): resolve its stacks
 	// while it is stopped, then continue it.
-	var exitStop uint32
-	if err := t.objs.ExitStop.Get(&exitStop); err == nil && exitStop != 0 {
+	if stops, err := t.objs.Stops(); err == nil && stops.Exit {
 		t.exitingLocked()
 	}
 	t.resumeLocked(true)
@@ -325,15 +289,14 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	t.appendSnapshotLocked(points, end.Sub(t.started))
 	t.warnUnnamedLocked(points)
-	var forks, vmForks uint32
-	if err := t.objs.Forks.Get(&forks); err == nil && forks > 0 {
+	if forks, err := t.objs.Forks(); err == nil && forks > 0 {
 		if t.opts.Follow {
 			t.warnOnce(fmt.Sprintf("pid %d started %d other processes that could not be followed (the kernel's record of them was lost): what they allocated is not in this report", t.pid, forks))
 		} else {
 			t.warnOnce(fmt.Sprintf("pid %d started %d other processes (fork) during the capture, which were not traced: what they allocated is not in this report; trace the program that leaks itself (leakscope run -- PROG, or attach --pid to it)", t.pid, forks))
 		}
 	}
-	if err := t.objs.VmForks.Get(&vmForks); err == nil && int(vmForks) > len(t.vmFollowed) {
+	if vmForks, err := t.objs.VMForks(); err == nil && int(vmForks) > len(t.vmFollowed) {
 		t.warnOnce(fmt.Sprintf("pid %d started %d processes sharing its memory (clone with CLONE_VM) that could not be followed: what they allocated is not traced, and blocks of its they freed still count as live", t.pid, int(vmForks)-len(t.vmFollowed)))
 	}
 
@@ -476,8 +439,8 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, nowMono uint
 		c.Sites[i].Live = backing[len(backing) : len(backing) : len(backing)+n]
 		backing = backing[:len(backing)+n]
 	}
-	add := func(key *leakHandleKey, info *leakAllocInfo) {
-		if key.Pad&1 == 0 && key.Pad>>1 != t.execGen {
+	add := func(key kernel.Handle, info kernel.Alloc) {
+		if !key.Orphan && key.Gen != t.execGen {
 			return // made by an image the target exec'd away from
 		}
 		if int(info.Site) >= len(siteOf) || siteOf[info.Site] < 0 {
@@ -485,17 +448,17 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, nowMono uint
 		}
 		i := siteOf[info.Site]
 		age := time.Duration(0)
-		if nowMono > info.TsNs {
-			age = time.Duration(nowMono - info.TsNs)
+		if nowMono > info.At {
+			age = time.Duration(nowMono - info.At)
 		}
 		s := &c.Sites[i]
-		size := info.SizeBytes
-		if len(t.windows.bytes) > 0 && key.Pad == t.execGen<<1 {
+		size := info.Size
+		if len(t.windows.bytes) > 0 && !key.Orphan && key.Gen == t.execGen {
 			size += t.windows.bytes[windowKey{key.Addr, key.Kind}]
 		}
 		s.Live = append(s.Live, analyze.Alloc{Size: size, Age: age})
 	}
-	if err := forEach(t.objs.Allocs, add); err != nil {
+	if err := t.objs.ForEachAlloc(add); err != nil {
 		return fmt.Errorf("read live allocations: %w", err)
 	}
 	for i := range c.Sites {
@@ -505,9 +468,6 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, nowMono uint
 	}
 	return nil
 }
-
-// statMax is the number of counters in the stats map (enum stat_index).
-const statMax = int(leakStatIndexSTAT_MAX)
 
 // Lost reads the kernel's loss counters now, while tracing: what Stop's
 // capture will say so far (an agent exposes them as they grow).
@@ -526,22 +486,19 @@ func (t *Tracer) Lost() (analyze.Lost, error) {
 // how many of l.StackErrors are walks that found the scratch held
 // (STAT_WALKS_PREEMPTED), for the warning.
 func (t *Tracer) readLostLocked(l *analyze.Lost) (preempted uint64, err error) {
-	var s [statMax]uint64
-	for i := range s {
-		var perCPU []uint64
-		if err := t.objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
-			return 0, fmt.Errorf("read stats: %w", err)
-		}
-		for _, v := range perCPU {
-			s[i] += v
+	s := map[kernel.Stat]uint64{}
+	for _, i := range []kernel.Stat{kernel.StatAllocsDropped, kernel.StatUnknownFrees, kernel.StatStackErrors,
+		kernel.StatWalksPreempted, kernel.StatFreesMissed, kernel.StatPendingDropped} {
+		if s[i], err = t.objs.Stat(i); err != nil {
+			return 0, err
 		}
 	}
-	l.AllocationsDropped = s[leakStatIndexSTAT_ALLOCS_DROPPED]
-	l.UnknownFrees = s[leakStatIndexSTAT_UNKNOWN_FREES]
-	l.StackErrors = s[leakStatIndexSTAT_STACK_ERRORS] + s[leakStatIndexSTAT_WALKS_PREEMPTED]
-	l.FreesMissed = s[leakStatIndexSTAT_FREES_MISSED]
-	l.PendingDropped = s[leakStatIndexSTAT_PENDING_DROPPED]
-	return s[leakStatIndexSTAT_WALKS_PREEMPTED], nil
+	l.AllocationsDropped = s[kernel.StatAllocsDropped]
+	l.UnknownFrees = s[kernel.StatUnknownFrees]
+	l.StackErrors = s[kernel.StatStackErrors] + s[kernel.StatWalksPreempted]
+	l.FreesMissed = s[kernel.StatFreesMissed]
+	l.PendingDropped = s[kernel.StatPendingDropped]
+	return s[kernel.StatWalksPreempted], nil
 }
 
 // warnLossesLocked names, for each non-zero loss, the table that was full
@@ -551,8 +508,7 @@ func (t *Tracer) readLostLocked(l *analyze.Lost) (preempted uint64, err error) {
 // cause only if it is full now.
 func (t *Tracer) warnLossesLocked(l analyze.Lost, preempted uint64) {
 	if l.AllocationsDropped > 0 {
-		var n uint64
-		if err := t.objs.SiteCount.Get(&n); err == nil && n >= uint64(t.opts.MaxSites) {
+		if n, err := t.objs.SiteCount(); err == nil && n >= uint64(t.opts.MaxSites) {
 			t.warnOnce(fmt.Sprintf("%d allocations were not tracked: the per-site table (%d entries) or the live-allocation table (%d) was full; raise --max-sites or --max-allocations",
 				l.AllocationsDropped, t.opts.MaxSites, t.opts.MaxAllocations))
 		} else {
@@ -586,8 +542,8 @@ type preExec struct{ count, bytes uint64 }
 // image's mappings and symbols no longer apply, and a launched command is
 // stopped again until the new image's tables are in (stop_until_ranges).
 func (t *Tracer) checkExecLocked() {
-	var gen uint32
-	if err := t.objs.ExecGen.Get(&gen); err != nil || gen == t.execGen {
+	gen, err := t.objs.ExecGen()
+	if err != nil || gen == t.execGen {
 		return
 	}
 	t.execGen = gen

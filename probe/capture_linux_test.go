@@ -8,6 +8,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/stacks"
 	"github.com/leakscope/leakscope/probe/symbolize"
@@ -50,22 +51,12 @@ func TestSiteKeepsBestNamedStack(t *testing.T) {
 	}
 }
 
-// The kernel's stack entries decode to return addresses and, after an
-// interpreted frame, its Method* and bytecode index; its flags to the
-// resolver's.
-func TestDecodeStack(t *testing.T) {
-	var raw leakStack
-	raw.Ips[0] = 0x401000
-	raw.Ips[1] = stackJVMMethod | 0x7000 | 6<<stackJVMBCIShift
-	raw.Ips[2] = stackJVMMethod | 0x7100
-	raw.Ips[3] = 0x999 // past Depth
-	raw.Depth = 3
-	got := fmt.Sprint(decodeStack(&raw, nil))
-	if want := "[{4198400 0 false} {28672 5 true} {28928 -1 true}]"; got != want {
-		t.Errorf("decodeStack = %s, want %s", got, want)
-	}
-	flags := stackFlags(uint32(leakStackFlagSTACK_NO_FP | leakStackFlagSTACK_UNVERIFIED))
-	if flags != stacks.NoFP|stacks.Unverified {
+// A kernel stack's flags say to the resolver how its walk ended.
+func TestStackFlags(t *testing.T) {
+	if flags := stackFlags(kernel.StackNoFP | kernel.StackUnverified); flags != stacks.NoFP|stacks.Unverified {
 		t.Errorf("stackFlags = %b", flags)
+	}
+	if got := fmt.Sprint(decodeStack([]uint64{0x401000, 0x402000}, nil)); got != "[{4198400 0 false} {4202496 0 false}]" {
+		t.Errorf("decodeStack = %s", got)
 	}
 }

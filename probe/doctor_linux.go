@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/leakscope/leakscope/internal/safefile"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
 	"github.com/leakscope/leakscope/probe/unwind"
@@ -71,7 +72,7 @@ func Doctor(pid int, dbg *symbolize.Debuginfod) []Check {
 	}
 	// Not a failure either way: what --malloc off (a JVM's default) can
 	// count of zlib's inflate windows.
-	cs = append(cs, Check{"zlib windows", true, detail(exitHookSupported(),
+	cs = append(cs, Check{"zlib windows", true, detail(kernel.ExitHookSupported(),
 		"with malloc not traced, an inflate stream's window is read from its state while the target lives and counted by the kernel as it exits (sched_process_exit has group_dead)",
 		"with malloc not traced, an inflate stream's window is read from its state while the target lives; this kernel's sched_process_exit has no group_dead (it runs after the memory is gone), so for a target that exits first the last read stands (--malloc on counts windows from zlib's mallocs)")})
 	cs = append(cs, doctorKinds())
@@ -104,20 +105,13 @@ func detail(ok bool, yes, no string) string {
 }
 
 func tryLoad() error {
-	spec, err := loadLeak()
-	if err != nil {
-		return fmt.Errorf("parse embedded BPF object: %w", err)
-	}
-	spec.Maps["allocs"].MaxEntries = 1024
-	useExitHook(spec)
-	var objs leakObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	if err := kernel.TryLoad(); err != nil {
 		if isPerm(err) {
 			return fmt.Errorf("load BPF programs: %w", ErrPrivilege)
 		}
-		return fmt.Errorf("load BPF programs: %w", err)
+		return err
 	}
-	return objs.Close()
+	return nil
 }
 
 func doctorTarget(pid int) []Check {

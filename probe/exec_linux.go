@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 )
 
@@ -117,7 +118,7 @@ func (t *Tracer) becomeJVMLocked() {
 	t.mallocLinks, t.mallocReleases = nil, nil
 	if !t.noExitHook && !t.exitHooked {
 		t.exitHooked = true
-		if err := t.attachTracing(t.objs.TargetExit); err != nil {
+		if err := t.attachTracing(t.objs.Program(kernel.TargetExit)); err != nil {
 			t.warnOnce(fmt.Sprintf("the command exec'd a JVM: %v; windows of streams live at exit are not counted", err))
 		}
 	}

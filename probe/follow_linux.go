@@ -383,25 +383,21 @@ func exitCodeOf(ws unix.WaitStatus) *int {
 	return &code
 }
 
-// exitStatusKnown is EXIT_STATUS_KNOWN (ebpf/leakscope.h): set in
-// exit_status once the target's last thread exited.
-const exitStatusKnown = 1 << leakExitStatusBitEXIT_STATUS_KNOWN_BIT
-
 // exitCodeLocked is the exit code target_exit kept, nil if the process
 // has not exited (or target_exit is not attached).
 func (t *Tracer) exitCodeLocked() *int {
-	var es uint32
-	if err := t.objs.ExitStatus.Get(&es); err != nil || es&exitStatusKnown == 0 {
+	es, ok := t.objs.ExitStatus()
+	if !ok {
 		return nil
 	}
-	return exitCodeOf(unix.WaitStatus(es &^ exitStatusKnown))
+	return exitCodeOf(unix.WaitStatus(es))
 }
 
 // exitedAfterLocked is when the process exited, since the capture began
 // (target_exit), 0 if not known.
 func (t *Tracer) exitedAfterLocked() time.Duration {
-	var at uint64
-	if err := t.objs.ExitNs.Get(&at); err != nil || at == 0 {
+	at, err := t.objs.ExitNs()
+	if err != nil || at == 0 {
 		return 0
 	}
 	d := time.Since(t.started) - time.Duration(monotonicNow()-at)
@@ -703,5 +699,5 @@ func (t *Tracer) recordsRead() bool {
 	if t.missesClosed {
 		return false // Stop is ending it: its capture is final soon
 	}
-	return t.misses.AvailableBytes() == 0 && t.handling.Load() == 0
+	return t.misses.Empty() && t.handling.Load() == 0
 }

@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/stacks"
 )
 
@@ -217,14 +216,10 @@ func TestDeepStackAcrossChunks(t *testing.T) {
 	for _, fp := range []bool{true, false} {
 		bin := buildExample(t, "deepstack", fp)
 		tr, stderr := launchWait(t, Options{}, bin)
-		var perCPU []uint64
-		if err := tr.objs.Stats.Lookup(uint32(leakStatIndexSTAT_STACK_CHUNK_FAULTS), &perCPU); err != nil {
+		faults, err := tr.objs.Stat(kernel.StatStackChunkFaults)
+		if err != nil {
 			tr.Stop()
-			t.Fatalf("read stats: %v", err)
-		}
-		var faults uint64
-		for _, v := range perCPU {
-			faults += v
+			t.Fatal(err)
 		}
 		c, err := tr.Stop()
 		if err != nil {
@@ -464,7 +459,7 @@ func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
 		}
 	}
 	if w := byName["zlib windows"]; len(w) != 1 || !strings.Contains(w[0].Detail, "read from its state") ||
-		strings.Contains(w[0].Detail, "counted by the kernel as it exits") != exitHookSupported() {
+		strings.Contains(w[0].Detail, "counted by the kernel as it exits") != kernel.ExitHookSupported() {
 		t.Errorf("zlib windows: %+v, want how windows are counted on this kernel", w)
 	}
 	if k := byName["kinds"]; len(k) != 1 || !k[0].OK || !strings.Contains(k[0].Detail, "with --maps also mmap.anon, mmap.file and thread") {
@@ -660,7 +655,7 @@ func TestZlibWindowReadFromStateAttached(t *testing.T) {
 	}
 	const want = 8*(7160+32768) + 2*7160
 	for _, exits := range []bool{false, true} {
-		if exits && !exitHookSupported() {
+		if exits && !kernel.ExitHookSupported() {
 			t.Log("skipping a target that exits first: this kernel's sched_process_exit has no group_dead (it runs after the memory is gone)")
 			continue
 		}
@@ -789,15 +784,7 @@ func TestWalkScratchHeldLosesOnlyStacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpus, err := ebpf.PossibleCPU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := make([]leakStackWindow, cpus)
-	for i := range held {
-		held[i].Busy = 1
-	}
-	if err := tr.objs.StackWindows.Update(uint32(0), held, ebpf.UpdateAny); err != nil {
+	if err := tr.objs.HoldStackWindows(); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {

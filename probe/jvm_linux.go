@@ -92,17 +92,12 @@ func (t *Tracer) findJVMCodeLocked() bool {
 	if !ok {
 		return false
 	}
-	for i, h := range code.Heaps {
-		kh := leakJvmHeap{Low: h.Low, High: h.High, Segmap: h.Segmap, Log2Segment: h.Log2Segment,
-			BlobOffset: h.BlobOffset, FrameSizeOffset: h.FrameSizeOffset, CompileIdOffset: h.CompileIDOffset}
-		if err := t.objs.JvmHeaps.Put(uint32(i), kh); err != nil {
-			t.warnOnce(fmt.Sprintf("JVM %d: compiled Java frames will not be walked: write its code heaps: %v", t.pid, err))
-			return false
-		}
+	if err := t.objs.WriteJVMHeaps(code.Heaps); err != nil {
+		t.warnOnce(fmt.Sprintf("JVM %d: compiled Java frames will not be walked: write its code heaps: %v", t.pid, err))
+		return false
 	}
 	if code.ConstMethodSize != 0 {
-		l := leakJvmLayout{ConstMethodOffset: code.ConstMethodOffset, ConstMethodSize: code.ConstMethodSize}
-		if err := t.objs.JvmLayouts.Put(uint32(0), l); err != nil {
+		if err := t.objs.WriteJVMLayout(code.ConstMethodOffset, code.ConstMethodSize); err != nil {
 			t.warnOnce(fmt.Sprintf("JVM %d: interpreted frames will have no line numbers: %v", t.pid, err))
 		}
 	}

@@ -7,27 +7,16 @@ import (
 	"hash/fnv"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/stacks"
 )
 
-// A kernel stack entry with stackJVMMethod set holds the Method* of the
-// interpreted frame before it and its bytecode index + 1
-// (STACK_JVM_METHOD in ebpf/leakscope.h, enum stack_jvm).
-const (
-	stackJVMMethod     = 1 << leakStackJvmSTACK_JVM_METHOD_BIT
-	stackJVMMethodMask = 1<<leakStackJvmSTACK_JVM_BCI_SHIFT - 1
-	stackJVMBCIShift   = leakStackJvmSTACK_JVM_BCI_SHIFT
-	stackJVMBCIMask    = 1<<leakStackJvmSTACK_JVM_BCI_BITS - 1
-)
-
-// decodeStack appends the entries of kernel stack raw to buf: its return
+// decodeStack appends the entries of a kernel stack to buf: its return
 // addresses and the Method* and bytecode index of its interpreted frames.
-func decodeStack(raw *leakStack, buf []stacks.Entry) []stacks.Entry {
-	n := min(int(raw.Depth), len(raw.Ips))
-	for _, ip := range raw.Ips[:n] {
-		if ip&stackJVMMethod != 0 {
-			bci := int(ip>>stackJVMBCIShift&stackJVMBCIMask) - 1
-			buf = append(buf, stacks.Entry{Addr: ip & stackJVMMethodMask, BCI: bci, Method: true})
+func decodeStack(ips []uint64, buf []stacks.Entry) []stacks.Entry {
+	for _, ip := range ips {
+		if method, bci, ok := kernel.MethodEntry(ip); ok {
+			buf = append(buf, stacks.Entry{Addr: method, BCI: bci, Method: true})
 			continue
 		}
 		buf = append(buf, stacks.Entry{Addr: ip})
@@ -35,26 +24,25 @@ func decodeStack(raw *leakStack, buf []stacks.Entry) []stacks.Entry {
 	return buf
 }
 
-// stackFlagBits are the kernel's stack flags (enum stack_flag) and what
-// each says of a walk.
+// stackFlagBits are the kernel's stack flags and what each says of a walk.
 var stackFlagBits = []struct {
-	kernel leakStackFlag
+	kernel kernel.StackFlags
 	flag   stacks.Flags
 }{
-	{leakStackFlagSTACK_NO_FP, stacks.NoFP},
-	{leakStackFlagSTACK_UNWIND_UNSUPPORTED, stacks.UnwindUnsupported},
-	{leakStackFlagSTACK_UNWIND_END, stacks.UnwindEnd},
-	{leakStackFlagSTACK_BAD_FRAME, stacks.BadFrame},
-	{leakStackFlagSTACK_READ_ERROR, stacks.ReadError},
-	{leakStackFlagSTACK_MAX_DEPTH, stacks.MaxDepth},
-	{leakStackFlagSTACK_UNVERIFIED, stacks.Unverified},
+	{kernel.StackNoFP, stacks.NoFP},
+	{kernel.StackUnwindUnsupported, stacks.UnwindUnsupported},
+	{kernel.StackUnwindEnd, stacks.UnwindEnd},
+	{kernel.StackBadFrame, stacks.BadFrame},
+	{kernel.StackReadError, stacks.ReadError},
+	{kernel.StackMaxDepth, stacks.MaxDepth},
+	{kernel.StackUnverified, stacks.Unverified},
 }
 
 // stackFlags translates a kernel stack's flags.
-func stackFlags(bits uint32) stacks.Flags {
+func stackFlags(bits kernel.StackFlags) stacks.Flags {
 	var f stacks.Flags
 	for _, b := range stackFlagBits {
-		if leakStackFlag(bits)&b.kernel != 0 {
+		if bits&b.kernel != 0 {
 			f |= b.flag
 		}
 	}
@@ -72,18 +60,18 @@ func siteID(kind analyze.Kind, key string) uint64 {
 
 // kindName maps enum alloc_kind to the analyze kind.
 func kindName(k uint32) analyze.Kind {
-	switch leakAllocKind(k) {
-	case leakAllocKindKIND_MALLOC:
+	switch k {
+	case kernel.KindMalloc:
 		return analyze.KindMalloc
-	case leakAllocKindKIND_ZLIB_INFLATE:
+	case kernel.KindZlibInflate:
 		return analyze.KindZlibInflate
-	case leakAllocKindKIND_ZLIB_DEFLATE:
+	case kernel.KindZlibDeflate:
 		return analyze.KindZlibDeflate
-	case leakAllocKindKIND_MMAP_ANON:
+	case kernel.KindMmapAnon:
 		return analyze.KindMmapAnon
-	case leakAllocKindKIND_MMAP_FILE:
+	case kernel.KindMmapFile:
 		return analyze.KindMmapFile
-	case leakAllocKindKIND_THREAD:
+	case kernel.KindThread:
 		return analyze.KindThread
 	}
 	return analyze.Kind(fmt.Sprintf("kind%d", k))

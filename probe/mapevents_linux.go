@@ -3,39 +3,19 @@
 package probe
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 )
-
-// mapEventsBytes is the size of mmap_events: ~116k records between two
-// reads (a snapshot drains it); a record that finds it full is counted
-// (STAT_MAP_EVENTS_LOST) and the capture warns.
-const mapEventsBytes = 8 << 20
-
-// setMaps sets trace_maps and sizes mmap_events for Options.Maps.
-func setMaps(spec *ebpf.CollectionSpec, on bool) error {
-	v := uint32(0)
-	if on {
-		v = 1
-		spec.Maps["mmap_events"].MaxEntries = mapEventsBytes
-	}
-	if err := spec.Variables["trace_maps"].Set(v); err != nil {
-		return fmt.Errorf("set trace_maps: %w", err)
-	}
-	return nil
-}
 
 // attachMaps attaches, with Options.Maps, the exits of mmap, munmap and
 // mremap (their own tracepoints: no program runs for other syscalls) and
@@ -54,9 +34,9 @@ func (t *Tracer) attachMaps() error {
 		name string
 		prog *ebpf.Program
 	}{
-		{"sys_exit_mmap", t.objs.MmapExit},
-		{"sys_exit_munmap", t.objs.MunmapExit},
-		{"sys_exit_mremap", t.objs.MremapExit},
+		{"sys_exit_mmap", t.objs.Program(kernel.MmapExit)},
+		{"sys_exit_munmap", t.objs.Program(kernel.MunmapExit)},
+		{"sys_exit_mremap", t.objs.Program(kernel.MremapExit)},
 	} {
 		l, err := link.Tracepoint("syscalls", tp.name, tp.prog, nil)
 		if err != nil {
@@ -64,10 +44,10 @@ func (t *Tracer) attachMaps() error {
 		}
 		t.links = append(t.links, l)
 	}
-	if err := t.attachTracing(t.objs.ThreadStart); err != nil {
+	if err := t.attachTracing(t.objs.Program(kernel.ThreadStart)); err != nil {
 		return err
 	}
-	return t.attachTracing(t.objs.ThreadExit)
+	return t.attachTracing(t.objs.Program(kernel.ThreadExit))
 }
 
 // drainMapsLocked applies every record waiting in mmap_events to t.maps,
@@ -76,48 +56,37 @@ func (t *Tracer) drainMapsLocked() {
 	if t.mapEvents == nil || t.maps == nil {
 		return
 	}
-	t.mapEvents.SetDeadline(time.Now())
-	var rec ringbuf.Record
-	for {
-		if err := t.mapEvents.ReadInto(&rec); err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, ringbuf.ErrClosed) {
-				t.warnOnce(fmt.Sprintf("read mapping events: %v", err))
-			}
-			return
-		}
-		if len(rec.RawSample) < int(unsafe.Sizeof(leakMmapEvent{})) {
-			continue
-		}
-		t.applyMapEvent((*leakMmapEvent)(unsafe.Pointer(&rec.RawSample[0])))
+	if err := t.mapEvents.Drain(t.applyMapEvent); err != nil {
+		t.warnOnce(fmt.Sprintf("read mapping events: %v", err))
 	}
 }
 
 // applyMapEvent applies one call's record to t.maps. A record of an image
 // the target exec'd away from starts the table again: its mappings went
 // with the exec.
-func (t *Tracer) applyMapEvent(e *leakMmapEvent) {
+func (t *Tracer) applyMapEvent(e *kernel.MapEvent) {
 	if e.Gen != t.mapGen {
 		t.mapGen = e.Gen
 		t.maps = newMapTable(t.maps.page)
 		t.mapRefs = map[mapSite]siteRef{}
 	}
 	m := t.maps
-	uncounted := e.How&uint32(leakMapHowMAP_HOW_UNCOUNTED) != 0
-	fixed := e.How&uint32(leakMapHowMAP_HOW_FIXED) != 0
-	switch leakMapOp(e.Op) {
-	case leakMapOpMAP_OP_MAP:
+	uncounted := e.How&kernel.MapHowUncounted != 0
+	fixed := e.How&kernel.MapHowFixed != 0
+	switch e.Op {
+	case kernel.MapOpMap:
 		if uncounted {
 			m.unmap(e.Addr, e.Len) // the allocator's MAP_FIXED: only what it replaced
 			return
 		}
-		kind, file := uint32(leakAllocKindKIND_MMAP_ANON), ""
-		if e.How&uint32(leakMapHowMAP_HOW_FILE) != 0 {
-			kind, file = uint32(leakAllocKindKIND_MMAP_FILE), t.files.path(t.pid, e.Addr, e.Dev, e.Ino)
+		kind, file := kernel.KindMmapAnon, ""
+		if e.How&kernel.MapHowFile != 0 {
+			kind, file = kernel.KindMmapFile, t.files.path(t.pid, e.Addr, e.Dev, e.Ino)
 		}
-		m.mmap(mapSite{e.StackId, kind}, e.TsNs, e.Addr, e.Len, file)
-	case leakMapOpMAP_OP_UNMAP:
+		m.mmap(mapSite{e.Stack, kind}, e.At, e.Addr, e.Len, file)
+	case kernel.MapOpUnmap:
 		m.unmap(e.Addr, e.Len)
-	case leakMapOpMAP_OP_REMAP:
+	case kernel.MapOpRemap:
 		if uncounted {
 			// realloc's own mremap: its block, not a traced mapping;
 			// a destination it replaced is unmapped.
@@ -126,10 +95,10 @@ func (t *Tracer) applyMapEvent(e *leakMmapEvent) {
 			}
 			return
 		}
-		m.mremap(e.OldAddr, e.OldLen, e.Addr, e.Len, fixed, e.How&uint32(leakMapHowMAP_HOW_DONTUNMAP) != 0)
-	case leakMapOpMAP_OP_THREAD:
-		m.threadStart(mapSite{e.StackId, uint32(leakAllocKindKIND_THREAD)}, e.TsNs, e.Tid, e.Addr, e.Len)
-	case leakMapOpMAP_OP_THREAD_EXIT:
+		m.mremap(e.OldAddr, e.OldLen, e.Addr, e.Len, fixed, e.How&kernel.MapHowDontUnmap != 0)
+	case kernel.MapOpThread:
+		m.threadStart(mapSite{e.Stack, kernel.KindThread}, e.At, e.Tid, e.Addr, e.Len)
+	case kernel.MapOpThreadExit:
 		m.threadExit(e.Tid)
 	}
 }
@@ -219,7 +188,7 @@ func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[mapSite]int32, nowMo
 			age = time.Duration(nowMono - a.ts)
 		}
 		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: a.bytes, Age: age})
-		if a.site.kind != uint32(leakAllocKindKIND_MMAP_FILE) {
+		if a.site.kind != kernel.KindMmapFile {
 			return
 		}
 		byPath := files[i]
@@ -305,13 +274,9 @@ func (t *Tracer) warnMapLossLocked() {
 	if t.maps == nil {
 		return
 	}
-	var perCPU []uint64
-	if err := t.objs.Stats.Lookup(uint32(leakStatIndexSTAT_MAP_EVENTS_LOST), &perCPU); err != nil {
+	n, err := t.objs.Stat(kernel.StatMapEventsLost)
+	if err != nil {
 		return
-	}
-	var n uint64
-	for _, v := range perCPU {
-		n += v
 	}
 	if n > 0 {
 		t.warnOnce(fmt.Sprintf("%d mapping or thread events were lost (the kernel's mmap_events buffer was full between two snapshots): mmap.anon, mmap.file and thread miss those calls", n))

@@ -7,13 +7,10 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
-
-// maxRanges is how many executable mappings one slot of exec_ranges
-// holds (MAX_RANGES).
-const maxRanges = int(leakLimitsMAX_RANGES)
 
 // Frame-pointer classes of an object (symbolize.FramePointerClass), plus
 // "unknown" for anonymous executable memory such as JIT code.
@@ -174,21 +171,21 @@ func (v *mappingView) fpClass(m procfs.Mapping) string {
 // sorted by start, flagged where a frame-pointer walk may continue. Objects
 // without frame pointers stop the walk; anonymous code (JIT) is walked with
 // the kernel's sanity checks and validated here afterwards.
-func (v *mappingView) execRanges() []leakExecRange {
-	rs := make([]leakExecRange, 0, len(v.current))
+func (v *mappingView) execRanges() []kernel.Range {
+	rs := make([]kernel.Range, 0, len(v.current))
 	for i, m := range v.current {
-		r := leakExecRange{Start: m.Start, End: m.End, Object: uint32(i)}
+		r := kernel.Range{Start: m.Start, End: m.End, Object: uint32(i)}
 		if v.fpClass(m) != fpNo {
-			r.Flags |= uint32(leakRangeFlagRANGE_HAS_FP)
+			r.Flags |= kernel.RangeHasFP
 		}
 		if m.Inode != 0 && v.zlib[m.Inode] {
-			r.Flags |= uint32(leakRangeFlagRANGE_ZLIB)
+			r.Flags |= kernel.RangeZlib
 		}
 		if v.goCode(m.Path) {
-			r.Flags |= uint32(leakRangeFlagRANGE_GO)
+			r.Flags |= kernel.RangeGo
 		}
 		if span, ok := v.unwind[m.Path]; ok && span.use {
-			r.Flags |= uint32(leakRangeFlagRANGE_DWARF)
+			r.Flags |= kernel.RangeDWARF
 			r.RowStart, r.RowCount = span.start, span.count
 			if obj, err := v.Object(m); err == nil {
 				r.Bias = m.Start - obj.VAddr(m.Start, m.Start, m.Offset)
@@ -203,10 +200,10 @@ func (v *mappingView) execRanges() []leakExecRange {
 	if c := v.jvmCode; c != nil {
 		for i := range rs {
 			if rs[i].Start >= c.Cache[0] && rs[i].End <= c.Cache[1] {
-				rs[i].Flags |= uint32(leakRangeFlagRANGE_JVM_CODE)
+				rs[i].Flags |= kernel.RangeJVMCode
 			}
 		}
-		rs = splitRange(rs, c.Interpreter[0], c.Interpreter[1], uint32(leakRangeFlagRANGE_JVM_INTERP|leakRangeFlagRANGE_HAS_FP))
+		rs = splitRange(rs, c.Interpreter[0], c.Interpreter[1], kernel.RangeJVMInterp|kernel.RangeHasFP)
 	}
 	return rs
 }
@@ -220,7 +217,7 @@ func (v *mappingView) execRanges() []leakExecRange {
 // ebpf/walk.bpf.h). crosscall2, where C calls back into Go, is walked
 // with the rows goCallbackRows made for it: the frame-pointer chain it
 // keeps passes through a slot holding the C caller's %rbp.
-func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRange {
+func (v *mappingView) splitGo(rs []kernel.Range, m procfs.Mapping) []kernel.Range {
 	if !v.goCode(m.Path) {
 		return rs
 	}
@@ -229,16 +226,16 @@ func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRa
 		return rs
 	}
 	bias := m.Start - obj.VAddr(m.Start, m.Start, m.Offset)
-	goFlags := uint32(leakRangeFlagRANGE_HAS_FP | leakRangeFlagRANGE_GO)
+	goFlags := kernel.RangeHasFP | kernel.RangeGo
 	if start, end, ok := obj.GoText(); ok && start+bias >= m.Start && end+bias <= m.End {
 		rs = splitRange(rs, start+bias, end+bias, goFlags)
 	}
 	if start, end, ok := obj.GoFunc("runtime.asmcgocall"); ok && start+bias >= m.Start && end+bias <= m.End {
-		rs = splitRange(rs, start+bias, end+bias, goFlags|uint32(leakRangeFlagRANGE_GO_CGOCALL))
+		rs = splitRange(rs, start+bias, end+bias, goFlags|kernel.RangeGoCgocall)
 	}
 	if span := v.callback[m.Path]; span.use {
 		if start, end, ok := obj.GoFunc("crosscall2"); ok && start+bias >= m.Start && end+bias <= m.End {
-			rs = splitRange(rs, start+bias, end+bias, goFlags|uint32(leakRangeFlagRANGE_DWARF))
+			rs = splitRange(rs, start+bias, end+bias, goFlags|kernel.RangeDWARF)
 			for i := range rs {
 				if rs[i].Start == start+bias {
 					rs[i].RowStart, rs[i].RowCount, rs[i].Bias = span.start, span.count, bias
@@ -251,14 +248,14 @@ func (v *mappingView) splitGo(rs []leakExecRange, m procfs.Mapping) []leakExecRa
 
 // splitRange gives [start, end), inside one range of rs (sorted), a range
 // of its own with flags: the rest of the range it was in keeps its own.
-func splitRange(rs []leakExecRange, start, end uint64, flags uint32) []leakExecRange {
+func splitRange(rs []kernel.Range, start, end uint64, flags uint32) []kernel.Range {
 	for i, r := range rs {
 		if start < r.Start || end > r.End {
 			continue
 		}
 		mid := r
 		mid.Start, mid.End, mid.Flags = start, end, flags
-		parts := []leakExecRange{}
+		parts := []kernel.Range{}
 		if r.Start < start {
 			lo := r
 			lo.End = start
@@ -270,7 +267,7 @@ func splitRange(rs []leakExecRange, start, end uint64, flags uint32) []leakExecR
 			hi.Start = end
 			parts = append(parts, hi)
 		}
-		out := append(append(append([]leakExecRange{}, rs[:i]...), parts...), rs[i+1:]...)
+		out := append(append(append([]kernel.Range{}, rs[:i]...), parts...), rs[i+1:]...)
 		return out
 	}
 	return rs

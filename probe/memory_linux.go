@@ -14,6 +14,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 )
 
@@ -333,7 +334,7 @@ func (t *Tracer) memoryKnownLocked(points readPoints) memoryKnown {
 		}
 	}
 	if t.maps != nil {
-		k.mapped, k.mappedOutstd = t.maps.ranges(uint32(leakAllocKindKIND_MMAP_ANON))
+		k.mapped, k.mappedOutstd = t.maps.ranges(kernel.KindMmapAnon)
 	}
 	if n, ok := t.jit.namer.(interface{ Spaces() (jvm.Spaces, bool) }); ok && t.jit.namer != nil {
 		if t.spaces == nil {

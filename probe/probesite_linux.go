@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 )
 
@@ -430,7 +431,7 @@ func specNeeds(p probeSpec) siteNeeds {
 		n.reads |= r
 	}
 	if p.cookie != 0 {
-		pc := decodePairCookie(p.cookie)
+		pc := kernel.DecodePairCookie(p.cookie)
 		n.reads |= args(int(pc.Arg), int(pc.SizeArg))
 	}
 	if !builtin && p.cookie == 0 {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
@@ -131,13 +132,13 @@ func TestSpecNeeds(t *testing.T) {
 		{probeSpec{symbol: "free"}, siteNeeds{reads: regRSP | args(1)}},
 		{probeSpec{symbol: "malloc", ret: true}, siteNeeds{reads: regRSP | args(1, 2, 3), ret: true}},
 		{probeSpec{symbol: "inflateEnd"}, siteNeeds{reads: regRSP | args(1)}},
-		{probeSpec{symbol: "fclose", cookie: leakPairCookie{Kind: pairKind(0), Arg: 1}.encode()}, siteNeeds{reads: regRSP | args(1)}},
-		{probeSpec{symbol: "fopen", ret: true, cookie: leakPairCookie{Kind: pairKind(0), Op: uint32(leakAllocOpOP_RET_PTR)}.encode()}, siteNeeds{reads: regRSP, ret: true}},
-		{probeSpec{symbol: "sqlite3_open", ret: true, cookie: leakPairCookie{Kind: pairKind(2), Op: uint32(leakAllocOpOP_OUT_PTR), Arg: 2}.encode()}, siteNeeds{reads: regRSP | args(2), ret: true}},
+		{probeSpec{symbol: "fclose", cookie: kernel.PairCookie{Kind: pairKind(0), Arg: 1}.Encode()}, siteNeeds{reads: regRSP | args(1)}},
+		{probeSpec{symbol: "fopen", ret: true, cookie: kernel.PairCookie{Kind: pairKind(0), Op: kernel.OpRetPtr}.Encode()}, siteNeeds{reads: regRSP, ret: true}},
+		{probeSpec{symbol: "sqlite3_open", ret: true, cookie: kernel.PairCookie{Kind: pairKind(2), Op: kernel.OpOutPtr, Arg: 2}.Encode()}, siteNeeds{reads: regRSP | args(2), ret: true}},
 		// A pair on a function the built-in table names reads its cookie's argument too.
-		{probeSpec{symbol: "free", cookie: leakPairCookie{Kind: pairKind(1), Arg: 6}.encode()}, siteNeeds{reads: regRSP | args(1, 6)}},
+		{probeSpec{symbol: "free", cookie: kernel.PairCookie{Kind: pairKind(1), Arg: 6}.Encode()}, siteNeeds{reads: regRSP | args(1, 6)}},
 		// A pair's size argument (bits 24-27).
-		{probeSpec{symbol: "mmap", ret: true, cookie: leakPairCookie{Kind: pairKind(3), Op: uint32(leakAllocOpOP_RET_PTR), SizeArg: 2}.encode()}, siteNeeds{reads: regRSP | args(2), ret: true}},
+		{probeSpec{symbol: "mmap", ret: true, cookie: kernel.PairCookie{Kind: pairKind(3), Op: kernel.OpRetPtr, SizeArg: 2}.Encode()}, siteNeeds{reads: regRSP | args(2), ret: true}},
 		// zlib's init programs read the arguments the bytes are computed from.
 		{zlibComputedFamily(zlibLayout{inflateState: 7160, deflateState: 5952})[1], siteNeeds{reads: regRSP | args(1, 2), ret: true}},
 		{zlibComputedFamily(zlibLayout{inflateState: 7160, deflateState: 5952})[4], siteNeeds{reads: regRSP | args(1, 2, 3, 4, 5), ret: true}},
@@ -193,7 +194,7 @@ func TestProbeSitesSystemLibraries(t *testing.T) {
 			release := fn == "free" || fn == "inflate" || strings.HasSuffix(fn, "End")
 			p := probeSpec{symbol: fn, ret: !release}
 			if strings.HasPrefix(fn, "BZ2_") { // a declared pair: the stream is argument 1
-				p.cookie = leakPairCookie{Kind: pairKind(0), Op: uint32(leakAllocOpOP_ARG_HANDLE), Arg: 1}.encode()
+				p.cookie = kernel.PairCookie{Kind: pairKind(0), Op: kernel.OpArgHandle, Arg: 1}.Encode()
 			}
 			s := findSite(lib.path, vaddr, off, specNeeds(p))
 			t.Logf("%s %s: %v", lib.path, fn, s)

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/track"
 )
@@ -24,15 +24,15 @@ import (
 // inflate() allocates the window lazily: it is probed only where a malloc
 // inside it may go untraced or unrecognised (zlibTracedFamily).
 var zlibFamily = []probeSpec{
-	{"inflateInit_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
-	{"inflateInit2_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
-	{"inflateBackInit_", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateInitEnter }, true, 0},
-	{"deflateInit_", func(o *leakObjects) *ebpf.Program { return o.ZlibDeflateInitEnter }, true, 0},
-	{"deflateInit2_", func(o *leakObjects) *ebpf.Program { return o.ZlibDeflateInitEnter }, true, 0},
-	{"inflateEnd", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateEndEnter }, false, 0},
-	{"inflateBackEnd", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateEndEnter }, false, 0},
-	{"deflateEnd", func(o *leakObjects) *ebpf.Program { return o.ZlibDeflateEndEnter }, false, 0},
-	{"inflate", func(o *leakObjects) *ebpf.Program { return o.ZlibInflateEnter }, false, 0},
+	{"inflateInit_", kernel.ZlibInflateInitEnter, true, 0},
+	{"inflateInit2_", kernel.ZlibInflateInitEnter, true, 0},
+	{"inflateBackInit_", kernel.ZlibInflateInitEnter, true, 0},
+	{"deflateInit_", kernel.ZlibDeflateInitEnter, true, 0},
+	{"deflateInit2_", kernel.ZlibDeflateInitEnter, true, 0},
+	{"inflateEnd", kernel.ZlibInflateEndEnter, false, 0},
+	{"inflateBackEnd", kernel.ZlibInflateEndEnter, false, 0},
+	{"deflateEnd", kernel.ZlibDeflateEndEnter, false, 0},
+	{"inflate", kernel.ZlibInflateEnter, false, 0},
 }
 
 // acquireOp is how the return probe of an acquire call finds handle h
@@ -40,17 +40,17 @@ var zlibFamily = []probeSpec{
 func acquireOp(h track.Handle) uint32 {
 	switch h.Kind {
 	case track.Arg:
-		return uint32(leakAllocOpOP_ARG_HANDLE)
+		return kernel.OpArgHandle
 	case track.Out:
-		return uint32(leakAllocOpOP_OUT_PTR)
+		return kernel.OpOutPtr
 	case track.Reopen:
-		return uint32(leakAllocOpOP_REALLOC)
+		return kernel.OpRealloc
 	}
-	return uint32(leakAllocOpOP_RET_PTR)
+	return kernel.OpRetPtr
 }
 
 // pairKind is the kernel kind of the i-th declared pair.
-func pairKind(i int) uint32 { return uint32(leakAllocKindKIND_USER) + uint32(i) }
+func pairKind(i int) uint32 { return kernel.KindUser + uint32(i) }
 
 // attachResources probes the resource pairs in the object at path (shown as
 // display): zlib wherever it lives (the system libz.so.1, or a copy linked
@@ -133,16 +133,16 @@ func (t *Tracer) attachResources(path, display string) error {
 		}
 		var specs []probeSpec
 		for _, c := range p.Acquire {
-			pc := leakPairCookie{Kind: pairKind(i), Op: acquireOp(c.Handle), Arg: uint32(c.Handle.Arg),
+			pc := kernel.PairCookie{Kind: pairKind(i), Op: acquireOp(c.Handle), Arg: uint32(c.Handle.Arg),
 				Bytes: computed, Zwindow: window}
 			if !t.mallocTraced() {
 				pc.SizeArg = uint32(c.SizeArg)
 			}
-			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairAcquireEnter }, true, pc.encode()})
+			specs = append(specs, probeSpec{c.Function, kernel.PairAcquireEnter, true, pc.Encode()})
 		}
 		for _, c := range p.Release {
-			pc := leakPairCookie{Kind: pairKind(i), Arg: uint32(c.Handle.Arg), Zwindow: window}
-			specs = append(specs, probeSpec{c.Function, func(o *leakObjects) *ebpf.Program { return o.PairReleaseEnter }, false, pc.encode()})
+			pc := kernel.PairCookie{Kind: pairKind(i), Arg: uint32(c.Handle.Arg), Zwindow: window}
+			specs = append(specs, probeSpec{c.Function, kernel.PairReleaseEnter, false, pc.Encode()})
 		}
 		if !definesAll(obj, specs) {
 			if p.Library != "*" && !p.Optional {
@@ -254,8 +254,8 @@ func (t *Tracer) jvmTarget() bool {
 
 // kind names a kernel kind: built in, or a declared pair's.
 func (t *Tracer) kind(k uint32) analyze.Kind {
-	if k >= uint32(leakAllocKindKIND_USER) {
-		if i := int(k - uint32(leakAllocKindKIND_USER)); i < len(t.opts.Track) {
+	if k >= kernel.KindUser {
+		if i := int(k - kernel.KindUser); i < len(t.opts.Track) {
 			return analyze.Kind(t.opts.Track[i].Kind)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/leakscope/leakscope/probe/kernel"
 )
 
 // Constants of the bpf(2) ABI that cilium/ebpf v0.22 does not expose for
@@ -40,17 +42,17 @@ type linkCreateUprobeMulti struct {
 // (enum alloc_fn); free stays a plain entry probe.
 var sessionFamily = []struct {
 	symbol string
-	fn     leakAllocFn
+	fn     uint64 // its cookie
 }{
-	{"malloc", leakAllocFnFN_MALLOC},
-	{"calloc", leakAllocFnFN_CALLOC},
-	{"realloc", leakAllocFnFN_REALLOC},
-	{"reallocarray", leakAllocFnFN_REALLOCARRAY},
-	{"posix_memalign", leakAllocFnFN_POSIX_MEMALIGN},
-	{"aligned_alloc", leakAllocFnFN_MEMALIGN},
-	{"memalign", leakAllocFnFN_MEMALIGN},
-	{"valloc", leakAllocFnFN_VALLOC},
-	{"pvalloc", leakAllocFnFN_PVALLOC},
+	{"malloc", kernel.FnMalloc},
+	{"calloc", kernel.FnCalloc},
+	{"realloc", kernel.FnRealloc},
+	{"reallocarray", kernel.FnReallocarray},
+	{"posix_memalign", kernel.FnPosixMemalign},
+	{"aligned_alloc", kernel.FnMemalign},
+	{"memalign", kernel.FnMemalign},
+	{"valloc", kernel.FnValloc},
+	{"pvalloc", kernel.FnPvalloc},
 }
 
 // attachSession attaches alloc_session to every malloc-family function of
@@ -73,10 +75,10 @@ func (t *Tracer) attachSession() error {
 		// the stack pointer (probeSiteOffset).
 		at := probeSiteOffset(t.alloc.Path, vaddr, off, probeSpec{symbol: f.symbol, ret: true})
 		offsets = append(offsets, off+at.Off)
-		cookies = append(cookies, uint64(f.fn))
+		cookies = append(cookies, f.fn)
 		t.probed = append(t.probed, f.symbol+at.String())
 	}
-	allocPath, display, prog := t.alloc.Path, t.alloc.Display, t.objs.AllocSession
+	allocPath, display, prog := t.alloc.Path, t.alloc.Display, t.objs.Program(kernel.AllocSession)
 	l, err := t.attachFor(func(pid int) (link.Link, error) {
 		return attachSessionLink(allocPath, display, prog, offsets, cookies, pid)
 	})

@@ -3,7 +3,6 @@
 package probe
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -13,15 +12,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/stacks"
 	"github.com/leakscope/leakscope/probe/symbolize"
@@ -33,7 +31,7 @@ type Tracer struct {
 	// maps holds the target's mappings and threads (Options.Maps), read
 	// from mapEvents at every snapshot; mapRefs each of their sites.
 	maps      *mapTable
-	mapEvents *ringbuf.Reader
+	mapEvents *kernel.MapEvents
 	mapGen    uint32
 	mapRefs   map[mapSite]siteRef
 	files     filePaths // the paths of mmap.file mappings
@@ -44,11 +42,11 @@ type Tracer struct {
 	spaces     *jvm.Spaces
 	pid        int
 	opts       Options
-	objs       leakObjects
+	objs       *kernel.Objects
 	links      []link.Link
 	cache      *symbolize.Cache
 	alloc      allocator
-	misses     *ringbuf.Reader
+	misses     *kernel.Misses
 	started    time.Time
 	done       chan struct{}
 	wg         sync.WaitGroup
@@ -64,7 +62,6 @@ type Tracer struct {
 	sym        *stacks.Resolver
 	jit        jitNames // the target's runtime, once found (jvm_linux.go)
 	sites      *siteTable
-	rawStack   leakStack      // resolveLocked's read buffer
 	rawEntries []stacks.Entry // resolveLocked's decoded stack
 	series     series         // the snapshots so far
 	warnings   []string
@@ -103,10 +100,6 @@ type Tracer struct {
 	// windowsGone: the target's memory was gone at a read; windows
 	// keeps the last read that saw it.
 	windowsGone bool
-	// siteBuf and siteKeys are the buffers forEachSite reads site_slots
-	// into, reused.
-	siteBuf  []leakSiteSlot
-	siteKeys []uint32
 	// noExitHook: the kernel's sched_process_exit comes after the
 	// target's memory is gone (before Linux 6.13): windows of a target
 	// that exits are not counted.
@@ -273,9 +266,9 @@ func newTracerFrom(pid int, alloc allocator, objects []string, cache *symbolize.
 	} else if err := t.load(mode); err != nil {
 		return nil, err
 	}
-	if err := t.objs.TargetTgid.Set(uint32(pid)); err != nil {
+	if err := t.objs.SetTarget(pid); err != nil {
 		t.close()
-		return nil, fmt.Errorf("set target_tgid: %w", err)
+		return nil, err
 	}
 	if err := t.attach(); err != nil {
 		t.close()
@@ -324,116 +317,41 @@ func newTracerFrom(pid int, alloc allocator, objects []string, cache *symbolize.
 }
 
 func (t *Tracer) load(mode tracerMode) error {
-	spec, err := loadLeak()
-	if err != nil {
-		return fmt.Errorf("parse embedded BPF object: %w", err)
+	if t.opts.ProbesOnly {
+		t.warnOnce("--probes-only: every probe runs a program that returns at once; nothing is counted, and the report is empty")
 	}
 	// A child is treated as the command after its exec: stopped until
 	// its tables are in at its first call, at each exec, dlopen and exit.
-	wait, follow, seen := uint32(0), uint32(0), uint32(0)
-	if mode != modeAttach {
-		wait = 1
-	}
-	if t.opts.Follow {
-		follow = 1
-	}
-	if mode == modeChild {
-		seen = 1
-	}
-	if err := spec.Variables["follow_forks"].Set(follow); err != nil {
-		return fmt.Errorf("set follow_forks: %w", err)
-	}
-	if err := spec.Variables["exec_seen"].Set(seen); err != nil {
-		return fmt.Errorf("set exec_seen: %w", err)
-	}
-	if err := spec.Variables["wait_exec"].Set(wait); err != nil {
-		return fmt.Errorf("set wait_exec: %w", err)
-	}
-	if err := spec.Variables["stop_on_load"].Set(wait); err != nil {
-		return fmt.Errorf("set stop_on_load: %w", err)
-	}
-	if err := spec.Variables["sample_bytes"].Set(t.opts.SampleBytes); err != nil {
-		return fmt.Errorf("set sample_bytes: %w", err)
-	}
-	probesOnly := uint32(0)
-	if t.opts.ProbesOnly {
-		probesOnly = 1
-		t.warnOnce("--probes-only: every probe runs a program that returns at once; nothing is counted, and the report is empty")
-	}
-	if err := spec.Variables["probes_only"].Set(probesOnly); err != nil {
-		return fmt.Errorf("set probes_only: %w", err)
-	}
-	if err := spec.Variables["page_size"].Set(uint64(os.Getpagesize())); err != nil {
-		return fmt.Errorf("set page_size: %w", err)
-	}
-	if err := setMaps(spec, t.opts.Maps); err != nil {
-		return err
-	}
-	spec.Maps["allocs"].MaxEntries = t.opts.MaxAllocations
-	spec.Maps["sites"].MaxEntries = t.opts.MaxSites
-	spec.Maps["site_slots"].MaxEntries = t.opts.MaxSites
-	if err := spec.Variables["max_sites"].Set(t.opts.MaxSites); err != nil {
-		return fmt.Errorf("set max_sites: %w", err)
-	}
-	spec.Maps["stacks"].MaxEntries = t.opts.MaxStacks
-	spec.Maps["unwind_rows"].MaxEntries = t.opts.MaxUnwindRows
-	spec.Maps["zwindows"].MaxEntries = t.opts.MaxAllocations
-	// The per-allocation and per-stack tables take memory as they fill,
-	// not all at load: preallocated, their default sizes held 165 MiB of
-	// kernel memory for any target, even one that allocates nothing
-	// (docs/performance.md, "Fixed costs and the BPF maps").
-	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
-		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
-	}
-	if forcePlainProbes {
-		t.noMulti, t.noSession = true, true
-	}
-	t.noExitHook = !useExitHook(spec)
-	err = spec.LoadAndAssign(&t.objs, nil)
-	if err != nil && strings.Contains(err.Error(), "_multi") {
-		// A kernel without uprobe_multi links (before 6.6): every probe
-		// is a perf link of its own. The twins are loaded as copies of
-		// their plain programs and never attached.
-		for name, ps := range spec.Programs {
-			if plain, ok := strings.CutSuffix(name, "_multi"); ok && spec.Programs[plain] != nil {
-				stand := spec.Programs[plain].Copy()
-				stand.Name = ps.Name
-				spec.Programs[name] = stand
-			}
-		}
-		t.noMulti = true
-		err = spec.LoadAndAssign(&t.objs, nil)
-	}
-	if err != nil && t.opts.SampleBytes == 0 && strings.Contains(err.Error(), "alloc_session") {
-		// A kernel without uprobe sessions (before 6.13): exact mode
-		// works with plain uprobes; load a stand-in that is never
-		// attached, so the rest of the object loads.
-		stand := spec.Programs["malloc_enter"].Copy()
-		stand.Name = "alloc_session"
-		spec.Programs["alloc_session"] = stand
-		t.noSession = true
-		err = spec.LoadAndAssign(&t.objs, nil)
-	}
+	objs, err := kernel.Load(kernel.Config{
+		Wait:           mode != modeAttach,
+		Follow:         t.opts.Follow,
+		ExecSeen:       mode == modeChild,
+		SampleBytes:    t.opts.SampleBytes,
+		ProbesOnly:     t.opts.ProbesOnly,
+		Maps:           t.opts.Maps,
+		MaxAllocations: t.opts.MaxAllocations,
+		MaxSites:       t.opts.MaxSites,
+		MaxStacks:      t.opts.MaxStacks,
+		MaxUnwindRows:  t.opts.MaxUnwindRows,
+		Plain:          forcePlainProbes,
+	})
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("load BPF programs: %+v", ve)
-		}
 		if isPerm(err) {
 			return fmt.Errorf("load BPF programs: %w", ErrPrivilege)
 		}
-		return fmt.Errorf("load BPF programs: %w", err)
+		return err
 	}
-	t.misses, err = ringbuf.NewReader(t.objs.RangeMisses)
-	if err != nil {
-		t.objs.Close()
-		return fmt.Errorf("open range-miss ring buffer: %w", err)
+	f := objs.Features()
+	t.objs, t.noMulti, t.noSession, t.noExitHook = objs, f.NoMulti, f.NoSession, f.NoExitHook
+	if t.misses, err = objs.OpenMisses(); err != nil {
+		objs.Close()
+		return err
 	}
 	if t.opts.Maps {
-		if t.mapEvents, err = ringbuf.NewReader(t.objs.MmapEvents); err != nil {
+		if t.mapEvents, err = objs.OpenMapEvents(); err != nil {
 			t.misses.Close()
-			t.objs.Close()
-			return fmt.Errorf("open mapping ring buffer: %w", err)
+			objs.Close()
+			return err
 		}
 	}
 	return nil
@@ -443,22 +361,22 @@ func (t *Tracer) load(mode tracerMode) error {
 // acquire call, the shared return program.
 type probeSpec struct {
 	symbol string
-	enter  func(*leakObjects) *ebpf.Program
-	ret    bool   // acquire call: also attach the return program
-	cookie uint64 // bpf_get_attach_cookie() of the entry program
+	prog   kernel.Program // its entry program
+	ret    bool           // acquire call: also attach the return program
+	cookie uint64         // bpf_get_attach_cookie() of the entry program
 }
 
 var mallocFamily = []probeSpec{
-	{"malloc", func(o *leakObjects) *ebpf.Program { return o.MallocEnter }, true, 0},
-	{"calloc", func(o *leakObjects) *ebpf.Program { return o.CallocEnter }, true, 0},
-	{"realloc", func(o *leakObjects) *ebpf.Program { return o.ReallocEnter }, true, 0},
-	{"reallocarray", func(o *leakObjects) *ebpf.Program { return o.ReallocarrayEnter }, true, 0},
-	{"posix_memalign", func(o *leakObjects) *ebpf.Program { return o.PosixMemalignEnter }, true, 0},
-	{"aligned_alloc", func(o *leakObjects) *ebpf.Program { return o.MemalignEnter }, true, 0},
-	{"memalign", func(o *leakObjects) *ebpf.Program { return o.MemalignEnter }, true, 0},
-	{"valloc", func(o *leakObjects) *ebpf.Program { return o.VallocEnter }, true, 0},
-	{"pvalloc", func(o *leakObjects) *ebpf.Program { return o.PvallocEnter }, true, 0},
-	{"free", func(o *leakObjects) *ebpf.Program { return o.FreeEnter }, false, 0},
+	{"malloc", kernel.MallocEnter, true, 0},
+	{"calloc", kernel.CallocEnter, true, 0},
+	{"realloc", kernel.ReallocEnter, true, 0},
+	{"reallocarray", kernel.ReallocarrayEnter, true, 0},
+	{"posix_memalign", kernel.PosixMemalignEnter, true, 0},
+	{"aligned_alloc", kernel.MemalignEnter, true, 0},
+	{"memalign", kernel.MemalignEnter, true, 0},
+	{"valloc", kernel.VallocEnter, true, 0},
+	{"pvalloc", kernel.PvallocEnter, true, 0},
+	{"free", kernel.FreeEnter, false, 0},
 }
 
 func (t *Tracer) attach() error {
@@ -543,7 +461,7 @@ func (t *Tracer) attachLoaderHook(objects []string) error {
 		if err != nil {
 			return fmt.Errorf("open %s: %w", c, err)
 		}
-		spec := probeSpec{"_dl_debug_state", func(o *leakObjects) *ebpf.Program { return o.DlDebugState }, false, 0}
+		spec := probeSpec{"_dl_debug_state", kernel.DlDebugState, false, 0}
 		if _, err := t.attachFamily(ex, c, c, obj.Lookup, []probeSpec{spec}); err != nil {
 			return err
 		}
@@ -566,7 +484,7 @@ func (t *Tracer) attachExitHook() error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", t.alloc.Display, err)
 	}
-	spec := probeSpec{"exit", func(o *leakObjects) *ebpf.Program { return o.ExitCall }, false, 0}
+	spec := probeSpec{"exit", kernel.ExitCall, false, 0}
 	_, err = t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, []probeSpec{spec})
 	return err
 }
@@ -575,11 +493,11 @@ func (t *Tracer) attachExitHook() error {
 // and, with malloc not traced, target_exit, which counts the windows of
 // its live inflate streams as it exits.
 func (t *Tracer) attachExecHook() error {
-	progs := []*ebpf.Program{t.objs.TargetExec, t.objs.TargetFork}
+	progs := []*ebpf.Program{t.objs.Program(kernel.TargetExec), t.objs.Program(kernel.TargetFork)}
 	// Following, it also keeps each process's exit status (its parent
 	// reaps it before leakscope could read it).
 	if (!t.mallocTraced() || t.opts.Follow) && !t.noExitHook {
-		progs = append(progs, t.objs.TargetExit)
+		progs = append(progs, t.objs.Program(kernel.TargetExit))
 		t.exitHooked = true
 	}
 	for _, p := range progs {
@@ -668,7 +586,7 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 	}
 	twins := true
 	for _, s := range sites {
-		twins = twins && t.objs.twin(s.spec.enter(&t.objs)) != nil
+		twins = twins && t.objs.Multi(s.spec.prog) != nil
 	}
 	if !t.noMulti && twins {
 		err := t.attachMulti(ex, display, sites)
@@ -685,7 +603,7 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 		// the return address.
 		if p.ret {
 			ret := func(pid int) (link.Link, error) {
-				return ex.Uretprobe(p.symbol, t.objs.AllocExit, &link.UprobeOptions{PID: pid, Address: s.off})
+				return ex.Uretprobe(p.symbol, t.objs.Program(kernel.AllocExit), &link.UprobeOptions{PID: pid, Address: s.off})
 			}
 			l, err := t.attachFor(ret)
 			if err != nil {
@@ -693,7 +611,7 @@ func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup 
 			}
 			t.links = append(t.links, l)
 		}
-		enter := p.enter(&t.objs)
+		enter := t.objs.Program(p.prog)
 		entry := func(pid int) (link.Link, error) {
 			return ex.Uprobe(p.symbol, enter, &link.UprobeOptions{PID: pid, Address: s.off, Cookie: p.cookie})
 		}
@@ -745,7 +663,7 @@ func (t *Tracer) attachMulti(ex *link.Executable, display string, sites []family
 	}
 	var rets []uint64
 	for _, s := range sites {
-		twin := t.objs.twin(s.spec.enter(&t.objs))
+		twin := t.objs.Multi(s.spec.prog)
 		if s.spec.ret {
 			add(&acquires, twin, s)
 			rets = append(rets, s.off)
@@ -780,7 +698,7 @@ func (t *Tracer) attachMulti(ex *link.Executable, display string, sites []family
 		t.releases = append(t.releases, l)
 	}
 	if len(rets) > 0 {
-		g := &group{prog: t.objs.AllocExitMulti, offs: rets, symbols: []string{"(returns)"}}
+		g := &group{prog: t.objs.Multi(kernel.AllocExit), offs: rets, symbols: []string{"(returns)"}}
 		l, err := attach(g, true)
 		if err != nil {
 			return multiError(g, err)
@@ -796,29 +714,6 @@ func (t *Tracer) attachMulti(ex *link.Executable, display string, sites []family
 	}
 	for _, s := range sites {
 		t.probed = append(t.probed, s.spec.symbol+s.at.String())
-	}
-	return nil
-}
-
-// twin returns the uprobe_multi twin of a plain program (TWINS in
-// ebpf/leakscope.bpf.c), nil if it has none.
-func (o *leakObjects) twin(p *ebpf.Program) *ebpf.Program {
-	for _, tw := range [][2]*ebpf.Program{
-		{o.AllocExit, o.AllocExitMulti},
-		{o.FreeEnter, o.FreeEnterMulti},
-		{o.ZlibInflateInitEnter, o.ZlibInflateInitEnterMulti},
-		{o.ZlibDeflateInitEnter, o.ZlibDeflateInitEnterMulti},
-		{o.ZlibInflateEndEnter, o.ZlibInflateEndEnterMulti},
-		{o.ZlibDeflateEndEnter, o.ZlibDeflateEndEnterMulti},
-		{o.ZlibInflateEnter, o.ZlibInflateEnterMulti},
-		{o.PairAcquireEnter, o.PairAcquireEnterMulti},
-		{o.PairReleaseEnter, o.PairReleaseEnterMulti},
-		{o.DlDebugState, o.DlDebugStateMulti},
-		{o.ExitCall, o.ExitCallMulti},
-	} {
-		if tw[0] == p {
-			return tw[1]
-		}
 	}
 	return nil
 }
@@ -859,22 +754,16 @@ func (t *Tracer) watchMisses() {
 	defer t.wg.Done()
 	for {
 		t.handling.Store(0)
-		rec, err := t.misses.Read()
+		m, err := t.misses.Read()
 		if err != nil {
 			return // closed, or flushed by Stop: every record was read
 		}
 		t.handling.Store(1)
-		var m leakRangeMiss
-		if len(rec.RawSample) >= int(unsafe.Sizeof(m)) {
-			m.Ip = binary.LittleEndian.Uint64(rec.RawSample[0:])
-			m.Generation = binary.LittleEndian.Uint64(rec.RawSample[8:])
-			m.AtNs = binary.LittleEndian.Uint64(rec.RawSample[16:])
-		}
-		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_VMFORK) {
-			t.shareAsync(int(m.Generation), m.AtNs)
+		if m.IP == kernel.MissVMFork {
+			t.shareAsync(int(m.Generation), m.At)
 			continue
 		}
-		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_FORK) || m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN) {
+		if m.IP == kernel.MissFork || m.IP == kernel.MissSpawn {
 			t.mu.Lock()
 			tree := t.tree
 			t.mu.Unlock()
@@ -882,29 +771,29 @@ func (t *Tracer) watchMisses() {
 				continueStopped(int(m.Generation))
 				continue
 			}
-			if m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN) {
+			if m.IP == kernel.MissSpawn {
 				t.mu.Lock()
 				t.followedVMLocked(int(m.Generation))
 				t.unshareLocked(int(m.Generation)) // its own memory now
 				t.mu.Unlock()
 			}
-			tree.adoptAsync(t, int(m.Generation), m.Ip == uint64(leakRangeMissIpRANGE_MISS_SPAWN), m.AtNs)
+			tree.adoptAsync(t, int(m.Generation), m.IP == kernel.MissSpawn, m.At)
 			continue
 		}
 		t.mu.Lock()
-		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_EXEC) {
+		if m.IP == kernel.MissExec {
 			t.followExecLocked()
 		}
 		t.refreshLocked()
 		var resumed bool
-		if m.Ip == uint64(leakRangeMissIpRANGE_MISS_EXIT) {
+		if m.IP == kernel.MissExit {
 			t.exitingLocked()
 			resumed = t.resumeLocked(true)
 		} else {
 			resumed = t.resumeLocked(false)
 		}
-		if resumed && m.AtNs != 0 {
-			t.stops.Add(time.Duration(monotonicNow() - m.AtNs))
+		if resumed && m.At != 0 {
+			t.stops.Add(time.Duration(monotonicNow() - m.At))
 		}
 		t.mu.Unlock()
 	}
@@ -942,26 +831,18 @@ func (t *Tracer) exitingLocked() {
 // in exit() (exit_call), whose stop no other record continues. A SIGCONT
 // also discards a stop not delivered yet.
 func (t *Tracer) resumeLocked(exited bool) bool {
-	var sent, exitStop, execStop uint32
-	if err := t.objs.StopSent.Get(&sent); err != nil {
+	stops, err := t.objs.Stops()
+	if err != nil {
 		return false
 	}
-	if err := t.objs.ExitStop.Get(&exitStop); err != nil {
-		return false
-	}
-	if err := t.objs.ExecStop.Get(&execStop); err != nil {
-		return false
-	}
-	if exitStop != 0 && !exited {
+	if stops.Exit && !exited {
 		return false // stopped in exit(): its own record continues it
 	}
-	if sent == 0 && exitStop == 0 && execStop == 0 {
+	if stops == (kernel.Stops{}) {
 		return false
 	}
-	for _, v := range []*ebpf.Variable{t.objs.StopSent, t.objs.ExitStop, t.objs.ExecStop} {
-		if err := v.Set(uint32(0)); err != nil {
-			t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
-		}
+	if err := t.objs.ClearStops(); err != nil {
+		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
 	}
 	if err := unix.Kill(t.pid, unix.SIGCONT); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnOnce(fmt.Sprintf("continue pid %d: %v", t.pid, err))
@@ -1010,25 +891,16 @@ func (t *Tracer) refreshLocked() {
 // from the current mappings and flips to it.
 func (t *Tracer) writeRangesLocked() {
 	ranges := t.view.execRanges()
-	if len(ranges) > maxRanges {
-		t.warnOnce(fmt.Sprintf("target has %d executable mappings; the kernel range table holds %d, the rest are validated in user space only", len(ranges), maxRanges))
-		ranges = ranges[:maxRanges]
+	if len(ranges) > kernel.MaxRanges {
+		t.warnOnce(fmt.Sprintf("target has %d executable mappings; the kernel range table holds %d, the rest are validated in user space only", len(ranges), kernel.MaxRanges))
+		ranges = ranges[:kernel.MaxRanges]
 	}
 	slot := t.rangeSlot ^ 1
-	base := slot * uint32(maxRanges)
-	for i, r := range ranges {
-		key := base + uint32(i)
-		if err := t.objs.ExecRanges.Put(key, r); err != nil {
-			t.warnOnce(fmt.Sprintf("write range table: %v", err))
-			return
-		}
-	}
-	t.rangesGen++
-	ctl := leakRangeCtl{Slot: slot, Count: uint32(len(ranges)), Generation: t.rangesGen}
-	if err := t.objs.RangeCtls.Put(uint32(0), ctl); err != nil {
+	if err := t.objs.WriteRanges(slot, ranges, t.rangesGen+1); err != nil {
 		t.warnOnce(fmt.Sprintf("write range table: %v", err))
 		return
 	}
+	t.rangesGen++
 	t.rangeSlot = slot
 }
 

@@ -84,19 +84,9 @@ func (t *Tracer) writeRows(m procfs.Mapping, rows []unwind.Row) unwindSpan {
 		t.warnOnce(fmt.Sprintf("unwind table full (%d rows): %s is walked with frame pointers only; raise --max-unwind-rows", t.opts.MaxUnwindRows, filepath.Base(m.Path)))
 		return unwindSpan{}
 	}
-	keys := make([]uint32, len(rows))
-	vals := make([]leakUnwindRow, len(rows))
-	for i, r := range rows {
-		keys[i] = t.rowNext + uint32(i)
-		vals[i] = leakUnwindRow{Pc: r.PC, CfaOff: r.CFAOffset, RbpOff: r.RBPOffset, Rule: r.Rule}
-	}
-	if _, err := t.objs.UnwindRows.BatchUpdate(keys, vals, nil); err != nil {
-		for i := range keys { // kernels without batch updates
-			if err := t.objs.UnwindRows.Put(keys[i], vals[i]); err != nil {
-				t.warnOnce(fmt.Sprintf("write unwind rows of %s: %v", filepath.Base(m.Path), err))
-				return unwindSpan{}
-			}
-		}
+	if err := t.objs.WriteUnwindRows(t.rowNext, rows); err != nil {
+		t.warnOnce(fmt.Sprintf("write unwind rows of %s: %v", filepath.Base(m.Path), err))
+		return unwindSpan{}
 	}
 	span := unwindSpan{start: t.rowNext, count: uint32(len(rows)), use: true}
 	t.rowNext += uint32(len(rows))

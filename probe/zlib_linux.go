@@ -15,10 +15,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 )
 
@@ -198,15 +197,15 @@ func (l zlibLayout) String() string {
 func zlibComputedFamily(l zlibLayout) []probeSpec {
 	// The kernel adds the state's size (bits 0-15) to what it computes:
 	// the z_stream, where counted, goes with it.
-	initCookie := func(state uint32, init leakZinit) uint64 {
-		return leakZlibCookie{State: state + l.zstream, Init: uint32(init)}.encode()
+	initCookie := func(state uint32, init uint32) uint64 {
+		return kernel.ZlibCookie{State: state + l.zstream, Init: init}.Encode()
 	}
 	cookies := map[string]uint64{
-		"inflateInit_":     initCookie(l.inflateState, leakZinitZINIT_INFLATE),
-		"inflateInit2_":    initCookie(l.inflateState, leakZinitZINIT_INFLATE2),
-		"inflateBackInit_": initCookie(l.inflateState, leakZinitZINIT_BACK),
-		"deflateInit_":     initCookie(l.deflateState, leakZinitZINIT_DEFLATE),
-		"deflateInit2_":    initCookie(l.deflateState, leakZinitZINIT_DEFLATE2),
+		"inflateInit_":     initCookie(l.inflateState, kernel.ZinitInflate),
+		"inflateInit2_":    initCookie(l.inflateState, kernel.ZinitInflate2),
+		"inflateBackInit_": initCookie(l.inflateState, kernel.ZinitBack),
+		"deflateInit_":     initCookie(l.deflateState, kernel.ZinitDeflate),
+		"deflateInit2_":    initCookie(l.deflateState, kernel.ZinitDeflate2),
 		"inflateEnd":       1,
 		"inflateBackEnd":   1,
 	}
@@ -276,13 +275,12 @@ type windowKey struct {
 // at all (it exited): r is empty then.
 func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 	var keys []windowKey
-	var ws []leakZwindow
-	pad := t.execGen << 1
+	var ws []kernel.Window
 	span := 0 // the state from its back pointer to the window
-	err = forEach(t.objs.Zwindows, func(k *leakHandleKey, w *leakZwindow) {
-		if k.Pad == pad {
+	err = t.objs.ForEachWindow(func(k kernel.Handle, w kernel.Window) {
+		if !k.Orphan && k.Gen == t.execGen {
 			keys = append(keys, windowKey{k.Addr, k.Kind})
-			ws = append(ws, *w)
+			ws = append(ws, w)
 			span = max(span, int(w.WindowOff)+8, int(w.WbitsOff)+4)
 		}
 	})
@@ -298,7 +296,7 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 		}
 	}
 	if len(unknown) > 0 {
-		words, wok, err := readWords(t.pid, unknown, uint64(leakZlibOffsetZSTREAM_STATE_OFF)) // offsetof(z_stream, state)
+		words, wok, err := readWords(t.pid, unknown, kernel.ZstreamStateOff) // offsetof(z_stream, state)
 		if errors.Is(err, unix.ESRCH) {
 			return windowReads{}, true, nil
 		}
@@ -345,7 +343,7 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 		if r.bytes == nil {
 			r.bytes, r.stacks = map[windowKey]uint64{}, map[windowKey]uint64{}
 		}
-		r.bytes[k], r.stacks[k] = bytes, w.StackId
+		r.bytes[k], r.stacks[k] = bytes, w.Stack
 	}
 	return r, false, nil
 }
@@ -420,9 +418,8 @@ func (t *Tracer) addWindowsLocked() error {
 	}
 	if gone {
 		left := map[windowKey]bool{}
-		pad := t.execGen << 1
-		if err := forEach(t.objs.Zwindows, func(k *leakHandleKey, _ *leakZwindow) {
-			if k.Pad == pad {
+		if err := t.objs.ForEachWindow(func(k kernel.Handle, _ kernel.Window) {
+			if !k.Orphan && k.Gen == t.execGen {
 				left[windowKey{k.Addr, k.Kind}] = true
 			}
 		}); err != nil {
@@ -447,52 +444,12 @@ func (t *Tracer) addWindowsLocked() error {
 	return nil
 }
 
-// exitHookSupported reports whether the kernel's sched_process_exit
-// tracepoint has group_dead: since Linux 6.13 it comes before exit_mm(),
-// with the exiting task's memory still readable, which target_exit needs.
-func exitHookSupported() bool {
-	spec, err := btf.LoadKernelSpec()
-	if err != nil {
-		return false
-	}
-	var td *btf.Typedef
-	if err := spec.TypeByName("btf_trace_sched_process_exit", &td); err != nil {
-		return false
-	}
-	ptr, ok := td.Type.(*btf.Pointer)
-	if !ok {
-		return false
-	}
-	fp, ok := ptr.Target.(*btf.FuncProto)
-	return ok && len(fp.Params) >= 3 // ctx, task, group_dead
-}
-
-// useExitHook reports whether target_exit can load on this kernel
-// (exitHookSupported); where it cannot, it puts a stand-in in spec, never
-// attached, that keeps the object loadable.
-func useExitHook(spec *ebpf.CollectionSpec) bool {
-	if exitHookSupported() {
-		return true
-	}
-	stand := spec.Programs["target_exec"].Copy()
-	stand.Name = "target_exit"
-	spec.Programs["target_exit"] = stand
-	return false
-}
-
 // warnWindowsLocked says, at the end of a capture with malloc not traced,
 // how many live inflate streams' windows could not be read: their bytes
 // leave the window out.
 func (t *Tracer) warnWindowsLocked() {
-	var perCPU []uint64
-	var n uint64
-	if err := t.objs.Stats.Lookup(uint32(leakStatIndexSTAT_WINDOWS_UNREAD), &perCPU); err == nil {
-		for _, v := range perCPU {
-			n += v
-		}
-	}
-	var settled uint32
-	_ = t.objs.ExitSettled.Get(&settled)
+	n, _ := t.objs.Stat(kernel.StatWindowsUnread)
+	settled, _ := t.objs.ExitSettled()
 	switch {
 	case !t.windowsGone:
 		n += uint64(t.windows.unread)
@@ -501,10 +458,9 @@ func (t *Tracer) warnWindowsLocked() {
 		// (the probes were detached first, or this kernel's exit
 		// tracepoint comes too late): what the last read of its memory
 		// did not see is unknown.
-		pad := t.execGen << 1
 		var left uint64
-		_ = forEach(t.objs.Zwindows, func(k *leakHandleKey, _ *leakZwindow) {
-			if k.Pad == pad && !t.windows.checked[windowKey{k.Addr, k.Kind}] {
+		_ = t.objs.ForEachWindow(func(k kernel.Handle, _ kernel.Window) {
+			if !k.Orphan && k.Gen == t.execGen && !t.windows.checked[windowKey{k.Addr, k.Kind}] {
 				left++
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/kernel"
 	"os"
 	"os/exec"
 	"testing"
@@ -129,5 +130,33 @@ func TestReadRemotePartial(t *testing.T) {
 	}
 	if _, _, err := readRemote(cmd.Process.Pid, []uint64{base}, 8); !errors.Is(err, unix.ESRCH) {
 		t.Errorf("read of an exited process: %v, want ESRCH", err)
+	}
+}
+
+// With malloc not traced, zlib's init probes carry cookies that make the
+// kernel compute each stream's bytes: its state, with the z_stream where
+// counted, and which init it is (kernel.TestCookiesDecodeAsKernel ties
+// the encoding to the kernel's decoder).
+func TestZlibComputedCookies(t *testing.T) {
+	l := zlibLayout{inflateState: 7160, deflateState: 5952, zstream: jniZStreamSize}
+	want := map[string]kernel.ZlibCookie{
+		"inflateInit_":     {State: 7160 + jniZStreamSize, Init: kernel.ZinitInflate},
+		"inflateInit2_":    {State: 7160 + jniZStreamSize, Init: kernel.ZinitInflate2},
+		"inflateBackInit_": {State: 7160 + jniZStreamSize, Init: kernel.ZinitBack},
+		"deflateInit_":     {State: 5952 + jniZStreamSize, Init: kernel.ZinitDeflate},
+		"deflateInit2_":    {State: 5952 + jniZStreamSize, Init: kernel.ZinitDeflate2},
+	}
+	for _, p := range zlibComputedFamily(l) {
+		w, ok := want[p.symbol]
+		if !ok {
+			continue
+		}
+		if p.cookie != w.Encode() {
+			t.Errorf("%s: cookie %#x, want %#x (%+v)", p.symbol, p.cookie, w.Encode(), w)
+		}
+		delete(want, p.symbol)
+	}
+	if len(want) > 0 {
+		t.Errorf("zlibComputedFamily has no cookie for %v", want)
 	}
 }

@@ -53,7 +53,7 @@ func TestMakeInstall(t *testing.T) {
 		"leakscope " + strings.TrimSpace(string(describe)) + "\n",
 		"commit:  " + strings.TrimSpace(string(head)),
 		", cgo off\n",
-		"bpf:     linux/amd64 (probe/leak_x86_bpfel.o)\n",
+		"bpf:     linux/amd64 (probe/kernel/leak_x86_bpfel.o)\n",
 	} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("installed leakscope version printed\n%s\nwant %q in it", out, w)

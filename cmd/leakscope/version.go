@@ -19,10 +19,10 @@ var (
 )
 
 // bpfObjects are the committed bpf2go objects this source tree embeds, by
-// GOARCH: probe/gen.go's -target list. TestBPFObjectsListed keeps it in
-// step with the files in probe/.
+// GOARCH: probe/kernel/gen.go's -target list. TestBPFObjectsListed keeps it in
+// step with the files in probe/kernel/.
 var bpfObjects = []struct{ arch, object string }{
-	{"amd64", "probe/leak_x86_bpfel.o"},
+	{"amd64", "probe/kernel/leak_x86_bpfel.o"},
 }
 
 // buildInfo says which build a binary is, for bug reports.

@@ -27,7 +27,7 @@ func TestVersionCommand(t *testing.T) {
 		t.Errorf("version printed\n%s--version printed\n%s", out, out2)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	want := []string{"leakscope ", "commit:  ", "built:   ", "go:      " + runtime.Version() + " linux/" + runtime.GOARCH, "bpf:     linux/amd64 (probe/leak_x86_bpfel.o)"}
+	want := []string{"leakscope ", "commit:  ", "built:   ", "go:      " + runtime.Version() + " linux/" + runtime.GOARCH, "bpf:     linux/amd64 (probe/kernel/leak_x86_bpfel.o)"}
 	if len(lines) != len(want) {
 		t.Fatalf("version printed %q, want %d lines", out, len(want))
 	}
@@ -70,16 +70,16 @@ func TestVersionFromLdflags(t *testing.T) {
 	}
 }
 
-// bpfObjects lists exactly the committed objects and probe/gen.go's
+// bpfObjects lists exactly the committed objects and probe/kernel/gen.go's
 // -target list.
 func TestBPFObjectsListed(t *testing.T) {
-	files, err := filepath.Glob("../../probe/*_bpfel.o")
+	files, err := filepath.Glob("../../probe/kernel/*_bpfel.o")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var committed, listed []string
 	for _, f := range files {
-		committed = append(committed, "probe/"+filepath.Base(f))
+		committed = append(committed, "probe/kernel/"+filepath.Base(f))
 	}
 	for _, o := range bpfObjects {
 		listed = append(listed, o.object)
@@ -87,15 +87,15 @@ func TestBPFObjectsListed(t *testing.T) {
 	sort.Strings(committed)
 	sort.Strings(listed)
 	if strings.Join(committed, " ") != strings.Join(listed, " ") {
-		t.Errorf("probe/ holds %v; bpfObjects lists %v", committed, listed)
+		t.Errorf("probe/kernel/ holds %v; bpfObjects lists %v", committed, listed)
 	}
-	gen, err := os.ReadFile("../../probe/gen.go")
+	gen, err := os.ReadFile("../../probe/kernel/gen.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`-target (\S+)`).FindSubmatch(gen)
 	if m == nil {
-		t.Fatal("probe/gen.go has no -target")
+		t.Fatal("probe/kernel/gen.go has no -target")
 	}
 	targets := strings.Split(string(m[1]), ",")
 	var arches []string
@@ -105,6 +105,6 @@ func TestBPFObjectsListed(t *testing.T) {
 	sort.Strings(targets)
 	sort.Strings(arches)
 	if strings.Join(targets, ",") != strings.Join(arches, ",") {
-		t.Errorf("probe/gen.go targets %v; bpfObjects lists %v", targets, arches)
+		t.Errorf("probe/kernel/gen.go targets %v; bpfObjects lists %v", targets, arches)
 	}
 }

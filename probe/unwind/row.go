@@ -15,11 +15,12 @@ package unwind
 // have the same rule and offsets, and it ends with a RuleUndefined row. A PC
 // below the first row is not covered by any FDE.
 //
-// This is the contract with the BPF walker: the loader (probe's
-// uploadRows) copies each Row field by field into the type bpf2go
-// generates from struct unwind_row in ebpf/leakscope.h, and the rule
-// values are those of its enums unwind_cfa and unwind_rbp (probe's
-// TestUnwindRulesMatchKernel checks that they agree).
+// This is the contract with the BPF walker: the loader
+// (probe/kernel's Objects.WriteUnwindRows) copies each Row field by field
+// into the type bpf2go generates from struct unwind_row in
+// ebpf/leakscope.h, and the rule values are those of its enums unwind_cfa
+// and unwind_rbp (probe/kernel's TestUnwindRulesMatchKernel checks that
+// they agree).
 type Row struct {
 	PC        uint32 // ELF vaddr; objects with code above 4 GiB are rejected
 	CFAOffset int16  // bytes added to rsp or rbp; 8 for RulePLT (its base)

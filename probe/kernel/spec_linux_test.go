@@ -1,11 +1,13 @@
 //go:build linux && amd64
 
-package probe
+package kernel
 
 import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/cilium/ebpf"
 )
 
 // The embedded object parses without privileges, and its maps have the
@@ -38,11 +40,16 @@ func TestSpecLayout(t *testing.T) {
 			t.Errorf("map %s: key %d value %d bytes, Go decodes %d and %d", tc.name, m.KeySize, m.ValueSize, tc.key, tc.value)
 		}
 	}
-	if n := spec.Maps["stats"].MaxEntries; int(n) != statMax {
-		t.Errorf("stats has %d entries, Go reads %d", n, statMax)
+	if n := spec.Maps["stats"].MaxEntries; n != uint32(leakStatIndexSTAT_MAX) {
+		t.Errorf("stats has %d entries, STAT_MAX is %d", n, leakStatIndexSTAT_MAX)
 	}
-	if n := spec.Maps["exec_ranges"].MaxEntries; int(n) != 2*maxRanges {
-		t.Errorf("exec_ranges has %d entries, Go writes %d", n, 2*maxRanges)
+	if n := spec.Maps["exec_ranges"].MaxEntries; int(n) != 2*MaxRanges {
+		t.Errorf("exec_ranges has %d entries, Go writes %d", n, 2*MaxRanges)
+	}
+	// Per-thread state lives in task storage, which the kernel frees
+	// with each thread: nothing can outlive the threads.
+	if typ := spec.Maps["threads"].Type; typ != ebpf.TaskStorage {
+		t.Errorf("per-thread state is in a %v map, want task storage", typ)
 	}
 	for name, prog := range spec.Programs {
 		if strings.HasSuffix(name, "_multi") {
@@ -60,20 +67,5 @@ func TestSpecLayout(t *testing.T) {
 	}
 	if len(spec.Programs) != 39 {
 		t.Errorf("%d programs, want 39 (malloc family 9, return, session, zlib 5, pair acquire and release, exec, exit, fork, loader hook, exit call; --maps: mmap, munmap and mremap exits, thread start and exit; and 11 uprobe_multi twins: return, free, zlib, pairs, loader hook, exit call)", len(spec.Programs))
-	}
-}
-
-func TestParseListLine(t *testing.T) {
-	for line, want := range map[string]string{
-		"\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f0000000000)": "/lib/x86_64-linux-gnu/libc.so.6",
-		"\t/lib64/ld-linux-x86-64.so.2 (0x00007f0000000000)":                  "/lib64/ld-linux-x86-64.so.2",
-		"\tlinux-vdso.so.1 (0x00007ffc00000000)":                              "",
-		"\tlibfoo.so => not found":                                            "",
-		"\tlib dir/libx.so => /opt/my libs/libx.so (0x1000)":                  "/opt/my libs/libx.so",
-	} {
-		got := parseListLine(line)
-		if (want == "" && len(got) != 0) || (want != "" && (len(got) != 1 || got[0] != want)) {
-			t.Errorf("parseListLine(%q) = %v, want %q", line, got, want)
-		}
 	}
 }

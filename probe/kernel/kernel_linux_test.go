@@ -1,6 +1,6 @@
 //go:build linux && amd64
 
-package probe
+package kernel
 
 import (
 	"encoding/binary"
@@ -152,32 +152,31 @@ func TestHarnessSharesProbeState(t *testing.T) {
 	}
 }
 
-// The kernel decodes every cookie probe/ encodes as Go decodes it, and
+// The kernel decodes every cookie Encode makes as Go decodes it, and
 // both give back the fields encoded: the layout is enum cookie_layout's
 // alone.
 func TestCookiesDecodeAsKernel(t *testing.T) {
 	objs := harness(t, 0)
-	inflate, _ := jniZlibBytes("zlib.inflate", zlibLayout{inflateState: 7160, deflateState: 5952, zstream: jniZStreamSize})
-	deflate, _ := jniZlibBytes("zlib.deflate", zlibLayout{inflateState: 7160, deflateState: 5952, zstream: jniZStreamSize})
-	pairs := []leakPairCookie{
+	const zstream, inflateState, deflateState = 112, 7160, 5952
+	pairs := []PairCookie{
 		{},
-		{Kind: pairKind(0), Op: uint32(leakAllocOpOP_RET_PTR)},
-		{Kind: pairKind(2), Op: uint32(leakAllocOpOP_OUT_PTR), Arg: 2},
-		{Kind: pairKind(3), Op: uint32(leakAllocOpOP_ARG_HANDLE), Arg: 1, SizeArg: 2},
-		{Kind: pairKind(1), Op: uint32(leakAllocOpOP_REALLOC), Arg: 3},
-		{Kind: pairKind(4), Op: uint32(leakAllocOpOP_ARG_HANDLE), Arg: 1, Bytes: inflate, Zwindow: 1},
-		{Kind: pairKind(5), Op: uint32(leakAllocOpOP_ARG_HANDLE), Arg: 1, Bytes: deflate},
+		{Kind: KindUser, Op: OpRetPtr},
+		{Kind: KindUser + 2, Op: OpOutPtr, Arg: 2},
+		{Kind: KindUser + 3, Op: OpArgHandle, Arg: 1, SizeArg: 2},
+		{Kind: KindUser + 1, Op: OpRealloc, Arg: 3},
+		{Kind: KindUser + 4, Op: OpArgHandle, Arg: 1, Bytes: zstream + inflateState, Zwindow: 1},
+		{Kind: KindUser + 5, Op: OpArgHandle, Arg: 1, Bytes: zstream + deflateState + 1<<17 + 1<<17},
 		{Kind: 0xffff, Op: 0xf, Arg: 0xf, SizeArg: 0xf, Zwindow: 1, Bytes: 0xffffff},
 	}
 	for _, p := range pairs {
-		c := p.encode()
+		c := p.Encode()
 		run(t, objs.TestPairCookie, c)
 		var kern leakPairCookie
 		if err := objs.OutPair.Get(&kern); err != nil {
 			t.Fatal(err)
 		}
-		if kern != p || decodePairCookie(c) != p {
-			t.Errorf("pair cookie %#x of %+v: kernel decodes %+v, Go %+v", c, p, kern, decodePairCookie(c))
+		if kern != p || DecodePairCookie(c) != p {
+			t.Errorf("pair cookie %#x of %+v: kernel decodes %+v, Go %+v", c, p, kern, DecodePairCookie(c))
 		}
 	}
 	// Every bit set: the fields' masks agree too.
@@ -187,35 +186,27 @@ func TestCookiesDecodeAsKernel(t *testing.T) {
 	if err := objs.OutPair.Get(&kern); err != nil {
 		t.Fatal(err)
 	}
-	if kern != decodePairCookie(c) {
-		t.Errorf("pair cookie %#x: kernel decodes %+v, Go %+v", c, kern, decodePairCookie(c))
+	if kern != DecodePairCookie(c) {
+		t.Errorf("pair cookie %#x: kernel decodes %+v, Go %+v", c, kern, DecodePairCookie(c))
 	}
 
-	l := zlibLayout{inflateState: 7160, deflateState: 5952, zstream: jniZStreamSize}
-	want := map[string]leakZlibCookie{
-		"inflateInit_":     {State: 7160 + jniZStreamSize, Init: uint32(leakZinitZINIT_INFLATE)},
-		"inflateInit2_":    {State: 7160 + jniZStreamSize, Init: uint32(leakZinitZINIT_INFLATE2)},
-		"inflateBackInit_": {State: 7160 + jniZStreamSize, Init: uint32(leakZinitZINIT_BACK)},
-		"deflateInit_":     {State: 5952 + jniZStreamSize, Init: uint32(leakZinitZINIT_DEFLATE)},
-		"deflateInit2_":    {State: 5952 + jniZStreamSize, Init: uint32(leakZinitZINIT_DEFLATE2)},
-	}
-	for _, p := range zlibComputedFamily(l) {
-		w, ok := want[p.symbol]
-		if !ok {
-			continue
-		}
-		run(t, objs.TestZlibCookie, p.cookie)
+	for _, z := range []ZlibCookie{
+		{State: inflateState + zstream, Init: ZinitInflate},
+		{State: inflateState + zstream, Init: ZinitInflate2},
+		{State: inflateState + zstream, Init: ZinitBack},
+		{State: deflateState + zstream, Init: ZinitDeflate},
+		{State: deflateState + zstream, Init: ZinitDeflate2},
+		{State: 0xffff, Init: 0xf},
+	} {
+		c := z.Encode()
+		run(t, objs.TestZlibCookie, c)
 		var kern leakZlibCookie
 		if err := objs.OutZlib.Get(&kern); err != nil {
 			t.Fatal(err)
 		}
-		if kern != w || decodeZlibCookie(p.cookie) != w {
-			t.Errorf("%s: cookie %#x: kernel decodes %+v, Go %+v, want %+v", p.symbol, p.cookie, kern, decodeZlibCookie(p.cookie), w)
+		if kern != z || decodeZlibCookie(c) != z {
+			t.Errorf("zlib cookie %#x of %+v: kernel decodes %+v, Go %+v", c, z, kern, decodeZlibCookie(c))
 		}
-		delete(want, p.symbol)
-	}
-	if len(want) > 0 {
-		t.Errorf("zlibComputedFamily has no cookie for %v", want)
 	}
 }
 
@@ -638,7 +629,7 @@ func TestZwindowSettle(t *testing.T) {
 	strm := m.base + 0x100
 	state := m.base + 0x400
 	m.put(strm+uint64(leakZlibOffsetZSTREAM_STATE_OFF), state)
-	const streamBytes = 7160 + jniZStreamSize
+	const streamBytes = 7160 + 112 // an inflate state and java.util.zip's z_stream
 	if run(t, objs.TestTrackAlloc, strm, streamBytes, inflate, 9, 1000) != 1 {
 		t.Fatal("track_alloc failed")
 	}

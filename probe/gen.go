@@ -1,3 +1,0 @@
-package probe
-
-//go:generate go tool bpf2go -tags linux -target amd64 -type handle_key -type alloc_info -type site_key -type site_stats -type stack -type exec_range -type range_ctl -type range_miss -type alloc_kind -type stat_index -type stack_flag -type range_flag -type unwind_row -type unwind_cfa -type unwind_rbp -type alloc_fn -type jvm_heap -type jvm_layout -type zwindow -type slot_state -type site_slot -type alloc_op -type limits -type stack_jvm -type zlib_offset -type range_miss_ip -type exit_status_bit -type cookie_layout -type zinit -type zlib_cookie -type pair_cookie -type mmap_event -type map_op -type map_how leak ../ebpf/leakscope.bpf.c -- -I../ebpf -I../ebpf/include

@@ -1,0 +1,209 @@
+//go:build linux && amd64
+
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+)
+
+// Config is how a collection is loaded for one traced process.
+type Config struct {
+	// Wait: the kernel stops the process until its tables are written,
+	// at its first call, each exec, dlopen and exit (wait_exec,
+	// stop_on_load): a launched command or a followed child.
+	Wait bool
+	// Follow: processes it starts are stopped for leakscope to follow
+	// (follow_forks).
+	Follow bool
+	// ExecSeen: the process is a child treated as the command after its
+	// exec (exec_seen).
+	ExecSeen bool
+	// SampleBytes is the sampling period in bytes, 0 for every call.
+	SampleBytes uint64
+	// ProbesOnly: every program returns at once (probes_only).
+	ProbesOnly bool
+	// Maps traces mappings and threads (trace_maps, mmap_events).
+	Maps bool
+	// Table sizes in entries.
+	MaxAllocations, MaxSites, MaxStacks, MaxUnwindRows uint32
+	// Plain makes every probe a perf link of its own, as on kernels
+	// without uprobe_multi links or sessions (tests check that path).
+	Plain bool
+}
+
+// Features are what the running kernel lacks, found at Load.
+type Features struct {
+	NoMulti    bool // no uprobe_multi links (before 6.6): one perf link per probe
+	NoSession  bool // no uprobe sessions (before 6.13): plain probes for the malloc family
+	NoExitHook bool // sched_process_exit comes after the memory is gone (before 6.13)
+}
+
+// Objects is one loaded collection: its programs, maps and globals.
+type Objects struct {
+	objs     leakObjects
+	features Features
+	// siteBuf and siteKeys are the buffers ForEachSite reads site_slots
+	// into, reused.
+	siteBuf  []leakSiteSlot
+	siteKeys []uint32
+	stack    leakStack // Stack's read buffer: 528 B, not one per new stack
+}
+
+// mapEventsBytes is the size of mmap_events: ~116k records between two
+// reads (a snapshot drains it); a record that finds it full is counted
+// (STAT_MAP_EVENTS_LOST) and the capture warns.
+const mapEventsBytes = 8 << 20
+
+// Load parses the embedded object, sets its constants and map sizes from
+// c and loads it. On kernels without uprobe_multi links or uprobe
+// sessions it loads plain copies of those programs, never attached
+// (Features says which).
+func Load(c Config) (*Objects, error) {
+	spec, err := loadLeak()
+	if err != nil {
+		return nil, fmt.Errorf("parse embedded BPF object: %w", err)
+	}
+	set := func(name string, v any) {
+		if err == nil {
+			if e := spec.Variables[name].Set(v); e != nil {
+				err = fmt.Errorf("set %s: %w", name, e)
+			}
+		}
+	}
+	set("follow_forks", flag(c.Follow))
+	set("exec_seen", flag(c.ExecSeen))
+	set("wait_exec", flag(c.Wait))
+	set("stop_on_load", flag(c.Wait))
+	set("sample_bytes", c.SampleBytes)
+	set("probes_only", flag(c.ProbesOnly))
+	set("page_size", uint64(os.Getpagesize()))
+	set("trace_maps", flag(c.Maps))
+	set("max_sites", c.MaxSites)
+	if err != nil {
+		return nil, err
+	}
+	if c.Maps {
+		spec.Maps["mmap_events"].MaxEntries = mapEventsBytes
+	}
+	spec.Maps["allocs"].MaxEntries = c.MaxAllocations
+	spec.Maps["sites"].MaxEntries = c.MaxSites
+	spec.Maps["site_slots"].MaxEntries = c.MaxSites
+	spec.Maps["stacks"].MaxEntries = c.MaxStacks
+	spec.Maps["unwind_rows"].MaxEntries = c.MaxUnwindRows
+	spec.Maps["zwindows"].MaxEntries = c.MaxAllocations
+	// The per-allocation and per-stack tables take memory as they fill,
+	// not all at load: preallocated, their default sizes held 165 MiB of
+	// kernel memory for any target, even one that allocates nothing
+	// (docs/performance.md, "Fixed costs and the BPF maps").
+	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
+		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
+	}
+	o := &Objects{}
+	if c.Plain {
+		o.features.NoMulti, o.features.NoSession = true, true
+	}
+	o.features.NoExitHook = !useExitHook(spec)
+	err = spec.LoadAndAssign(&o.objs, nil)
+	if err != nil && strings.Contains(err.Error(), "_multi") {
+		// A kernel without uprobe_multi links (before 6.6): every probe
+		// is a perf link of its own. The twins are loaded as copies of
+		// their plain programs and never attached.
+		for name, ps := range spec.Programs {
+			if plain, ok := strings.CutSuffix(name, "_multi"); ok && spec.Programs[plain] != nil {
+				stand := spec.Programs[plain].Copy()
+				stand.Name = ps.Name
+				spec.Programs[name] = stand
+			}
+		}
+		o.features.NoMulti = true
+		err = spec.LoadAndAssign(&o.objs, nil)
+	}
+	if err != nil && c.SampleBytes == 0 && strings.Contains(err.Error(), "alloc_session") {
+		// A kernel without uprobe sessions (before 6.13): exact mode
+		// works with plain uprobes; load a stand-in that is never
+		// attached, so the rest of the object loads.
+		stand := spec.Programs["malloc_enter"].Copy()
+		stand.Name = "alloc_session"
+		spec.Programs["alloc_session"] = stand
+		o.features.NoSession = true
+		err = spec.LoadAndAssign(&o.objs, nil)
+	}
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	return o, nil
+}
+
+// TryLoad loads the object with small tables and closes it: whether this
+// process may load BPF programs here at all.
+func TryLoad() error {
+	spec, err := loadLeak()
+	if err != nil {
+		return fmt.Errorf("parse embedded BPF object: %w", err)
+	}
+	spec.Maps["allocs"].MaxEntries = 1024
+	useExitHook(spec)
+	var objs leakObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return fmt.Errorf("load BPF programs: %w", err)
+	}
+	return objs.Close()
+}
+
+func flag(on bool) uint32 {
+	if on {
+		return 1
+	}
+	return 0
+}
+
+// Features says what the running kernel lacks.
+func (o *Objects) Features() Features { return o.features }
+
+// Close releases the programs and maps; links made of them stay until
+// closed themselves.
+func (o *Objects) Close() error { return o.objs.Close() }
+
+// exitHookSupported reports whether the kernel's sched_process_exit
+// tracepoint has group_dead: since Linux 6.13 it comes before exit_mm(),
+// with the exiting task's memory still readable, which target_exit needs.
+func exitHookSupported() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_sched_process_exit", &td); err != nil {
+		return false
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return false
+	}
+	fp, ok := ptr.Target.(*btf.FuncProto)
+	return ok && len(fp.Params) >= 3 // ctx, task, group_dead
+}
+
+// useExitHook reports whether target_exit can load on this kernel
+// (exitHookSupported); where it cannot, it puts a stand-in in spec, never
+// attached, that keeps the object loadable.
+func useExitHook(spec *ebpf.CollectionSpec) bool {
+	if exitHookSupported() {
+		return true
+	}
+	stand := spec.Programs["target_exec"].Copy()
+	stand.Name = "target_exit"
+	spec.Programs["target_exit"] = stand
+	return false
+}

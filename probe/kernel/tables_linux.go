@@ -1,0 +1,348 @@
+//go:build linux && amd64
+
+package kernel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/leakscope/leakscope/probe/jvm"
+	"github.com/leakscope/leakscope/probe/unwind"
+)
+
+// Kinds of allocation (enum alloc_kind). A declared pair's kind is
+// KindUser plus its index.
+const (
+	KindMalloc      = uint32(leakAllocKindKIND_MALLOC)
+	KindZlibInflate = uint32(leakAllocKindKIND_ZLIB_INFLATE)
+	KindZlibDeflate = uint32(leakAllocKindKIND_ZLIB_DEFLATE)
+	KindMmapAnon    = uint32(leakAllocKindKIND_MMAP_ANON)
+	KindMmapFile    = uint32(leakAllocKindKIND_MMAP_FILE)
+	KindThread      = uint32(leakAllocKindKIND_THREAD)
+	KindUser        = uint32(leakAllocKindKIND_USER)
+)
+
+// SetTarget makes pid the traced process (target_tgid).
+func (o *Objects) SetTarget(pid int) error {
+	if err := o.objs.TargetTgid.Set(uint32(pid)); err != nil {
+		return fmt.Errorf("set target_tgid: %w", err)
+	}
+	return nil
+}
+
+// Stops are the stops the kernel made for leakscope and not yet
+// continued.
+type Stops struct {
+	Sent bool // a stop at a first call or dlopen (stop_sent)
+	Exit bool // stopped in exit() (exit_stop)
+	Exec bool // stopped after an exec (exec_stop)
+}
+
+// Stops reads the stops pending.
+func (o *Objects) Stops() (Stops, error) {
+	var s Stops
+	for _, v := range []struct {
+		v  *ebpf.Variable
+		to *bool
+	}{{o.objs.StopSent, &s.Sent}, {o.objs.ExitStop, &s.Exit}, {o.objs.ExecStop, &s.Exec}} {
+		var x uint32
+		if err := v.v.Get(&x); err != nil {
+			return Stops{}, err
+		}
+		*v.to = x != 0
+	}
+	return s, nil
+}
+
+// ClearStops forgets the stops pending, as the process is continued.
+func (o *Objects) ClearStops() error {
+	var errs []error
+	for _, v := range []*ebpf.Variable{o.objs.StopSent, o.objs.ExitStop, o.objs.ExecStop} {
+		errs = append(errs, v.Set(uint32(0)))
+	}
+	return errors.Join(errs...)
+}
+
+// get reads the uint32 or uint64 global v.
+func get[T uint32 | uint64](v *ebpf.Variable) (T, error) {
+	var x T
+	err := v.Get(&x)
+	return x, err
+}
+
+// ExecGen counts the program images the process exec'd into (exec_gen).
+func (o *Objects) ExecGen() (uint32, error) { return get[uint32](o.objs.ExecGen) }
+
+// Forks counts the processes it started that were not followed (forks).
+func (o *Objects) Forks() (uint32, error) { return get[uint32](o.objs.Forks) }
+
+// VMForks counts the processes sharing its memory it started (vm_forks).
+func (o *Objects) VMForks() (uint32, error) { return get[uint32](o.objs.VmForks) }
+
+// SiteCount is how many slots of site_slots were handed out.
+func (o *Objects) SiteCount() (uint64, error) { return get[uint64](o.objs.SiteCount) }
+
+// ExitSettled is the exec generation + 1 whose inflate windows the kernel
+// counted as the process exited (exit_settled), 0 if none.
+func (o *Objects) ExitSettled() (uint32, error) { return get[uint32](o.objs.ExitSettled) }
+
+// ExitNs is when the process exited, on the monotonic clock, 0 if not
+// known (exit_ns).
+func (o *Objects) ExitNs() (uint64, error) { return get[uint64](o.objs.ExitNs) }
+
+// exitStatusKnown is EXIT_STATUS_KNOWN (ebpf/leakscope.h): set in
+// exit_status once the target's last thread exited.
+const exitStatusKnown = 1 << leakExitStatusBitEXIT_STATUS_KNOWN_BIT
+
+// ExitStatus is the wait status target_exit kept; ok is false when the
+// process has not exited (or target_exit is not attached).
+func (o *Objects) ExitStatus() (status uint32, ok bool) {
+	es, err := get[uint32](o.objs.ExitStatus)
+	if err != nil || es&exitStatusKnown == 0 {
+		return 0, false
+	}
+	return es &^ exitStatusKnown, true
+}
+
+// Stat indexes the kernel's per-CPU counters (enum stat_index).
+type Stat uint32
+
+// The counters read by the tracer.
+const (
+	StatAllocsDropped    = Stat(leakStatIndexSTAT_ALLOCS_DROPPED)
+	StatUnknownFrees     = Stat(leakStatIndexSTAT_UNKNOWN_FREES)
+	StatStackErrors      = Stat(leakStatIndexSTAT_STACK_ERRORS)
+	StatFreesMissed      = Stat(leakStatIndexSTAT_FREES_MISSED)
+	StatPendingDropped   = Stat(leakStatIndexSTAT_PENDING_DROPPED)
+	StatWindowsUnread    = Stat(leakStatIndexSTAT_WINDOWS_UNREAD)
+	StatStackChunkFaults = Stat(leakStatIndexSTAT_STACK_CHUNK_FAULTS)
+	StatWalksPreempted   = Stat(leakStatIndexSTAT_WALKS_PREEMPTED)
+	StatMapEventsLost    = Stat(leakStatIndexSTAT_MAP_EVENTS_LOST)
+)
+
+// Stat is counter i summed over every CPU.
+func (o *Objects) Stat(i Stat) (uint64, error) {
+	var perCPU []uint64
+	if err := o.objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
+		return 0, fmt.Errorf("read stats: %w", err)
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n, nil
+}
+
+// Handle is the key of a live allocation or inflate stream: its address
+// and kind, and the image that made it.
+type Handle struct {
+	Addr uint64
+	Kind uint32
+	// Gen is the exec generation of the image that made it, unless
+	// Orphan: a resource re-initialised without its release, kept live
+	// for good under a key of its own (orphan_resource), of any image.
+	Gen    uint32
+	Orphan bool
+}
+
+func handleOf(k *leakHandleKey) Handle {
+	if k.Pad&1 != 0 {
+		return Handle{Addr: k.Addr, Kind: k.Kind, Orphan: true}
+	}
+	return Handle{Addr: k.Addr, Kind: k.Kind, Gen: k.Pad >> 1}
+}
+
+// Site is a kernel site: a stack and kind, of one image.
+type Site struct {
+	Stack uint64 // stack id in stacks
+	Kind  uint32
+	Gen   uint32 // exec generation of the image
+}
+
+// Totals are a site's counters.
+type Totals struct {
+	LiveCount, LiveBytes uint64
+	Allocs, Frees        uint64
+}
+
+// ForEachSite calls fn with every site of site_slots, its index and its
+// totals: the slots handed out (site_count, at most max), read in batches
+// of 4096 (an array: no hash walk). A slot left unused (another CPU made
+// the same site first) or not written yet is skipped.
+func (o *Objects) ForEachSite(max uint32, fn func(idx uint32, s Site, t Totals)) error {
+	count, err := o.SiteCount()
+	if err != nil {
+		return err
+	}
+	n := uint32(min(count, uint64(max)))
+	const batch = 4096
+	if o.siteBuf == nil {
+		o.siteBuf, o.siteKeys = make([]leakSiteSlot, batch), make([]uint32, batch)
+	}
+	keys := o.siteKeys
+	var cursor ebpf.MapBatchCursor
+	for done := uint32(0); done < n; {
+		got, err := o.objs.SiteSlots.BatchLookup(&cursor, keys, o.siteBuf, nil)
+		for i := 0; i < got && keys[i] < n; i++ {
+			if s := &o.siteBuf[i]; s.State == uint64(leakSlotStateSLOT_USED) {
+				fn(keys[i], Site{s.Key.StackId, s.Key.Kind, s.Key.Pad},
+					Totals{s.Stats.LiveCount, s.Stats.LiveBytes, s.Stats.Allocs, s.Stats.Frees})
+			}
+		}
+		done += uint32(got)
+		if errors.Is(err, ebpf.ErrKeyNotExist) || got == 0 {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Alloc is one live allocation.
+type Alloc struct {
+	Size uint64
+	At   uint64 // monotonic ns when it returned
+	Site uint32 // its site's slot in site_slots
+}
+
+// ForEachAlloc calls fn with every live allocation of allocs.
+func (o *Objects) ForEachAlloc(fn func(Handle, Alloc)) error {
+	return forEach(o.objs.Allocs, func(k *leakHandleKey, v *leakAllocInfo) {
+		fn(handleOf(k), Alloc{Size: v.SizeBytes, At: v.TsNs, Site: v.Site})
+	})
+}
+
+// Window is what the kernel knows of a live inflate stream's window.
+type Window struct {
+	State     uint64 // the stream's inflate state, 0 if unread
+	Stack     uint64 // the stream's stack id
+	Bytes     uint32
+	WbitsOff  uint16 // offsets in the state of wbits and window
+	WindowOff uint16
+}
+
+// ForEachWindow calls fn with every live inflate stream of zwindows.
+func (o *Objects) ForEachWindow(fn func(Handle, Window)) error {
+	return forEach(o.objs.Zwindows, func(k *leakHandleKey, w *leakZwindow) {
+		fn(handleOf(k), Window{State: w.State, Stack: w.StackId, Bytes: w.Bytes, WbitsOff: w.WbitsOff, WindowOff: w.WindowOff})
+	})
+}
+
+// ZstreamStateOff is offsetof(z_stream, state) (enum zlib_offset).
+const ZstreamStateOff = uint64(leakZlibOffsetZSTREAM_STATE_OFF)
+
+// Range flags (enum range_flag): how the kernel walks through a range.
+const (
+	RangeHasFP     = uint32(leakRangeFlagRANGE_HAS_FP)
+	RangeZlib      = uint32(leakRangeFlagRANGE_ZLIB)
+	RangeGo        = uint32(leakRangeFlagRANGE_GO)
+	RangeDWARF     = uint32(leakRangeFlagRANGE_DWARF)
+	RangeJVMInterp = uint32(leakRangeFlagRANGE_JVM_INTERP)
+	RangeJVMCode   = uint32(leakRangeFlagRANGE_JVM_CODE)
+	RangeGoCgocall = uint32(leakRangeFlagRANGE_GO_CGOCALL)
+)
+
+// MaxRanges is how many executable mappings one slot of exec_ranges
+// holds (MAX_RANGES).
+const MaxRanges = int(leakLimitsMAX_RANGES)
+
+// Range is one executable range of the target as the walker sees it.
+type Range struct {
+	Start, End uint64
+	Flags      uint32 // Range* flags
+	Object     uint32
+	// Bias, RowStart and RowCount locate, for RangeDWARF, the object's
+	// rows in unwind_rows and the load bias they apply at.
+	Bias               uint64
+	RowStart, RowCount uint32
+}
+
+// WriteRanges writes ranges (sorted, at most MaxRanges) into slot of the
+// range table, then makes it the one the walker reads, as generation gen.
+func (o *Objects) WriteRanges(slot uint32, ranges []Range, gen uint64) error {
+	base := slot * uint32(MaxRanges)
+	for i, r := range ranges {
+		kr := leakExecRange{Start: r.Start, End: r.End, Flags: r.Flags, Object: r.Object, Bias: r.Bias, RowStart: r.RowStart, RowCount: r.RowCount}
+		if err := o.objs.ExecRanges.Put(base+uint32(i), kr); err != nil {
+			return err
+		}
+	}
+	ctl := leakRangeCtl{Slot: slot, Count: uint32(len(ranges)), Generation: gen}
+	return o.objs.RangeCtls.Put(uint32(0), ctl)
+}
+
+// WriteUnwindRows writes rows at index start of unwind_rows: in one
+// batch where the kernel has them.
+func (o *Objects) WriteUnwindRows(start uint32, rows []unwind.Row) error {
+	keys := make([]uint32, len(rows))
+	vals := make([]leakUnwindRow, len(rows))
+	for i, r := range rows {
+		keys[i] = start + uint32(i)
+		vals[i] = leakUnwindRow{Pc: r.PC, CfaOff: r.CFAOffset, RbpOff: r.RBPOffset, Rule: r.Rule}
+	}
+	if _, err := o.objs.UnwindRows.BatchUpdate(keys, vals, nil); err != nil {
+		for i := range keys { // kernels without batch updates
+			if err := o.objs.UnwindRows.Put(keys[i], vals[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WriteJVMHeaps gives the walker a JVM's code heaps.
+func (o *Objects) WriteJVMHeaps(heaps []jvm.CodeHeap) error {
+	for i, h := range heaps {
+		kh := leakJvmHeap{Low: h.Low, High: h.High, Segmap: h.Segmap, Log2Segment: h.Log2Segment,
+			BlobOffset: h.BlobOffset, FrameSizeOffset: h.FrameSizeOffset, CompileIdOffset: h.CompileIDOffset}
+		if err := o.objs.JvmHeaps.Put(uint32(i), kh); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteJVMLayout gives the walker where a JVM's ConstMethod keeps what
+// maps a bytecode index to a line.
+func (o *Objects) WriteJVMLayout(constMethodOffset, constMethodSize uint32) error {
+	l := leakJvmLayout{ConstMethodOffset: constMethodOffset, ConstMethodSize: constMethodSize}
+	return o.objs.JvmLayouts.Put(uint32(0), l)
+}
+
+// How an acquire call's return probe finds its handle (enum alloc_op).
+const (
+	OpRetPtr    = uint32(leakAllocOpOP_RET_PTR)
+	OpRealloc   = uint32(leakAllocOpOP_REALLOC)
+	OpOutPtr    = uint32(leakAllocOpOP_OUT_PTR)
+	OpArgHandle = uint32(leakAllocOpOP_ARG_HANDLE)
+)
+
+// The malloc family's cookies of alloc_session (enum alloc_fn).
+const (
+	FnMalloc        = uint64(leakAllocFnFN_MALLOC)
+	FnCalloc        = uint64(leakAllocFnFN_CALLOC)
+	FnRealloc       = uint64(leakAllocFnFN_REALLOC)
+	FnReallocarray  = uint64(leakAllocFnFN_REALLOCARRAY)
+	FnPosixMemalign = uint64(leakAllocFnFN_POSIX_MEMALIGN)
+	FnMemalign      = uint64(leakAllocFnFN_MEMALIGN)
+	FnValloc        = uint64(leakAllocFnFN_VALLOC)
+	FnPvalloc       = uint64(leakAllocFnFN_PVALLOC)
+)
+
+// Which zlib init a zlib init program's cookie says it probes (enum zinit).
+const (
+	ZinitInflate  = uint32(leakZinitZINIT_INFLATE)
+	ZinitInflate2 = uint32(leakZinitZINIT_INFLATE2)
+	ZinitBack     = uint32(leakZinitZINIT_BACK)
+	ZinitDeflate  = uint32(leakZinitZINIT_DEFLATE)
+	ZinitDeflate2 = uint32(leakZinitZINIT_DEFLATE2)
+)
+
+// ExitHookSupported reports whether target_exit can run on this kernel:
+// its sched_process_exit comes while the exiting task's memory is still
+// readable (Linux 6.13).
+func ExitHookSupported() bool { return exitHookSupported() }
