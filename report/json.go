@@ -47,7 +47,7 @@ type V1Memory struct {
 	AtSeconds float64        `json:"at_seconds"` // since the capture started
 	RSSBytes  uint64         `json:"rss_bytes"`
 	Parts     []V1MemoryPart `json:"parts"`
-	Untraced  string         `json:"untraced"`
+	Untraced  string         `json:"untraced,omitempty"`
 }
 
 // V1MemoryPart is one part of a breakdown.

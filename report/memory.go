@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/leakscope/leakscope/analyze"
@@ -69,11 +70,18 @@ func memoryLine(r *analyze.Result) string {
 }
 
 // untracedKinds says what leakscope did not trace by call site, for the
-// header: the memory of these is in the breakdown by mapping only.
+// header: the memory of these is in the breakdown by mapping only; ""
+// when it traced all of them (--maps and malloc).
 func untracedKinds(c *analyze.Capture) string {
-	s := "mmap, thread stacks (in the memory breakdown by mapping, not by call site)"
+	var s []string
 	if c.Probes != nil && !c.Probes.Malloc {
-		s = "malloc family, " + s
+		s = append(s, "malloc family")
 	}
-	return s
+	if c.Probes == nil || !slices.Contains(c.Probes.Kinds, string(analyze.KindMmapAnon)) {
+		s = append(s, "mmap, thread stacks")
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return strings.Join(s, ", ") + " (in the memory breakdown by mapping, not by call site)"
 }

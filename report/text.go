@@ -121,7 +121,9 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
 	if m := memoryLine(r); m != "" {
 		line("memory", m)
-		line("untraced", untracedKinds(c))
+		if u := untracedKinds(c); u != "" {
+			line("untraced", u)
+		}
 	}
 	if c.SampleBytes > 0 {
 		line("sampling", fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
