@@ -98,7 +98,7 @@ type htmlPage struct {
 	Leaks       []htmlLeak
 	Chart       *htmlChart  // nil without snapshots or leaks
 	Memory      *htmlMemory // nil without a memory breakdown
-	Flame       htmlFlame  // embedded as JSON for the script
+	Flame       htmlFlame   // embedded as JSON for the script
 
 	CSS template.CSS // htmlCSS, a constant
 	JS  template.JS  // htmlJS, a constant

@@ -128,4 +128,6 @@ func memoryOf(r *analyze.Result) *htmlMemory {
 }
 
 // Title is a band's tooltip.
-func (b htmlBand) Title() string { return fmt.Sprintf("%s: %s at the latest breakdown", b.Name, b.Last) }
+func (b htmlBand) Title() string {
+	return fmt.Sprintf("%s: %s at the latest breakdown", b.Name, b.Last)
+}
