@@ -13,6 +13,7 @@ import (
 // the target, the parts in analyze.MemoryParts' order from the bottom.
 type htmlMemory struct {
 	Line                   string
+	Others                 []string // the other processes' latest breakdowns
 	Untraced               string
 	Width, Height          int
 	Left, Top, Right, Foot string
@@ -43,6 +44,12 @@ func memoryOf(r *analyze.Result) *htmlMemory {
 	line := memoryLine(r)
 	if line == "" {
 		return nil
+	}
+	var others []string
+	for _, p := range c.Processes {
+		if m := memoryLineOf(r, p.Pid); m != "" {
+			others = append(others, fmt.Sprintf("pid %d: %s", p.Pid, m))
+		}
 	}
 	type point struct {
 		at    time.Duration
@@ -83,7 +90,7 @@ func memoryOf(r *analyze.Result) *htmlMemory {
 		return chartFoot - float64(n)/float64(yMax)*(chartFoot-chartTop)
 	}
 	hm := &htmlMemory{
-		Line: line, Untraced: untracedKinds(c),
+		Line: line, Others: others, Untraced: untracedKinds(c),
 		Width: chartWidth, Height: chartHeight,
 		Left: coord(chartLeft), Top: coord(chartTop), Right: coord(chartRight), Foot: coord(chartFoot),
 	}
