@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -365,9 +366,42 @@ func (t *Tracer) recordMemory(k memoryKnown, at time.Duration) {
 }
 
 // LastMemory returns the memory breakdown taken with the latest snapshot,
-// for a capture file written as it happens; nil when none was.
+// for a capture file written as it happens; nil when none was. The
+// root of a process tree adds its live processes' breakdowns of the same
+// snapshot.
 func (t *Tracer) LastMemory() *analyze.Memory {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.lastMemory
+	m := t.lastMemory
+	t.mu.Unlock()
+	if m == nil || !t.isRoot() {
+		return m
+	}
+	tree := *m
+	tree.Processes = slices.Clone(m.Processes)
+	for _, p := range t.tree.live() {
+		if pm := p.t.LastMemory(); pm != nil && pm.At >= m.At {
+			tree.Processes = append(tree.Processes, pm.Processes...)
+		}
+	}
+	return &tree
+}
+
+// mergeMemory adds to each of root's breakdowns other's taken in the same
+// snapshot: the newest before root's next one and not before root's own
+// (a process that had exited by then has none).
+func mergeMemory(root, other []analyze.Memory) {
+	j := -1
+	for i := range root {
+		next := time.Duration(1<<63 - 1)
+		if i+1 < len(root) {
+			next = root[i+1].At
+		}
+		for j+1 < len(other) && other[j+1].At < next {
+			j++
+		}
+		if j < 0 || other[j].At < root[i].At {
+			continue
+		}
+		root[i].Processes = append(root[i].Processes, other[j].Processes...)
+	}
 }

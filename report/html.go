@@ -96,8 +96,9 @@ type htmlPage struct {
 	Lost        []htmlCounter // nil when nothing was lost
 	Warnings    []string
 	Leaks       []htmlLeak
-	Chart       *htmlChart // nil without snapshots or leaks
-	Flame       htmlFlame  // embedded as JSON for the script
+	Chart       *htmlChart  // nil without snapshots or leaks
+	Memory      *htmlMemory // nil without a memory breakdown
+	Flame       htmlFlame   // embedded as JSON for the script
 
 	CSS template.CSS // htmlCSS, a constant
 	JS  template.JS  // htmlJS, a constant
@@ -215,6 +216,7 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 		p.Leaks = append(p.Leaks, hl)
 	}
 	p.Chart = chartOf(r)
+	p.Memory = memoryOf(r)
 	return p
 }
 

@@ -47,7 +47,7 @@ type V1Memory struct {
 	AtSeconds float64        `json:"at_seconds"` // since the capture started
 	RSSBytes  uint64         `json:"rss_bytes"`
 	Parts     []V1MemoryPart `json:"parts"`
-	Untraced  string         `json:"untraced"`
+	Untraced  string         `json:"untraced,omitempty"`
 }
 
 // V1MemoryPart is one part of a breakdown.
@@ -105,6 +105,9 @@ type V1Target struct {
 	// ExitedAfterSeconds is when the process exited, since the capture
 	// began, when known (a capture of several processes). Added within v1.
 	ExitedAfterSeconds float64 `json:"exited_after_seconds,omitempty"`
+	// Memory, for one of V1.Processes, is its latest memory breakdown
+	// (V1.Memory is the target's). Added within v1.
+	Memory *V1Memory `json:"memory,omitempty"`
 }
 
 // V1Stops counts run's stops of the command: how many, the longest and
@@ -276,16 +279,11 @@ func toV1(r *analyze.Result) *V1 {
 		Warnings: nonNil(c.Warnings),
 	}
 	for _, p := range c.Processes {
-		v.Processes = append(v.Processes, v1Target(p))
+		vt := v1Target(p)
+		vt.Memory = v1Memory(r, p.Pid)
+		v.Processes = append(v.Processes, vt)
 	}
-	if pm, at := c.LastMemory(0); pm != nil {
-		m := &V1Memory{Pid: pm.Pid, AtSeconds: at.Seconds(), RSSBytes: pm.RSS, Parts: []V1MemoryPart{}, Untraced: untracedKinds(c)}
-		for _, p := range pm.Parts {
-			c, pool := partCulprit(r, p.Name)
-			m.Parts = append(m.Parts, V1MemoryPart{Name: p.Name, Bytes: p.Bytes, OutstandingBytes: p.Outstanding, Culprit: c, Pool: pool})
-		}
-		v.Memory = m
-	}
+	v.Memory = v1Memory(r, c.Target.Pid)
 	if p := c.Probes; p != nil {
 		v.Probes = &V1Probes{Malloc: p.Malloc, MallocReason: p.MallocReason, Kinds: nonNil(p.Kinds), ZlibBytes: p.ZlibBytes}
 	}

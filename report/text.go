@@ -119,9 +119,19 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	}
 	line("outstanding", fmt.Sprintf("%s in %d allocations",
 		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
+	shown := false
 	if m := memoryLine(r); m != "" {
 		line("memory", m)
-		line("untraced", untracedKinds(c))
+		shown = true
+	}
+	for _, p := range c.Processes {
+		if m := memoryLineOf(r, p.Pid); m != "" {
+			line("memory", fmt.Sprintf("pid %d: %s", p.Pid, m))
+			shown = true
+		}
+	}
+	if u := untracedKinds(c); shown && u != "" {
+		line("untraced", u)
 	}
 	if c.SampleBytes > 0 {
 		line("sampling", fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
