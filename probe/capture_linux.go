@@ -15,7 +15,6 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/stacks"
-	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
 // readPoints are the merged sites' totals at one read, by ascending ID:
@@ -304,7 +303,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		Target:    t.target(),
 		StartedAt: t.started,
 		Duration:  end.Sub(t.started),
-		Objects:   t.view.objects(t.allocDisplay()),
+		Objects:   t.view.Objects(t.allocDisplay()),
 		Probes:    t.probeSet(),
 	}
 	// Each kernel site's index in c.Sites, by its index in site_slots,
@@ -412,7 +411,7 @@ func (t *Tracer) releaseLocked() {
 	t.sym.Release()
 	t.sites = newSiteTable()
 	t.series = series{}
-	t.view.objs = map[string]*symbolize.Object{}
+	t.view.Release()
 	t.alloc.Obj = nil // attaching only
 	if !t.sharedCache {
 		t.cache.Close()
@@ -547,7 +546,7 @@ func (t *Tracer) checkExecLocked() {
 		return
 	}
 	t.execGen = gen
-	t.view.newImage()
+	t.view.Exec()
 }
 
 // warnUnnamedLocked says, per object, how many frames of the capture's
@@ -575,8 +574,8 @@ func (t *Tracer) warnUnnamedLocked(points readPoints) {
 	}
 	slices.Sort(modules)
 	for _, m := range modules {
-		obj := t.view.objs[m]
-		if obj == nil {
+		obj, ok := t.view.Loaded(m)
+		if !ok {
 			continue
 		}
 		info := obj.Debuginfo()

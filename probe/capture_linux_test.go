@@ -3,6 +3,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -24,15 +25,28 @@ func (n listNamer) Frame(addr uint64, _ bool) jvm.Frame {
 func (listNamer) Generation() uint64            { return 0 }
 func (listNamer) Method(uint64, int) jvm.Method { return jvm.Method{} }
 
+// codeCache is one anonymous executable mapping, a JVM's code cache.
+type codeCache struct{}
+
+var cacheMapping = procfs.Mapping{Start: 0x10000, End: 0x20000, Perms: "rwxp", Dev: "00:00"}
+
+func (codeCache) Lookup(addr uint64) (procfs.Mapping, bool) {
+	return cacheMapping, addr >= cacheMapping.Start && addr < cacheMapping.End
+}
+func (codeCache) Object(procfs.Mapping) (*symbolize.Object, error) {
+	return nil, errors.New("anonymous")
+}
+func (codeCache) NoFramePointers(procfs.Mapping) bool { return false }
+func (codeCache) Unwound(procfs.Mapping) bool         { return false }
+func (codeCache) Seen() int                           { return 1 }
+func (codeCache) DebugGeneration() uint64             { return 0 }
+
 // A site keeps the stack that names the most: resolved again once the
 // JVM's names are gone, a stack that names less does not replace it.
 func TestSiteKeepsBestNamedStack(t *testing.T) {
 	st := newSiteTable()
-	v := newMappingView(0, symbolize.NewCache())
-	v.current = []procfs.Mapping{{Start: 0x10000, End: 0x20000, Perms: "rwxp", Dev: "00:00"}}
-	v.history = append(v.history, v.current...)
 	stack := func(names ...string) *stacks.Resolved {
-		r := stacks.New(v)
+		r := stacks.New(codeCache{})
 		r.SetNamer(listNamer(names))
 		raw := &stacks.Raw{}
 		for i := range names {

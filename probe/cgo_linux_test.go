@@ -13,6 +13,7 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
 	"github.com/leakscope/leakscope/probe/symbolize"
+	"github.com/leakscope/leakscope/probe/target"
 )
 
 // manyCFuncs is how many C functions cgoManySource links into the Go
@@ -229,7 +230,7 @@ func TestGoManyCFunctions(t *testing.T) {
 	share, funcs := obj.FramePointerShare()
 	cshare, cfuncs := obj.CFramePointerShare()
 	t.Logf("frame pointers: %.1f%% of %d functions; C code %.1f%% of %d", 100*share, funcs, 100*cshare, cfuncs)
-	if cfuncs < manyCFuncs || symbolize.FramePointerClass(cshare, cfuncs) != fpNo {
+	if cfuncs < manyCFuncs || symbolize.FramePointerClass(cshare, cfuncs) != target.FPNo {
 		t.Errorf("C code: %d functions, class %s; want at least %d, no", cfuncs, symbolize.FramePointerClass(cshare, cfuncs), manyCFuncs)
 	}
 

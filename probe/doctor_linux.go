@@ -15,6 +15,7 @@ import (
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
+	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/unwind"
 )
 
@@ -122,7 +123,7 @@ func doctorTarget(pid int) []Check {
 	cmd, _ := procfs.Command(pid)
 	cs := []Check{{"target", true, fmt.Sprintf("pid %d: %s", pid, strings.Join(cmd, " "))}}
 	cache := symbolize.NewCache()
-	alloc, err := allocatorInMaps(pid, maps, cache)
+	alloc, err := target.FindAllocator(pid, maps, cache)
 	switch {
 	case errors.Is(err, ErrNoAllocator):
 		// Not a failure: what needs no allocator is still traced.
@@ -138,11 +139,11 @@ func doctorTarget(pid int) []Check {
 		mapped = append(mapped, m.Path)
 	}
 	cs = append(cs, doctorMalloc(isJVM(mapped)))
-	view := newMappingView(pid, cache)
-	if _, err := view.refresh(); err != nil {
+	view := target.New(pid, cache)
+	if _, err := view.Refresh(); err != nil {
 		return append(cs, Check{"objects", false, err.Error()})
 	}
-	objs := view.objects(alloc.Display)
+	objs := view.Objects(alloc.Display)
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Path < objs[j].Path })
 	for _, o := range objs {
 		if o.Path == alloc.Display {
@@ -160,10 +161,10 @@ func doctorTarget(pid int) []Check {
 		ok := true
 		if obj, err := view.Object(procfs.Mapping{Path: o.Path}); err == nil && obj.Go() {
 			// Go code and the C code cgo linked in are walked apart
-			// (mappingView.splitGo, unwindClass).
+			// (target.Image.Ranges, KeepsFramePointers).
 			cshare, cfuncs := obj.CFramePointerShare()
 			how := "walked with frame pointers"
-			if view.unwindClass(procfs.Mapping{Path: o.Path}) != fpYes {
+			if !view.KeepsFramePointers(procfs.Mapping{Path: o.Path}) {
 				rows, _, err := unwind.BuildFile(procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path}))
 				if err == nil && len(rows) > 0 {
 					how = fmt.Sprintf("walked with its unwind table (%d rows from .eh_frame)", len(rows))
@@ -178,9 +179,9 @@ func doctorTarget(pid int) []Check {
 			continue
 		}
 		switch o.FramePointer {
-		case fpYes:
+		case target.FPYes:
 			what = "walked with frame pointers"
-		case fpNo, fpMixed:
+		case target.FPNo, target.FPMixed:
 			// What --unwind auto does with it.
 			rows, _, err := unwind.BuildFile(procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path}))
 			if err == nil && len(rows) > 0 {
@@ -197,7 +198,7 @@ func doctorTarget(pid int) []Check {
 	}
 	var bare []string
 	for _, o := range objs {
-		if obj := view.objs[o.Path]; obj != nil && obj.Debuginfo().Missing {
+		if obj, ok := view.Loaded(o.Path); ok && obj.Debuginfo().Missing {
 			bare = append(bare, o.Path)
 		}
 	}
@@ -205,7 +206,7 @@ func doctorTarget(pid int) []Check {
 		cs = append(cs, Check{"debug info", false, fmt.Sprintf("%s: no .symtab or no DWARF, and no debug file in /usr/lib/debug: "+
 			"their frames have no name or no file:line unless debuginfod supplies the file (see the debuginfod check)", strings.Join(bare, ", "))})
 	}
-	return append(cs, doctorJVM(pid, view.current)...)
+	return append(cs, doctorJVM(pid, view.Current())...)
 }
 
 // doctorKinds says which kinds are traced by default and which need a

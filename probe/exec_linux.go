@@ -11,6 +11,7 @@ import (
 
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/target"
 )
 
 // followExecLocked probes the program image the target has just exec'd
@@ -44,21 +45,21 @@ func (t *Tracer) followExecLocked() {
 		return
 	}
 	path := exe
-	if interp, ok := scriptInterpreter(path); ok {
+	if interp, ok := target.ScriptInterpreter(path); ok {
 		path = interp // exec'd as a script: the kernel runs its interpreter
 	}
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	t.view.expectExec(path)
+	t.view.ExpectExec(path)
 	// The program is the traced process's choice, not leakscope's user's:
 	// its dynamic linker is asked about it only as that process's user.
 	st, err := procfs.ReadStatus(t.pid)
 	if err != nil {
 		return
 	}
-	as := &lister{uid: uint32(st.UID[1]), gid: uint32(st.GID[1])}
-	alloc, objects, err := allocatorForExec(path, env, t.cache, as)
+	as := &target.Lister{UID: uint32(st.UID[1]), GID: uint32(st.GID[1]), Started: helpers.started}
+	alloc, objects, err := target.AllocatorForExec(path, env, t.cache, as)
 	if err != nil && !errors.Is(err, ErrNoAllocator) {
 		t.warnOnce(fmt.Sprintf("the command exec'd %s: %v; its allocator is not followed", exe, err))
 		return
@@ -107,7 +108,7 @@ func (t *Tracer) becomeJVMLocked() {
 	if !t.mallocTraced() {
 		return
 	}
-	if len(t.view.zlib) > 0 {
+	if t.view.ZlibObjects() > 0 {
 		// zlib streams were counted by their mallocs; keep them so.
 		t.opts.mallocWhy = "--malloc auto: the command exec'd a JVM after zlib was probed"
 		return

@@ -58,7 +58,7 @@ func (t *Tracer) findRuntimeLocked() {
 		return
 	}
 	mapped := false
-	for _, m := range t.view.current {
+	for _, m := range t.view.Current() {
 		if path.Base(m.Path) == "libjvm.so" {
 			mapped = true
 		}
@@ -67,7 +67,7 @@ func (t *Tracer) findRuntimeLocked() {
 		return
 	}
 	j.checked = true
-	vm, ok := jvm.Find(t.pid, t.view.current)
+	vm, ok := jvm.Find(t.pid, t.view.Current())
 	if !ok {
 		return
 	}
@@ -85,7 +85,7 @@ func (t *Tracer) findRuntimeLocked() {
 // range table must change for it.
 func (t *Tracer) findJVMCodeLocked() bool {
 	n := t.jit.namer
-	if n == nil || t.view.jvmCode != nil {
+	if n == nil || t.view.JVMCode() != nil {
 		return false
 	}
 	code, ok := n.Code()
@@ -101,7 +101,7 @@ func (t *Tracer) findJVMCodeLocked() bool {
 			t.warnOnce(fmt.Sprintf("JVM %d: interpreted frames will have no line numbers: %v", t.pid, err))
 		}
 	}
-	t.view.jvmCode = &code
+	t.view.SetJVMCode(code)
 	return true
 }
 

@@ -81,10 +81,10 @@ func (t *Tracer) probeUnloadedLocked(jdkLib string) {
 // node's 372k rows: ~650 ms).
 func (t *Tracer) prepareLocked(path string) {
 	m := procfs.Mapping{Path: path}
-	t.view.classify(m)
-	if _, done := t.view.unwind[path]; !done && t.opts.Unwind != UnwindFP &&
-		(t.opts.Unwind != UnwindAuto || t.view.unwindClass(m) != fpYes) {
-		t.view.unwind[path] = t.uploadRows(m)
+	t.view.Classify(m)
+	if _, done := t.view.UnwindSpan(path); !done && t.opts.Unwind != UnwindFP &&
+		(t.opts.Unwind != UnwindAuto || !t.view.KeepsFramePointers(m)) {
+		t.view.SetUnwindSpan(path, t.uploadRows(m))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/symbolize"
+	"github.com/leakscope/leakscope/probe/target"
 )
 
 // shimArg makes the leakscope binary act as the exec shim: it waits until
@@ -123,7 +124,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	}
 	env := os.Environ()
 	elfPath := path
-	if interp, ok := scriptInterpreter(path); ok {
+	if interp, ok := target.ScriptInterpreter(path); ok {
 		elfPath = interp
 	}
 	// The dynamic linker expands $ORIGIN from the real file, as maps name
@@ -133,7 +134,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		elfPath = real
 	}
 	cache := symbolize.NewCache()
-	alloc, objects, err := allocatorForExec(elfPath, env, cache, nil)
+	alloc, objects, err := target.AllocatorForExec(elfPath, env, cache, nil)
 	if opts, err = withoutAllocator(opts, err); err != nil {
 		return nil, nil, err
 	}
@@ -201,7 +202,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 		fol.waitSpare(5 * time.Second)
 	}
 	t.command = argv
-	t.view.expectExec(elfPath)
+	t.view.ExpectExec(elfPath)
 	if _, err := gateW.Write([]byte{1}); err != nil {
 		gateW.Close()
 		t.close()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/symbolize"
+	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/track"
 )
 
@@ -15,7 +16,7 @@ var (
 	// ErrTargetExited means the target process ended while it was traced.
 	ErrTargetExited = errors.New("target exited")
 	// ErrNoAllocator means no loaded object of the target exports malloc.
-	ErrNoAllocator = errors.New("no allocator found")
+	ErrNoAllocator = target.ErrNoAllocator
 	// ErrPrivilege means the kernel refused to load or attach BPF programs.
 	ErrPrivilege = errors.New("not permitted: run as root or grant CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE")
 )

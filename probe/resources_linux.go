@@ -105,7 +105,7 @@ func (t *Tracer) attachResources(path, display string) error {
 			return err
 		}
 		if n > 0 {
-			t.view.zlib[ino] = true
+			t.view.ProbeZlib(ino)
 			t.probed = append(t.probed, "zlib in "+display)
 			if !t.mallocTraced() {
 				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())

@@ -23,6 +23,7 @@ import (
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/stacks"
 	"github.com/leakscope/leakscope/probe/symbolize"
+	"github.com/leakscope/leakscope/probe/target"
 )
 
 // Tracer traces one process. Snapshot may be called at any interval;
@@ -45,7 +46,7 @@ type Tracer struct {
 	objs       *kernel.Objects
 	links      []link.Link
 	cache      *symbolize.Cache
-	alloc      allocator
+	alloc      target.Allocator
 	misses     *kernel.Misses
 	started    time.Time
 	done       chan struct{}
@@ -56,7 +57,7 @@ type Tracer struct {
 	releases []link.Link
 
 	mu         sync.Mutex // guards everything below
-	view       *mappingView
+	view       *target.Image
 	rangesGen  uint64
 	rangeSlot  uint32
 	sym        *stacks.Resolver
@@ -153,7 +154,7 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	cache := symbolize.NewCache()
-	alloc, err := allocatorInMaps(pid, maps, cache)
+	alloc, err := target.FindAllocator(pid, maps, cache)
 	if opts, err = withoutAllocator(opts, err); err != nil {
 		return nil, err
 	}
@@ -236,13 +237,13 @@ const (
 	modeChild
 )
 
-func newTracer(pid int, alloc allocator, objects []string, cache *symbolize.Cache, mode tracerMode, opts Options) (*Tracer, error) {
+func newTracer(pid int, alloc target.Allocator, objects []string, cache *symbolize.Cache, mode tracerMode, opts Options) (*Tracer, error) {
 	return newTracerFrom(pid, alloc, objects, cache, mode, opts, nil)
 }
 
 // newTracerFrom is newTracer with the BPF collection of spare, loaded
 // ahead (nil: loaded now).
-func newTracerFrom(pid int, alloc allocator, objects []string, cache *symbolize.Cache, mode tracerMode, opts Options, spare *Tracer) (*Tracer, error) {
+func newTracerFrom(pid int, alloc target.Allocator, objects []string, cache *symbolize.Cache, mode tracerMode, opts Options, spare *Tracer) (*Tracer, error) {
 	waitExec := mode == modeLaunch
 	opts = opts.withDefaults()
 	cache.UseDebuginfod(opts.Debuginfod)
@@ -253,7 +254,7 @@ func newTracerFrom(pid int, alloc allocator, objects []string, cache *symbolize.
 		alloc:   alloc,
 		started: time.Now(),
 		done:    make(chan struct{}),
-		view:    newMappingView(pid, cache),
+		view:    target.New(pid, cache),
 		checked: map[uint64]bool{},
 	}
 	t.pairObjects = make([][]string, len(opts.Track))
@@ -854,7 +855,7 @@ func (t *Tracer) resumeLocked(exited bool) bool {
 // changed, rewrites the inactive half of the range table and flips to it.
 func (t *Tracer) refreshLocked() {
 	t.checkExecLocked()
-	changed, err := t.view.refresh()
+	changed, err := t.view.Refresh()
 	if err != nil {
 		return
 	}
@@ -874,15 +875,15 @@ func (t *Tracer) refreshLocked() {
 	t.loadUnwindLocked()
 	t.writeRangesLocked()
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
-	zlibs := len(t.view.zlib)
-	for _, m := range t.view.current {
+	zlibs := t.view.ZlibObjects()
+	for _, m := range t.view.Current() {
 		if m.FileBacked() && !t.checked[m.Inode] {
 			if err := t.attachResources(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
 				t.warnOnce(err.Error())
 			}
 		}
 	}
-	if len(t.view.zlib) != zlibs {
+	if t.view.ZlibObjects() != zlibs {
 		t.writeRangesLocked() // the zlib objects just probed are flagged
 	}
 }
@@ -890,7 +891,7 @@ func (t *Tracer) refreshLocked() {
 // writeRangesLocked rewrites the inactive half of the kernel's range table
 // from the current mappings and flips to it.
 func (t *Tracer) writeRangesLocked() {
-	ranges := t.view.execRanges()
+	ranges := t.view.Ranges()
 	if len(ranges) > kernel.MaxRanges {
 		t.warnOnce(fmt.Sprintf("target has %d executable mappings; the kernel range table holds %d, the rest are validated in user space only", len(ranges), kernel.MaxRanges))
 		ranges = ranges[:kernel.MaxRanges]
@@ -1019,7 +1020,7 @@ func (t *Tracer) Header() *analyze.Capture {
 	return &analyze.Capture{
 		Target:    t.target(),
 		StartedAt: t.started,
-		Objects:   t.view.objects(t.allocDisplay()),
+		Objects:   t.view.Objects(t.allocDisplay()),
 		Probes:    t.probeSet(),
 		// Counts become estimates only at the end (scaleSampled); a
 		// capture cut short says it was sampled all the same.

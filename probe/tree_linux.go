@@ -42,6 +42,12 @@ func (h *helperSet) remove(pid int) {
 	delete(h.pids, pid)
 }
 
+// started adds pid, returning what removes it (a Lister's Started).
+func (h *helperSet) started(pid int) func() {
+	h.add(pid)
+	return func() { h.remove(pid) }
+}
+
 func (h *helperSet) has(pid int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

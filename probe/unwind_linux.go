@@ -7,14 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/unwind"
 )
-
-// unwindSpan is one object's rows in the kernel's unwind_rows table.
-type unwindSpan struct {
-	start, count uint32
-	use          bool // RANGE_DWARF: walk this object with its rows
-}
 
 // loadUnwindLocked gives every newly mapped object that needs it its
 // .eh_frame rows in the kernel, per the unwind mode: "auto" for objects
@@ -27,19 +22,19 @@ func (t *Tracer) loadUnwindLocked() {
 	if t.opts.Unwind == UnwindFP {
 		return
 	}
-	for _, m := range t.view.current {
+	for _, m := range t.view.Current() {
 		if !m.FileBacked() {
 			continue
 		}
 		t.goCallbackRows(m)
-		if _, done := t.view.unwind[m.Path]; done {
+		if _, done := t.view.UnwindSpan(m.Path); done {
 			continue
 		}
-		if t.opts.Unwind == UnwindAuto && t.view.unwindClass(m) == fpYes {
-			t.view.unwind[m.Path] = unwindSpan{}
+		if t.opts.Unwind == UnwindAuto && t.view.KeepsFramePointers(m) {
+			t.view.SetUnwindSpan(m.Path, target.Span{})
 			continue
 		}
-		t.view.unwind[m.Path] = t.uploadRows(m)
+		t.view.SetUnwindSpan(m.Path, t.uploadRows(m))
 	}
 }
 
@@ -50,11 +45,11 @@ func (t *Tracer) loadUnwindLocked() {
 // address; with the row the walk continues into the C caller and, through
 // runtime.asmcgocall, to the Go code that called C.
 func (t *Tracer) goCallbackRows(m procfs.Mapping) {
-	if _, done := t.view.callback[m.Path]; done {
+	if _, done := t.view.CallbackSpan(m.Path); done {
 		return
 	}
-	t.view.callback[m.Path] = unwindSpan{}
-	obj, ok := t.view.objs[m.Path]
+	t.view.SetCallbackSpan(m.Path, target.Span{})
+	obj, ok := t.view.Loaded(m.Path)
 	if !ok || !obj.Go() {
 		return
 	}
@@ -67,34 +62,28 @@ func (t *Tracer) goCallbackRows(m procfs.Mapping) {
 	if !ok {
 		return
 	}
-	t.view.callback[m.Path] = t.writeRows(m, []unwind.Row{row, {PC: uint32(end), Rule: unwind.RuleUndefined}})
+	t.view.SetCallbackSpan(m.Path, t.writeRows(m, []unwind.Row{row, {PC: uint32(end), Rule: unwind.RuleUndefined}}))
 }
 
-func (t *Tracer) uploadRows(m procfs.Mapping) unwindSpan {
+func (t *Tracer) uploadRows(m procfs.Mapping) target.Span {
 	rows, _, err := unwind.BuildFile(procfs.ObjectPath(t.pid, m))
 	if err != nil || len(rows) == 0 {
-		return unwindSpan{}
+		return target.Span{}
 	}
 	return t.writeRows(m, rows)
 }
 
 // writeRows appends rows, an object's, to the kernel's unwind_rows.
-func (t *Tracer) writeRows(m procfs.Mapping, rows []unwind.Row) unwindSpan {
+func (t *Tracer) writeRows(m procfs.Mapping, rows []unwind.Row) target.Span {
 	if uint64(t.rowNext)+uint64(len(rows)) > uint64(t.opts.MaxUnwindRows) {
 		t.warnOnce(fmt.Sprintf("unwind table full (%d rows): %s is walked with frame pointers only; raise --max-unwind-rows", t.opts.MaxUnwindRows, filepath.Base(m.Path)))
-		return unwindSpan{}
+		return target.Span{}
 	}
 	if err := t.objs.WriteUnwindRows(t.rowNext, rows); err != nil {
 		t.warnOnce(fmt.Sprintf("write unwind rows of %s: %v", filepath.Base(m.Path), err))
-		return unwindSpan{}
+		return target.Span{}
 	}
-	span := unwindSpan{start: t.rowNext, count: uint32(len(rows)), use: true}
+	span := target.Span{Start: t.rowNext, Count: uint32(len(rows)), Use: true}
 	t.rowNext += uint32(len(rows))
 	return span
-}
-
-// Unwound reports whether frames in m are walked with unwind rows
-// (stacks.Mappings).
-func (v *mappingView) Unwound(m procfs.Mapping) bool {
-	return v.unwind[m.Path].use
 }

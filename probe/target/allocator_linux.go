@@ -1,6 +1,6 @@
 //go:build linux && amd64
 
-package probe
+package target
 
 import (
 	"bufio"
@@ -20,19 +20,19 @@ import (
 	"github.com/leakscope/leakscope/probe/symbolize"
 )
 
-// allocator is the object whose malloc the target calls.
-type allocator struct {
+// Allocator is the object whose malloc the process calls.
+type Allocator struct {
 	Path    string // where leakscope opens it (under /proc/PID/root)
 	Display string // the path as the target sees it
 	Obj     *symbolize.Object
 }
 
-// allocatorInMaps picks the allocator among the objects mapped by a running
-// target, in the order the dynamic linker resolves malloc: the executable
+// FindAllocator picks the allocator among the objects mapped by a running
+// process, in the order the dynamic linker resolves malloc: the executable
 // itself (static or self-contained allocators), then an interposing library
 // (jemalloc, tcmalloc, mimalloc, usually LD_PRELOADed), then libc.
-func allocatorInMaps(pid int, maps []procfs.Mapping, cache *symbolize.Cache) (allocator, error) {
-	var exe, interposer, libc *allocator
+func FindAllocator(pid int, maps []procfs.Mapping, cache *symbolize.Cache) (Allocator, error) {
+	var exe, interposer, libc *Allocator
 	seen := map[string]bool{}
 	exePath, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	exePath = strings.TrimSuffix(exePath, " (deleted)")
@@ -46,7 +46,7 @@ func allocatorInMaps(pid int, maps []procfs.Mapping, cache *symbolize.Cache) (al
 		if err != nil {
 			continue
 		}
-		a := &allocator{Path: path, Display: m.Path, Obj: obj}
+		a := &Allocator{Path: path, Display: m.Path, Obj: obj}
 		switch {
 		case m.Path == exePath:
 			if obj.Exports("malloc") || definesStatic(obj, "malloc") {
@@ -62,12 +62,12 @@ func allocatorInMaps(pid int, maps []procfs.Mapping, cache *symbolize.Cache) (al
 			}
 		}
 	}
-	for _, a := range []*allocator{exe, interposer, libc} {
+	for _, a := range []*Allocator{exe, interposer, libc} {
 		if a != nil {
 			return *a, nil
 		}
 	}
-	return allocator{}, fmt.Errorf("process %d: no mapped object exports malloc: %w", pid, ErrNoAllocator)
+	return Allocator{}, fmt.Errorf("process %d: no mapped object exports malloc: %w", pid, ErrNoAllocator)
 }
 
 // definesStatic reports whether a statically linked executable defines name.
@@ -81,46 +81,46 @@ func isLibc(path string) bool {
 	return strings.HasPrefix(base, "libc.so") || strings.HasPrefix(base, "libc-")
 }
 
-// allocatorForExec predicts the allocator of a program before it runs, so
+// AllocatorForExec predicts the allocator of a program before it runs, so
 // probes are in place at its first instruction. It asks the program's own
 // dynamic linker (ld.so --list, what ldd does, without running the program)
 // with the program's environment, so LD_PRELOAD and LD_LIBRARY_PATH count.
 // It also returns every object the program will load at start, the
 // executable first.
-func allocatorForExec(path string, env []string, cache *symbolize.Cache, as *lister) (allocator, []string, error) {
+func AllocatorForExec(path string, env []string, cache *symbolize.Cache, as *Lister) (Allocator, []string, error) {
 	a, libs, err := predictAllocator(path, env, cache, as)
 	return a, append([]string{path}, libs...), err
 }
 
-func predictAllocator(path string, env []string, cache *symbolize.Cache, as *lister) (allocator, []string, error) {
+func predictAllocator(path string, env []string, cache *symbolize.Cache, as *Lister) (Allocator, []string, error) {
 	obj, err := cache.Object(path)
 	if err != nil {
-		return allocator{}, nil, fmt.Errorf("read %s: %w", path, err)
+		return Allocator{}, nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	interp, err := interpreter(path)
 	if err != nil {
-		return allocator{}, nil, err
+		return Allocator{}, nil, err
 	}
 	if interp == "" { // static executable
 		if definesStatic(obj, "malloc") {
-			return allocator{Path: path, Display: path, Obj: obj}, nil, nil
+			return Allocator{Path: path, Display: path, Obj: obj}, nil, nil
 		}
-		return allocator{}, nil, fmt.Errorf("%s is static and defines no malloc: %w", path, ErrNoAllocator)
+		return Allocator{}, nil, fmt.Errorf("%s is static and defines no malloc: %w", path, ErrNoAllocator)
 	}
 	libs, err := as.listLibraries(interp, path, env)
 	if err != nil {
-		return allocator{}, nil, err
+		return Allocator{}, nil, err
 	}
 	if obj.Exports("malloc") {
-		return allocator{Path: path, Display: path, Obj: obj}, libs, nil
+		return Allocator{Path: path, Display: path, Obj: obj}, libs, nil
 	}
-	var libc *allocator
+	var libc *Allocator
 	for _, lib := range libs {
 		o, err := cache.Object(lib)
 		if err != nil || !o.Exports("malloc") {
 			continue
 		}
-		a := &allocator{Path: lib, Display: lib, Obj: o}
+		a := &Allocator{Path: lib, Display: lib, Obj: o}
 		if isLibc(lib) {
 			if libc == nil {
 				libc = a
@@ -134,7 +134,7 @@ func predictAllocator(path string, env []string, cache *symbolize.Cache, as *lis
 	if libc != nil {
 		return *libc, libs, nil
 	}
-	return allocator{}, nil, fmt.Errorf("%s: none of its libraries exports malloc: %w", path, ErrNoAllocator)
+	return Allocator{}, nil, fmt.Errorf("%s: none of its libraries exports malloc: %w", path, ErrNoAllocator)
 }
 
 // interpreter returns the PT_INTERP of an executable, "" for a static one.
@@ -163,7 +163,7 @@ func interpreter(path string) (string, error) {
 
 // listLibraries runs "INTERP --list PATH" and returns the resolved paths in
 // load order (preloaded libraries first).
-func (as *lister) listLibraries(interp, path string, env []string) ([]string, error) {
+func (as *Lister) listLibraries(interp, path string, env []string) ([]string, error) {
 	cmd := exec.Command(interp, "--list", path)
 	cmd.Env = env
 	var out []byte
@@ -186,15 +186,19 @@ func (as *lister) listLibraries(interp, path string, env []string) ([]string, er
 	return libs, nil
 }
 
-// lister runs the dynamic linker's --list for a program leakscope did not
+// Lister runs the dynamic linker's --list for a program leakscope did not
 // choose (one a traced process exec'd): as the process's own user, only
 // with an interpreter root owns and nobody else may change, with only the
 // environment variables that decide what is loaded (LD_PRELOAD,
 // LD_LIBRARY_PATH: never LD_AUDIT, whose modules run code), bounded in
 // time and output. A nil lister runs it as leakscope's own command
 // (run's command, which the user chose).
-type lister struct {
-	uid, gid uint32
+type Lister struct {
+	UID, GID uint32 // the process's user and group
+	// Started, if set, is called with the pid of each --list it starts;
+	// the function it returns, once that exited (the tracer keeps its
+	// own helper processes apart from the target's).
+	Started func(pid int) (exited func())
 }
 
 // listerTimeout and listerMaxOutput bound one --list.
@@ -203,7 +207,7 @@ const (
 	listerMaxOutput = 1 << 20
 )
 
-func (as *lister) run(cmd *exec.Cmd, interp, path string) ([]byte, error) {
+func (as *Lister) run(cmd *exec.Cmd, interp, path string) ([]byte, error) {
 	if err := rootOwned(interp); err != nil {
 		return nil, fmt.Errorf("list libraries of %s: its interpreter %w; not run", path, err)
 	}
@@ -214,14 +218,15 @@ func (as *lister) run(cmd *exec.Cmd, interp, path string) ([]byte, error) {
 		}
 	}
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: as.uid, Gid: as.gid, NoSetGroups: true}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: as.UID, Gid: as.GID, NoSetGroups: true}}
 	out := &cappedBuffer{max: listerMaxOutput}
 	cmd.Stdout = out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("list libraries of %s with %s: %w", path, interp, err)
 	}
-	helpers.add(cmd.Process.Pid)
-	defer helpers.remove(cmd.Process.Pid)
+	if as.Started != nil {
+		defer as.Started(cmd.Process.Pid)()
+	}
 	timer := time.AfterFunc(listerTimeout, func() { _ = cmd.Process.Kill() })
 	err := cmd.Wait()
 	timer.Stop()
@@ -285,8 +290,8 @@ func parseListLine(line string) []string {
 	return nil
 }
 
-// scriptInterpreter follows a "#!" line to the program the kernel will run.
-func scriptInterpreter(path string) (string, bool) {
+// ScriptInterpreter follows a "#!" line to the program the kernel will run.
+func ScriptInterpreter(path string) (string, bool) {
 	f, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return "", false
@@ -301,23 +306,4 @@ func scriptInterpreter(path string) (string, bool) {
 		return "", false
 	}
 	return fields[0], true
-}
-
-// fileOffset converts an ELF virtual address to the file offset uprobes take.
-func fileOffset(path string, vaddr uint64) (uint64, error) {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", path, err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
-			return vaddr - p.Vaddr + p.Off, nil
-		}
-	}
-	return 0, fmt.Errorf("%s: address 0x%x is in no executable segment", path, vaddr)
 }

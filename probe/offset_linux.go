@@ -1,0 +1,29 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"debug/elf"
+	"fmt"
+
+	"github.com/leakscope/leakscope/probe/procfs"
+)
+
+// fileOffset converts an ELF virtual address to the file offset uprobes take.
+func fileOffset(path string, vaddr uint64) (uint64, error) {
+	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", path, err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			return vaddr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: address 0x%x is in no executable segment", path, vaddr)
+}
