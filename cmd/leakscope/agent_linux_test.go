@@ -54,7 +54,7 @@ func TestAgentPrometheus(t *testing.T) {
 	first := startLeaky()
 
 	agentAddr := startAgent(t, leakscope, "--select", "comm="+name,
-		"--interval", "1s", "--scan", "200ms", "--sample-bytes", "64KiB", "--log-format", "json")
+		"--interval", "1s", "--scan", "200ms", "--sample-bytes", "64KiB", "--keep-exited", "4s", "--log-format", "json")
 	waitFor(t, 30*time.Second, "the agent to attach to the first process", func() bool {
 		body, err := httpGet("http://" + agentAddr + "/metrics")
 		return err == nil && strings.Contains(body, fmt.Sprintf(`leakscope_target_info{pid="%d"`, first.Process.Pid))
@@ -148,13 +148,21 @@ scrape_configs:
 	}
 	t.Logf("go tool pprof (%s):\n%s", time.Since(ppStart).Round(time.Millisecond), out)
 
-	// The agent detaches from a target that exits.
+	// The agent detaches from a target that exits, serves its last
+	// numbers, marked exited, for --keep-exited, then forgets it.
 	_ = first.Process.Kill()
 	_ = first.Wait()
+	exitedLine := fmt.Sprintf(`leakscope_target_exited_timestamp_seconds{pid="%d"`, first.Process.Pid)
 	waitFor(t, 15*time.Second, "the agent to detach from the first process", func() bool {
 		body, err := httpGet("http://" + agentAddr + "/metrics")
+		return err == nil && strings.Contains(body, "leakscope_agent_detaches_total 1\n") &&
+			strings.Contains(body, exitedLine) && strings.Contains(body, "leakscope_agent_targets_exited 1\n") &&
+			strings.Contains(body, fmt.Sprintf(`leakscope_leak_outstanding_bytes{pid="%d",comm="%s",runtime="native",cgroup=`, first.Process.Pid, name))
+	})
+	waitFor(t, 15*time.Second, "the agent to forget the first process", func() bool {
+		body, err := httpGet("http://" + agentAddr + "/metrics")
 		return err == nil && !strings.Contains(body, fmt.Sprintf(`pid="%d"`, first.Process.Pid)) &&
-			strings.Contains(body, "leakscope_agent_detaches_total 1\n")
+			strings.Contains(body, "leakscope_agent_targets_exited 0\n")
 	})
 }
 
