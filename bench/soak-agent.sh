@@ -38,8 +38,10 @@
 #     failure;
 #   * no target left attached after it exited: no uprobe link of the agent
 #     names a pid that was gone in two samples in a row (10 s apart), and at
-#     the end the pids of the agent's links and of leakscope_target_info are
-#     exactly the live targets'; once the agent exits (SIGTERM), none of the
+#     the end the pids of the agent's links, and of leakscope_target_info
+#     less the exited ones it still serves (--keep-exited,
+#     leakscope_target_exited_timestamp_seconds), are exactly the live
+#     targets'; once the agent exits (SIGTERM), none of the
 #     BPF links, maps and programs it held is left in the kernel (bpftool);
 #   * counts exact for the targets alive at the end: each target's summary
 #     line (its own count of what it leaked) against the agent's /metrics:
@@ -59,7 +61,9 @@
 #   RSS_SLACK_PCT=10 PORT=19464 SOAK_DIR=bin/soak-agent/run-<stamp>
 # Exit status: 0 all checks passed, 1 a check failed, 2 could not run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# The repository's top, also from a copy of this script in it (a copy keeps
+# a running soak's script from changing under it).
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 
 SOAK_SECONDS=${SOAK_SECONDS:-600}
 TARGETS=${TARGETS:-20}
@@ -90,8 +94,9 @@ cp "$DIR/soakchurn" "$DIR/ovhchurn"
 } | tee "$DIR/run.txt"
 
 declare -a spid sgen sstate sdue srel skill
-AGENT=
+AGENT= SAMPLER=
 cleanup() {
+	[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null || true
 	for i in "${!spid[@]}"; do [ -n "${spid[$i]}" ] && kill -KILL "${spid[$i]}" 2>/dev/null || true; done
 	[ -n "$AGENT" ] && kill "$AGENT" 2>/dev/null || true
 	wait 2>/dev/null || true
@@ -139,23 +144,52 @@ for ((i = 0; i < TARGETS; i++)); do
 done
 
 agent_links() { # the pids of the agent's uprobe links, one a line
-	local fd
-	for fd in /proc/"$AGENT"/fdinfo/*; do
-		awk '/^link_type:/ { t = $2 } /^pid:/ { if (t ~ /uprobe_multi/) print $2 }' "$fd" 2>/dev/null
-	done | sort -u
+	awk 'FNR == 1 { t = "" } /^link_type:/ { t = $2 } /^pid:/ { if (t ~ /uprobe_multi/) print $2 }' \
+		/proc/"$AGENT"/fdinfo/* 2>/dev/null | sort -u || true
 }
 agent_bpf_ids() { # link, map and prog ids the agent holds: "link 89" ...
-	local fd
-	for fd in /proc/"$AGENT"/fdinfo/*; do
-		awk '/^link_id:/ { print "link", $2 } /^map_id:/ { print "map", $2 } /^prog_id:/ && !/link/ { p = $2 } END { if (p != "") print "prog", p }' "$fd" 2>/dev/null
-	done | sort -u
+	awk '/^link_id:/ { print "link", $2 } /^map_id:/ { print "map", $2 } /^prog_id:/ { print "prog", $2 }' \
+		/proc/"$AGENT"/fdinfo/* 2>/dev/null | sort -u || true
+}
+
+# The sampler: every 10 s, scrape /metrics and /debug/pprof/leaks as
+# Prometheus and Parca would, and record the agent's RSS and CPU, the
+# targets it reports and the pids of its uprobe links; a link whose process
+# was gone in two samples in a row is stale (stale.log).
+sampler() {
+	set +e # a failed sample is recorded, not the end of the sampler
+	declare -A prev_dead dead
+	local now el rss cpu targets links alive p
+	while :; do
+		now=$(date +%s); el=$((now - t0))
+		curl -sf -m 30 "http://127.0.0.1:$PORT/metrics" >"$DIR/metrics.tmp" && mv "$DIR/metrics.tmp" "$DIR/metrics.txt" ||
+			echo "$el /metrics failed" >>"$DIR/scrape-errors.log"
+		curl -sf -m 30 -o "$DIR/leaks.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/leaks" ||
+			echo "$el /debug/pprof/leaks failed" >>"$DIR/scrape-errors.log"
+		rss=$(awk '/^VmRSS/ {print $2}' /proc/$AGENT/status 2>/dev/null) || return 0
+		cpu=$(awk '{print $14 + $15}' /proc/$AGENT/stat 2>/dev/null) || return 0
+		targets=$(awk '/^leakscope_agent_targets / {print $2}' "$DIR/metrics.txt")
+		alive=$(pgrep -xc soakchurn || true)
+		links=$(agent_links | tr '\n' ' ')
+		dead=()
+		for p in $links; do
+			if [ ! -e "/proc/$p" ] || [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" = Z ]; then
+				dead[$p]=1
+				[ -n "${prev_dead[$p]:-}" ] && echo "$el the agent still holds a uprobe link of pid $p, gone for 10 s" >>"$DIR/stale.log"
+			fi
+		done
+		prev_dead=(); for p in "${!dead[@]}"; do prev_dead[$p]=1; done
+		echo "$el $links" >>"$DIR/links.log"
+		echo "$el,$rss,$cpu,$targets,$alive,$(echo $links | wc -w)" >>"$DIR/rss.csv"
+		sleep $((now + 10 - $(date +%s) > 0 ? now + 10 - $(date +%s) : 0))
+	done
 }
 
 echo "t_s,rss_kib,cpu_ticks,targets,alive,links" >"$DIR/rss.csv"
-: >"$DIR/links.log"
-declare -A prev_dead
-stale=0 attach_missed=0
-next_sample=$t0
+: >"$DIR/links.log"; : >"$DIR/stale.log"; : >"$DIR/scrape-errors.log"
+sampler &
+SAMPLER=$!
+attach_missed=0
 while :; do
 	now=$(date +%s)
 	[ "$now" -ge "$t_end" ] && break
@@ -195,34 +229,11 @@ while :; do
 			;;
 		esac
 	done
-	if [ "$now" -ge "$next_sample" ]; then
-		next_sample=$((now + 10))
-		el=$((now - t0))
-		curl -sf "http://127.0.0.1:$PORT/metrics" >"$DIR/metrics.txt" || { echo "soak-agent: /metrics failed at ${el}s" >&2; exit 1; }
-		curl -sf -o "$DIR/leaks.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/leaks" || { echo "soak-agent: /debug/pprof/leaks failed at ${el}s" >&2; exit 1; }
-		rss=$(awk '/^VmRSS/ {print $2}' /proc/$AGENT/status)
-		cpu=$(awk '{print $14 + $15}' /proc/$AGENT/stat)
-		targets=$(awk '/^leakscope_agent_targets / {print $2}' "$DIR/metrics.txt")
-		alive=0
-		for ((i = 0; i < TARGETS; i++)); do [ -n "${spid[$i]}" ] && alive=$((alive + 1)); done
-		links=$(agent_links | tr '\n' ' ')
-		nl=0; declare -A dead=()
-		for p in $links; do
-			nl=$((nl + 1))
-			if [ ! -e "/proc/$p" ] || [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" = Z ]; then
-				dead[$p]=1
-				if [ -n "${prev_dead[$p]:-}" ]; then
-					echo "soak-agent: at ${el}s the agent still holds a uprobe link of pid $p, gone for 10 s" | tee -a "$DIR/events.log"
-					stale=$((stale + 1))
-				fi
-			fi
-		done
-		prev_dead=(); for p in "${!dead[@]}"; do prev_dead[$p]=1; done
-		echo "$el $links" >>"$DIR/links.log"
-		echo "$el,$rss,$cpu,$targets,$alive,$(echo $links | wc -w)" >>"$DIR/rss.csv"
-	fi
 	sleep 1
 done
+
+kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/null || true
+stale=$(wc -l <"$DIR/stale.log")
 
 # --- the end: every target's work done, its leaks held --------------------
 alive_pids=()
@@ -281,11 +292,15 @@ if [ "$attaches" != "$starts" ] || [ "$detaches" != $((starts - nalive)) ] || [ 
 	fail=1
 fi
 want=$(printf '%s\n' "${alive_pids[@]}" | sort -u | tr '\n' ' ')
-info=$(sed -n 's/^leakscope_target_info{pid="\([0-9]*\)".*/\1/p' "$DIR/metrics-end.txt" | sort -u | tr '\n' ' ')
+info=$(sed -n 's/^leakscope_target_info{pid="\([0-9]*\)".*/\1/p' "$DIR/metrics-end.txt" | sort -u)
+gone=$(sed -n 's/^leakscope_target_exited_timestamp_seconds{pid="\([0-9]*\)".*/\1/p' "$DIR/metrics-end.txt" | sort -u)
+info=$(comm -23 <(echo "$info") <(echo "$gone") | grep . | tr '\n' ' ' || true)
 links=$(agent_links | tr '\n' ' ')
-[ "$info" = "$want" ] || { echo "soak-agent: FAIL: leakscope_target_info pids [$info], live targets [$want]"; fail=1; }
+[ "$info" = "$want" ] || { echo "soak-agent: FAIL: leakscope_target_info pids not marked exited [$info], live targets [$want]"; fail=1; }
 [ "$links" = "$want" ] || { echo "soak-agent: FAIL: the agent's uprobe links name pids [$links], live targets [$want]"; fail=1; }
-[ "$stale" = 0 ] || { echo "soak-agent: FAIL: $stale samples found a link of an exited target"; fail=1; }
+[ "$stale" = 0 ] || { echo "soak-agent: FAIL: $stale samples found a link of an exited target (stale.log)"; fail=1; }
+scrape_errors=$(wc -l <"$DIR/scrape-errors.log")
+[ "$scrape_errors" = 0 ] || { echo "soak-agent: FAIL: $scrape_errors scrapes failed (scrape-errors.log)"; fail=1; }
 
 # --- the agent exits: nothing of it is left in the kernel ----------------
 agent_bpf_ids >"$DIR/agent-bpf-ids.txt"
