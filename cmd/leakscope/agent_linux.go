@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe"
 	"github.com/leakscope/leakscope/probe/procfs"
@@ -155,6 +157,13 @@ func (l *agentLoop) event(ev procEvent) {
 	l.st.mu.Lock()
 	l.st.health.events++
 	l.st.mu.Unlock()
+	if ev.what == procEventNone {
+		if ev.err != 0 {
+			l.log.Warn("no process events: the kernel refused the subscription (CAP_NET_ADMIN is needed); new processes are found by the /proc scan alone",
+				"err", unix.Errno(ev.err).Error(), "scan", l.opts.Scan.String())
+		}
+		return
+	}
 	if ev.pid == l.self {
 		return
 	}

@@ -14,8 +14,9 @@ import (
 // procEvent is one process event of the kernel's proc connector: a process
 // forked (a new thread group), exec'd, renamed itself or exited.
 type procEvent struct {
-	what uint32 // procEventFork, procEventExec, procEventComm, procEventExit
+	what uint32 // procEventFork, procEventExec, procEventComm, procEventExit; procEventNone: the kernel's answer to the subscription
 	pid  int    // the process (thread group id); the child of a fork
+	err  uint32 // procEventNone: the errno refusing the subscription (EPERM without CAP_NET_ADMIN), 0 when accepted
 }
 
 // The proc connector's numbers (linux/connector.h, linux/cn_proc.h).
@@ -23,6 +24,7 @@ const (
 	cnIdxProc          = 1
 	cnValProc          = 1
 	procCnMcastListen  = 1
+	procEventNone      = 0x00000000
 	procEventFork      = 0x00000001
 	procEventExec      = 0x00000002
 	procEventComm      = 0x00000200
@@ -38,7 +40,9 @@ const (
 // pid namespaces) and sends the forks of new processes, execs, renames and
 // exits of thread groups to events until done is closed, dropping what
 // the loop has no room for (its /proc scan finds those). lost is called
-// when the kernel dropped events (a full socket buffer).
+// when the kernel dropped events (a full socket buffer). The kernel
+// answers the subscription with a procEventNone event, whose err is not 0
+// when it refused it (CAP_NET_ADMIN is needed).
 func procEvents(done <-chan struct{}, events chan<- procEvent, lost func(error)) error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_CONNECTOR)
 	if err != nil {
@@ -115,6 +119,8 @@ func parseProcEvents(b []byte, fn func(procEvent)) {
 			return int(le.Uint32(data[4*i:]))
 		}
 		switch what {
+		case procEventNone: // the subscription's ack: err
+			fn(procEvent{what: what, err: uint32(max(u32(0), 0))})
 		case procEventFork: // parent_pid, parent_tgid, child_pid, child_tgid
 			if child := u32(2); child > 0 && child == u32(3) {
 				fn(procEvent{what: what, pid: child})
