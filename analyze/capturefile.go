@@ -80,6 +80,7 @@ type siteTotals struct {
 	Frees     uint64
 	Live      []Alloc
 	Weights   []float64 // Site.LiveWeights
+	Files     []MappedFile
 }
 
 // liveAlloc is an allocation as a capture file lists it: with its weight.
@@ -91,18 +92,19 @@ type liveAlloc struct {
 
 // siteTotalsJSON is siteTotals as a capture file holds it.
 type siteTotalsJSON struct {
-	ID        uint64      `json:"id"`
-	LiveCount uint64      `json:"live_count"`
-	LiveBytes uint64      `json:"live_bytes"`
-	Allocs    uint64      `json:"allocs"`
-	Frees     uint64      `json:"frees"`
-	Live      []liveAlloc `json:"live,omitempty"`
+	ID        uint64       `json:"id"`
+	LiveCount uint64       `json:"live_count"`
+	LiveBytes uint64       `json:"live_bytes"`
+	Allocs    uint64       `json:"allocs"`
+	Frees     uint64       `json:"frees"`
+	Live      []liveAlloc  `json:"live,omitempty"`
+	Files     []MappedFile `json:"files,omitempty"`
 }
 
 // toJSON is t in a capture file's form: each live allocation with its
 // weight, if sampled.
 func (t siteTotals) toJSON() siteTotalsJSON {
-	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees}
+	j := siteTotalsJSON{ID: t.ID, LiveCount: t.LiveCount, LiveBytes: t.LiveBytes, Allocs: t.Allocs, Frees: t.Frees, Files: t.Files}
 	if t.Live != nil {
 		j.Live = make([]liveAlloc, len(t.Live))
 		for i, a := range t.Live {
@@ -126,7 +128,7 @@ func (t *siteTotals) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*t = siteTotals{ID: j.ID, LiveCount: j.LiveCount, LiveBytes: j.LiveBytes, Allocs: j.Allocs, Frees: j.Frees}
+	*t = siteTotals{ID: j.ID, LiveCount: j.LiveCount, LiveBytes: j.LiveBytes, Allocs: j.Allocs, Frees: j.Frees, Files: j.Files}
 	if j.Live != nil {
 		t.Live = make([]Alloc, len(j.Live))
 		for i, a := range j.Live {
@@ -406,7 +408,7 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 	}
 	totals := func(i int) siteTotals {
 		s := &final.Sites[i]
-		return siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live, Weights: s.LiveWeights}
+		return siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live, Weights: s.LiveWeights, Files: s.Files}
 	}
 	// The end line goes out in pieces as it is encoded, not as one
 	// buffer: 1M live allocations are ~40 MB of line. A reader drops a
@@ -637,6 +639,14 @@ func encodeEnd(end *captureEnd, n int, totals func(int) siteTotals, null, newlin
 					}
 				}
 				b = append(b, ']')
+			}
+			if len(t.Files) > 0 {
+				fs, err := json.Marshal(t.Files)
+				if err != nil {
+					return err
+				}
+				b = append(b, `,"files":`...)
+				b = append(b, fs...)
 			}
 			b = append(b, '}')
 			if err := flush(); err != nil {
@@ -949,7 +959,7 @@ func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 		}
 		seen[t.ID] = true
 		s := &c.Sites[i]
-		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live, s.LiveWeights = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live, t.Weights
+		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live, s.LiveWeights, s.Files = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live, t.Weights, t.Files
 	}
 	c.Target = end.Target
 	c.Duration = end.Duration

@@ -728,3 +728,43 @@ func TestCaptureMemoryRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A mmap.file site's files survive a capture file, streamed or whole.
+func TestCaptureFilesRoundTrip(t *testing.T) {
+	want := smallCapture()
+	want.Sites = append(want.Sites, Site{
+		ID: 11, Kind: KindMmapFile,
+		Stack:     Stack{Frames: []*Frame{{Address: 0x402000, Function: "keep_index", Module: "/bin/leaky", Offset: 0x2000}}},
+		LiveCount: 3, LiveBytes: 3 << 16, Allocs: 3,
+		Live:  []Alloc{{Size: 1 << 16, Age: time.Second}, {Size: 1 << 16, Age: time.Second}, {Size: 1 << 16, Age: time.Second}},
+		Files: []MappedFile{{Path: "/var/idx/00002.idx", Count: 2, Bytes: 2 << 16}, {Path: "/var/idx/\x1b[31m.idx", Count: 1, Bytes: 1 << 16}},
+	})
+	got, err := ReadCapture(bytes.NewReader(streamCapture(t, want)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, got, want)
+	if !reflect.DeepEqual(got.Sites[2].Files, want.Sites[2].Files) {
+		t.Errorf("files = %+v, want %+v", got.Sites[2].Files, want.Sites[2].Files)
+	}
+	var whole bytes.Buffer
+	if err := writeCapture(&whole, want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = ReadCapture(&whole); err != nil {
+		t.Fatal(err)
+	}
+	equalCaptures(t, got, want)
+}
+
+func TestSortFiles(t *testing.T) {
+	got := SortFiles(map[string]*MappedFile{
+		"/b": {Path: "/b", Count: 1, Bytes: 4096},
+		"/a": {Path: "/a", Count: 1, Bytes: 4096},
+		"/c": {Path: "/c", Count: 2, Bytes: 8192},
+	})
+	want := []MappedFile{{"/c", 2, 8192}, {"/a", 1, 4096}, {"/b", 1, 4096}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SortFiles = %+v, want %+v", got, want)
+	}
+}

@@ -422,6 +422,8 @@ func (s *scanner) siteTotals() []siteTotals {
 					}
 					t.Live = append(t.Live, a)
 				})
+			case "files":
+				s.sub(&t.Files)
 			default:
 				s.ok = false
 			}

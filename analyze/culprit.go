@@ -37,10 +37,10 @@ var culpritRules = []culpritRule{
 	// growOpArray, yy_reduce): its amalgamation's file names them.
 	{Function: `.+`, File: `(.*/)?(sqlite3|sqlite3-binding)\.c`, Why: "SQLite's static functions, by its amalgamation (sqlite3.c; go-sqlite3's sqlite3-binding.c)"},
 	// Go's standard library, by its top-level packages, only for Go
-	// frames (a .go file): after the package path, a function or method
+	// frames (a .go or .s file): after the package path, a function or method
 	// name holds no '/' (github.com/x/y.F does).
 	{Function: `(archive|bufio|bytes|cmp|compress|container|context|crypto|database|debug|embed|encoding|errors|expvar|flag|fmt|go|hash|html|image|index|internal|io|iter|log|maps|math|mime|net|os|path|plugin|reflect|regexp|runtime|slices|sort|strconv|strings|structs|sync|syscall|testing|text|time|unicode|unique|unsafe|weak)(/[a-z0-9_]+)*\.[^/]*`,
-		File: `.*\.go`, Why: "the Go standard library"},
+		File: `.*\.(go|s)`, Why: "the Go standard library (its Go and assembly files)"},
 }
 
 // culpritMatcher is culpritRules compiled.

@@ -242,7 +242,19 @@ func group(c *Capture, o Options, into map[uint64]uint64) ([]Site, map[uint64]st
 		}
 		m := Site{ID: largest.ID, Kind: k.kind, Stack: largest.Stack, Pid: k.pid}
 		ages := true
+		var files map[string]*MappedFile
 		for _, s := range ms {
+			for _, f := range s.Files {
+				if files == nil {
+					files = map[string]*MappedFile{}
+				}
+				if g := files[f.Path]; g != nil {
+					g.Count += f.Count
+					g.Bytes += f.Bytes
+				} else {
+					files[f.Path] = &MappedFile{Path: f.Path, Count: f.Count, Bytes: f.Bytes}
+				}
+			}
 			m.LiveCount += s.LiveCount
 			m.LiveBytes += s.LiveBytes
 			m.Allocs += s.Allocs
@@ -264,6 +276,9 @@ func group(c *Capture, o Options, into map[uint64]uint64) ([]Site, map[uint64]st
 					}
 				}
 			}
+		}
+		if files != nil {
+			m.Files = SortFiles(files)
 		}
 		out = append(out, m)
 		notes[m.ID] = fmt.Sprintf("%d stacks grouped by %s", len(ms), k.frame)

@@ -36,12 +36,14 @@ type MemoryPart struct {
 // The parts of a breakdown, in the order a breakdown lists them. The
 // traced parts (malloc, zlib, direct) lie within the allocator's
 // resident memory, which PartAllocator completes: they are never counted
-// twice.
+// twice. PartMappings is the resident part of the anonymous mappings
+// traced by call site (mmap.anon, --maps) that no other part claims.
 const (
 	PartMalloc      = "malloc outstanding"
 	PartZlib        = "zlib streams"
 	PartDirect      = "direct memory"
 	PartAllocator   = "allocator retained and overhead"
+	PartMappings    = "traced anonymous mappings"
 	PartJavaHeap    = "Java heap"
 	PartClassSpace  = "metaspace and class space"
 	PartCodeCache   = "code cache"
@@ -56,7 +58,7 @@ const (
 
 // MemoryParts are the part names in order.
 var MemoryParts = []string{
-	PartMalloc, PartZlib, PartDirect, PartAllocator,
+	PartMalloc, PartZlib, PartDirect, PartAllocator, PartMappings,
 	PartJavaHeap, PartClassSpace, PartCodeCache,
 	PartGoHeap, PartGoRuntime, PartStacks,
 	PartCode, PartData, PartFiles, PartUnexplained,

@@ -1,7 +1,9 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -90,6 +92,29 @@ type Site struct {
 	// traced. 0 means 1 (every allocation traced); nil means 0 for all.
 	// A capture file lists each weight with its allocation.
 	LiveWeights []float64 `json:"-"`
+	// Files, for a mmap.file site, are the files its live mappings map,
+	// most bytes first.
+	Files []MappedFile `json:"files,omitempty"`
+}
+
+// MappedFile is a file a site's live mappings map: how many of them, and
+// their bytes.
+type MappedFile struct {
+	Path  string `json:"path"`
+	Count uint64 `json:"count"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// SortFiles lists byPath's files by bytes, most first, then by path.
+func SortFiles(byPath map[string]*MappedFile) []MappedFile {
+	out := make([]MappedFile, 0, len(byPath))
+	for _, f := range byPath {
+		out = append(out, *f)
+	}
+	slices.SortFunc(out, func(a, b MappedFile) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Path, b.Path))
+	})
+	return out
 }
 
 // Weight is the weight of s.Live[i] (LiveWeights).

@@ -302,7 +302,7 @@ func (r Rule) String() string {
 // l does not know fails: age without per-allocation ages (l.AgeKnown) and
 // growth without a trend (l.Trend).
 func (r Rule) Match(l Leak) bool {
-	if len(r.Conds) == 0 {
+	if len(r.Conds) == 0 || l.Verdict.Class == ClassRuntime {
 		return false
 	}
 	for _, c := range r.Conds {

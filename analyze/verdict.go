@@ -3,8 +3,10 @@ package analyze
 import (
 	"fmt"
 	"math"
+	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -37,6 +39,13 @@ const (
 	// process's allocations since the site began growing (or never grew):
 	// filled once, then held: a cache or pool, or a leak that happened once.
 	ClassPlateau Class = "plateau"
+	// ClassRuntime: a mapping or thread row made by a language runtime's
+	// own memory manager (runtimeOwner): the Go runtime's heap arenas and
+	// off-heap structures and its threads, the JVM's heap, metaspace and
+	// code cache reservations and its own threads. Not the program's
+	// leak: the memory breakdown names what they hold. CI rules never
+	// match it.
+	ClassRuntime Class = "runtime"
 )
 
 // DefaultPools matches the frames of the pool allocators leakscope knows:
@@ -90,6 +99,8 @@ func (v Verdict) tier() int {
 		if v.Label == "pool growth" {
 			return 2
 		}
+	case ClassRuntime:
+		return tierNoGrowth + 1
 	}
 	// held, plateau, a filled pool: no fact says growth; the memory they
 	// hold orders them, so that one small block the capture knows too
@@ -311,6 +322,10 @@ func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp, culprits *Culp
 		}
 		v.Evidence = append(v.Evidence, poolEvidence(v.Pool, v.Requester, growing)...)
 	}
+	if owner, why := runtimeOwner(s); owner != "" {
+		v.Class, v.Label, conf = ClassRuntime, "runtime", 0.05
+		v.Evidence = append(v.Evidence, why)
+	}
 	if c.SampleBytes > 0 {
 		conf *= 0.9
 	}
@@ -330,6 +345,8 @@ func confidenceWhy(c Class) string {
 		return ": this row shows who asked the pool for memory, not who holds it"
 	case ClassHeld:
 		return ", 0.30 plus up to 0.10 for never freeing: too few facts to tell growth"
+	case ClassRuntime:
+		return ": the runtime's own memory, not the program's leak"
 	}
 	return ", 0.20 plus up to 0.10 for never freeing: filled, then held"
 }
@@ -401,3 +418,56 @@ func FormatCount(n uint64) string {
 	}
 	return s
 }
+
+// javaModule is the module of the frames leakscope names as Java methods
+// (compiled and interpreted).
+const javaModule = "[jit]"
+
+// runtimeOwner says whether a mapping or thread row was made by a
+// language runtime's own memory manager, and why: the Go runtime when the
+// call that mapped (or cloned) is the runtime's own (its first named
+// frame is in package runtime: runtime.sysMmap, runtime.clone; Go code
+// calling syscall.Mmap is the program's), the JVM when the first frame
+// past the C library is libjvm.so's and, for a thread, no Java frame
+// started it (Thread.start is the program's). It returns "" for every
+// other row.
+func runtimeOwner(s *Site) (owner, why string) {
+	if s.Kind != KindMmapAnon && s.Kind != KindMmapFile && s.Kind != KindThread {
+		return "", ""
+	}
+	for _, f := range s.Stack.Frames {
+		if f.Function == "" {
+			continue
+		}
+		if strings.HasPrefix(f.Function, "runtime.") && (strings.HasSuffix(f.File, ".go") || strings.HasSuffix(f.File, ".s")) {
+			return "Go", fmt.Sprintf("made by the Go runtime itself (%s): its heap arenas, off-heap structures or threads, which the memory breakdown counts as Go heap and Go runtime off-heap; not the program's leak", f.Function)
+		}
+		break
+	}
+	for _, f := range s.Stack.Frames {
+		base := path.Base(f.Module)
+		if cRuntimeModule.MatchString(base) {
+			continue
+		}
+		if !strings.HasPrefix(base, "libjvm.so") {
+			return "", ""
+		}
+		if s.Kind == KindThread {
+			for _, g := range s.Stack.Frames {
+				if g.Module == javaModule && strings.Contains(g.Function, ".") {
+					return "", "" // a Java thread the program started
+				}
+			}
+		}
+		name := f.Function
+		if name == "" {
+			name = "libjvm.so"
+		}
+		return "JVM", fmt.Sprintf("made by the JVM itself (%s): its Java heap, metaspace, code cache, GC structures or own threads, which the memory breakdown names; not the program's leak", name)
+	}
+	return "", ""
+}
+
+// cRuntimeModule matches the C library objects a mapping or a thread is
+// made through (mmap, pthread_create).
+var cRuntimeModule = regexp.MustCompile(`^(libc|libpthread|ld-linux.*|ld-musl.*)[.-]`)

@@ -253,3 +253,60 @@ func TestVerdictPoolRequester(t *testing.T) {
 		}
 	}
 }
+
+// Mappings and threads a runtime made itself are class runtime, ranked
+// last and never matched by a rule; the program's own (syscall.Mmap, a
+// JNI library's mmap, a thread Java code started) keep their class.
+// Frames as measured (Go 1.26, OpenJDK 17).
+func TestVerdictRuntime(t *testing.T) {
+	libc := "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	jvm := "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+	nio := "/usr/lib/jvm/java-17-openjdk-amd64/lib/libnio.so"
+	for _, tt := range []struct {
+		name   string
+		kind   Kind
+		frames []Frame
+		owner  string
+	}{
+		{"Go heap arena", KindMmapAnon, []Frame{{Function: "runtime.sysMmap", File: "/usr/lib/go/src/runtime/sys_linux_amd64.s"},
+			{Function: "runtime.sysReserveOS", File: "mem_linux.go"}, {Function: "runtime.(*mheap).sysAlloc", File: "malloc.go"}, {Function: "main.fill", File: "main.go"}}, "Go"},
+		{"Go thread", KindThread, []Frame{{Function: "runtime.clone", File: "sys_linux_amd64.s"}, {Function: "runtime.newosproc", File: "os_linux.go"}}, "Go"},
+		{"syscall.Mmap", KindMmapAnon, []Frame{{Function: "internal/runtime/syscall/linux.Syscall6", File: "asm_linux_amd64.s"},
+			{Function: "syscall.Syscall6", File: "syscall_linux.go"}, {Function: "syscall.Mmap", File: "syscall_linux.go"}, {Function: "main.keep", File: "main.go"}}, ""},
+		{"C function named runtime.x", KindMmapAnon, []Frame{{Function: "runtime.x", Module: "/bin/c", File: "x.c"}}, ""},
+		{"JVM heap", KindMmapAnon, []Frame{{Function: "mmap64", Module: libc}, {Function: "os::pd_reserve_memory", Module: jvm},
+			{Function: "Universe::initialize_heap", Module: jvm}}, "JVM"},
+		{"JVM GC thread", KindThread, []Frame{{Function: "pthread_create", Module: libc}, {Function: "os::create_thread", Module: jvm}}, "JVM"},
+		{"Java thread", KindThread, []Frame{{Function: "pthread_create", Module: libc}, {Function: "os::create_thread", Module: jvm},
+			{Function: "JVM_StartThread", Module: jvm}, {Function: "java.lang.Thread.start", Module: "[jit]"}, {Function: "Parker.main", Module: "[jit]"}}, ""},
+		{"MappedByteBuffer", KindMmapFile, []Frame{{Function: "mmap64", Module: libc}, {Function: "Java_sun_nio_ch_FileChannelImpl_map0", Module: nio},
+			{Function: "sun.nio.ch.FileChannelImpl.map", Module: "[jit]"}}, ""},
+		{"malloc in libjvm", KindMalloc, []Frame{{Function: "malloc", Module: libc}, {Function: "os::malloc", Module: jvm}}, ""},
+	} {
+		c := simulate(2000).capture(func(e int) time.Duration { return time.Duration(e) * time.Millisecond })
+		c.Sites[0].Kind = tt.kind
+		c.Sites[0].Stack.Frames = nil
+		for i := range tt.frames {
+			c.Sites[0].Stack.Frames = append(c.Sites[0].Stack.Frames, &tt.frames[i])
+		}
+		r := Rank(c, Options{})
+		i := slices.IndexFunc(r.Leaks, func(l Leak) bool { return l.Site.ID == 1 })
+		l := r.Leaks[i]
+		rule, err := ParseRule("count>0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.owner == "" {
+			if l.Verdict.Class == ClassRuntime || !rule.Match(l) {
+				t.Errorf("%s: class %s, rule matches %v; want the program's row", tt.name, l.Verdict.Class, rule.Match(l))
+			}
+			continue
+		}
+		if l.Verdict.Class != ClassRuntime || rule.Match(l) || i != len(r.Leaks)-1 {
+			t.Errorf("%s: class %s at %d of %d, rule matches %v; want runtime, last, unmatched", tt.name, l.Verdict.Class, i, len(r.Leaks), rule.Match(l))
+		}
+		if want := "made by the " + tt.owner + " "; !slices.ContainsFunc(l.Verdict.Evidence, func(s string) bool { return strings.Contains(s, want) }) {
+			t.Errorf("%s: evidence %q lacks %q", tt.name, l.Verdict.Evidence, want)
+		}
+	}
+}

@@ -27,14 +27,16 @@
 #   OUT=bench/results-<UTC date>-<commit>.md   where the summary goes (-2,
 #                      -3, ... added when that file exists: an earlier run
 #                      is kept)
-#   PHASES="timed fixed memory stats stacks kafka go"   the parts to run;
+#   PHASES="timed fixed memory stats stacks kafka go maps"   the parts to run;
 #                      "stacks" is leakscope's own memory at 1M live
 #                      allocations on 100k stacks (bench/stacks.sh with
 #                      --save, then leakscope report in every format), its
 #                      default --memory-limit and --memory-limit 0
 #                      alternated, STACKS_REPS times each (default 3);
 #                      "kafka" is the JVM throughput comparison (KAFKA_MS,
-#                      KAFKA_RECORDS)
+#                      KAFKA_RECORDS); "maps" is what --maps costs on the
+#                      allocation storm and a mapping storm (bench/maps.sh,
+#                      MAPS_REPS times, default REPS)
 #   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
 #                      earlier run with a subset of PHASES to complete it
 set -euo pipefail
@@ -48,7 +50,7 @@ GOBENCH=${GOBENCH:-1}
 BPF_STATS=${BPF_STATS:-1}
 INSTALL=${INSTALL:-1}
 
-PHASES=${PHASES:-"timed fixed memory stats stacks kafka go"}
+PHASES=${PHASES:-"timed fixed memory stats stacks kafka go maps"}
 STACKS_REPS=${STACKS_REPS:-3}
 [ "$GOBENCH" = 1 ] || PHASES=${PHASES/go/}
 [ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
@@ -348,9 +350,20 @@ if phase go; then
 	} 2>&1 | tee "$RAW/gobench.txt" | grep -E '^(Benchmark|ok|FAIL|---)' || true
 fi
 
+# ---------------------------------------------------------------- mappings
+# What --maps costs: bench/maps.sh, its table appended to the results.
+if phase maps; then
+	echo "== --maps: bench/maps.sh, ${MAPS_REPS:-$REPS} repetitions"
+	LEAKSCOPE=bin/leakscope REPS=${MAPS_REPS:-$REPS} RAW="$RAW/maps" bash bench/maps.sh >"$RAW/maps.md"
+fi
+
 # ---------------------------------------------------------------- report
 echo "== report"
 python3 bench/report.py "$RAW" >"$OUT"
+if [ -s "$RAW/maps.md" ]; then
+	printf '\n## Mappings and threads (--maps)\n\nTarget CPU (user + system), mean of the repetitions; bare, `leakscope run` and `leakscope run --maps` alternated (bench/maps.sh).\n\n' >>"$OUT"
+	cat "$RAW/maps.md" >>"$OUT"
+fi
 cp "$OUT" "$RAW/results.md"
 echo
 cat "$OUT"

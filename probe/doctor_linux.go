@@ -4,6 +4,7 @@ package probe
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -73,6 +74,7 @@ func Doctor(pid int, dbg *symbolize.Debuginfod) []Check {
 	cs = append(cs, Check{"zlib windows", true, detail(exitHookSupported(),
 		"with malloc not traced, an inflate stream's window is read from its state while the target lives and counted by the kernel as it exits (sched_process_exit has group_dead)",
 		"with malloc not traced, an inflate stream's window is read from its state while the target lives; this kernel's sched_process_exit has no group_dead (it runs after the memory is gone), so for a target that exits first the last read stands (--malloc on counts windows from zlib's mallocs)")})
+	cs = append(cs, doctorKinds())
 	cs = append(cs, doctorDebuginfod(dbg))
 	if pid > 0 {
 		cs = append(cs, doctorTarget(pid)...)
@@ -127,9 +129,13 @@ func doctorTarget(pid int) []Check {
 	cs := []Check{{"target", true, fmt.Sprintf("pid %d: %s", pid, strings.Join(cmd, " "))}}
 	cache := symbolize.NewCache()
 	alloc, err := allocatorInMaps(pid, maps, cache)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoAllocator):
+		// Not a failure: what needs no allocator is still traced.
+		cs = append(cs, Check{"no allocator", false, err.Error() + ": the malloc family is not traced; zlib and declared pairs are where their libraries are mapped, and --maps traces its mappings and threads"})
+	case err != nil:
 		cs = append(cs, Check{"allocator", false, err.Error()})
-	} else {
+	default:
 		cs = append(cs, Check{"allocator", true, "malloc family traced in " + alloc.Display})
 		cs = append(cs, siteCheck(alloc.Path, alloc.Display, alloc.Obj.Lookup, mallocFamily))
 	}
@@ -206,6 +212,48 @@ func doctorTarget(pid int) []Check {
 			"their frames have no name or no file:line unless debuginfod supplies the file (see the debuginfod check)", strings.Join(bare, ", "))})
 	}
 	return append(cs, doctorJVM(pid, view.current)...)
+}
+
+// doctorKinds says which kinds are traced by default and which need a
+// flag, and whether --maps can attach its syscall tracepoints here.
+func doctorKinds() Check {
+	maps := "with --maps also mmap.anon, mmap.file and thread, from the syscalls:sys_exit_mmap, sys_exit_munmap and sys_exit_mremap tracepoints"
+	ok := true
+	switch {
+	case tracepointExists("syscalls", "sys_exit_mmap"):
+		maps += " (present)"
+	case !tracefsMounted():
+		maps += " (tracefs is not mounted: --maps mounts it at /sys/kernel/tracing)"
+	default:
+		ok = false
+		maps += ", which this kernel lacks (it needs CONFIG_FTRACE_SYSCALLS=y): --maps fails"
+	}
+	return Check{"kinds", ok, "traced by default: the malloc family (not in a JVM: --malloc auto), zlib.inflate, zlib.deflate, jvm.direct in a JVM, and pairs declared with --track; " +
+		maps + "; every report header says which were not traced"}
+}
+
+// tracefsRoots are where tracefs is found mounted.
+var tracefsRoots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+
+// tracefsMounted reports whether tracefs's events are readable.
+func tracefsMounted() bool {
+	for _, p := range tracefsRoots {
+		if _, err := os.Stat(p + "/events"); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// tracepointExists reports whether tracefs lists the tracepoint
+// group:name.
+func tracepointExists(group, name string) bool {
+	for _, p := range tracefsRoots {
+		if _, err := os.Stat(p + "/events/" + group + "/" + name + "/id"); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // doctorMalloc says what --malloc auto will trace in the target.

@@ -440,6 +440,7 @@ func (f *follower) merge(c *analyze.Capture) {
 		c.Processes = append(c.Processes, tg)
 		c.Sites = append(c.Sites, pc.Sites...)
 		mergeSnapshots(c.Snapshots, pc.Snapshots)
+		mergeMemory(c.Memory, pc.Memory)
 		c.Lost.AllocationsDropped += pc.Lost.AllocationsDropped
 		c.Lost.UnknownFrees += pc.Lost.UnknownFrees
 		c.Lost.StackErrors += pc.Lost.StackErrors

@@ -466,6 +466,9 @@ func TestDoctorNamesAllocatorAndFramePointers(t *testing.T) {
 		strings.Contains(w[0].Detail, "counted by the kernel as it exits") != exitHookSupported() {
 		t.Errorf("zlib windows: %+v, want how windows are counted on this kernel", w)
 	}
+	if k := byName["kinds"]; len(k) != 1 || !k[0].OK || !strings.Contains(k[0].Detail, "with --maps also mmap.anon, mmap.file and thread") {
+		t.Errorf("kinds: %+v, want what is traced by default and what needs --maps", k)
+	}
 	if d := byName["allocator"][0].Detail; !strings.Contains(d, "libc.so.6") {
 		t.Errorf("allocator = %q, want libc", d)
 	}

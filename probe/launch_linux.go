@@ -134,7 +134,7 @@ func Launch(argv []string, stdio Stdio, opts Options) (*Tracer, *Process, error)
 	}
 	cache := symbolize.NewCache()
 	alloc, objects, err := allocatorForExec(elfPath, env, cache, nil)
-	if err != nil {
+	if opts, err = withoutAllocator(opts, err); err != nil {
 		return nil, nil, err
 	}
 	self, err := os.Executable()

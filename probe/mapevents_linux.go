@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
+	"github.com/leakscope/leakscope/probe/procfs"
 )
 
 // mapEventsBytes is the size of mmap_events: ~116k records between two
@@ -109,11 +110,11 @@ func (t *Tracer) applyMapEvent(e *leakMmapEvent) {
 			m.unmap(e.Addr, e.Len) // the allocator's MAP_FIXED: only what it replaced
 			return
 		}
-		kind := uint32(leakAllocKindKIND_MMAP_ANON)
+		kind, file := uint32(leakAllocKindKIND_MMAP_ANON), ""
 		if e.How&uint32(leakMapHowMAP_HOW_FILE) != 0 {
-			kind = uint32(leakAllocKindKIND_MMAP_FILE)
+			kind, file = uint32(leakAllocKindKIND_MMAP_FILE), t.files.path(t.pid, e.Addr, e.Dev, e.Ino)
 		}
-		m.mmap(mapSite{e.StackId, kind}, e.TsNs, e.Addr, e.Len)
+		m.mmap(mapSite{e.StackId, kind}, e.TsNs, e.Addr, e.Len, file)
 	case leakMapOpMAP_OP_UNMAP:
 		m.unmap(e.Addr, e.Len)
 	case leakMapOpMAP_OP_REMAP:
@@ -207,6 +208,7 @@ func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[mapSite]int32, nowMo
 	if t.maps == nil {
 		return
 	}
+	files := map[int32]map[string]*analyze.MappedFile{}
 	t.maps.live(func(a *mapAlloc) {
 		i, ok := site[a.site]
 		if !ok || i < 0 {
@@ -217,7 +219,72 @@ func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[mapSite]int32, nowMo
 			age = time.Duration(nowMono - a.ts)
 		}
 		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: a.bytes, Age: age})
+		if a.site.kind != uint32(leakAllocKindKIND_MMAP_FILE) {
+			return
+		}
+		byPath := files[i]
+		if byPath == nil {
+			byPath = map[string]*analyze.MappedFile{}
+			files[i] = byPath
+		}
+		f := byPath[a.file]
+		if f == nil {
+			f = &analyze.MappedFile{Path: a.file}
+			byPath[a.file] = f
+		}
+		f.Count++
+		f.Bytes += a.bytes
 	})
+	for i, byPath := range files {
+		c.Sites[i].Files = analyze.SortFiles(byPath)
+	}
+}
+
+// maxFilePaths bounds the file paths a tracer keeps for mmap.file
+// mappings: a target mapping more distinct files gets the rest named by
+// inode.
+const maxFilePaths = 4096
+
+// fileKey is a mapped file's identity: its device (the kernel's s_dev)
+// and inode.
+type fileKey struct {
+	dev uint32
+	ino uint64
+}
+
+// filePaths names the files of mmap.file mappings: from the target's
+// /proc/PID/maps, read when a mapping of a file not seen before is
+// applied (the mapping is usually still there: a leaked one is).
+type filePaths struct {
+	byKey map[fileKey]string
+}
+
+// path returns the path of the file (dev, ino) mapped at addr in pid; a
+// file whose mapping is gone from maps is named by its inode.
+func (fp *filePaths) path(pid int, addr uint64, dev uint32, ino uint64) string {
+	k := fileKey{dev, ino}
+	if p, ok := fp.byKey[k]; ok {
+		return p
+	}
+	name := fmt.Sprintf("inode %d on device %d:%d", ino, dev>>20, dev&(1<<20-1))
+	if ms, err := procfs.ReadMaps(pid); err == nil {
+		for _, m := range ms {
+			if m.Inode == ino && m.Path != "" && (addr >= m.Start && addr < m.End || m.Dev == fmt.Sprintf("%02x:%02x", dev>>20, dev&(1<<20-1))) {
+				name = m.Path
+				if m.Deleted {
+					name += " (deleted)"
+				}
+				break
+			}
+		}
+	}
+	if fp.byKey == nil {
+		fp.byKey = map[fileKey]string{}
+	}
+	if len(fp.byKey) < maxFilePaths {
+		fp.byKey[k] = name
+	}
+	return name
 }
 
 // mapSitesOf maps each mapping site to its index in c.Sites, from
@@ -255,10 +322,8 @@ func (t *Tracer) warnMapLossLocked() {
 // nor debugfs is mounted (a container, a minimal system): the syscall
 // tracepoints are attached by their id, read there.
 func ensureTracefs() error {
-	for _, p := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
-		if _, err := os.Stat(p); err == nil {
-			return nil
-		}
+	if tracefsMounted() {
+		return nil
 	}
 	if err := unix.Mount("nodev", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
 		return fmt.Errorf("mount tracefs at /sys/kernel/tracing (the syscall tracepoints of --maps): %w", err)

@@ -3,8 +3,12 @@
 package probe
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +90,16 @@ func TestMapKindsC(t *testing.T) {
 			t.Errorf("%s via %s: %d live (%d listed), %d bytes; want %d, %d bytes", tc.kind, tc.fn, n, live, b, tc.count, tc.bytes)
 		}
 	}
+	// The file mappings name their file: one file, three mappings.
+	var files []analyze.MappedFile
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindMmapFile && s.LiveCount > 0 {
+			files = append(files, s.Files...)
+		}
+	}
+	if want := []analyze.MappedFile{{Path: filepath.Join(dir, "data"), Count: 3, Bytes: 48 * KiB}}; !reflect.DeepEqual(files, want) {
+		t.Errorf("mmap.file files = %+v, want %+v", files, want)
+	}
 	if t.Failed() {
 		for _, s := range c.Sites {
 			if s.Kind == analyze.KindMalloc {
@@ -97,5 +111,139 @@ func TestMapKindsC(t *testing.T) {
 			}
 			t.Logf("%s live %d bytes %d allocs %d frees %d %v", s.Kind, s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, names)
 		}
+	}
+}
+
+// gomaps' ground truth (examples/go/gomaps): a Go program's own
+// syscall.Mmap calls, exactly, named by the Go function that made them;
+// the runtime's own mappings (its heap arenas) are class runtime.
+func TestMapKindsGo(t *testing.T) {
+	testutil.RequireBPF(t)
+	const KiB = 1 << 10
+	bin := buildGoExample(t, "gomaps", nil)
+	dir := t.TempDir()
+	gate, data := filepath.Join(dir, "go"), filepath.Join(dir, "index")
+	cmd := exec.Command(bin, "-file", data, "-wait-file", gate, "-hold", "60s")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf, Maps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	summary := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "leaked") {
+				summary <- sc.Text()
+			}
+		}
+	}()
+	select {
+	case line := <-summary:
+		t.Log(line)
+	case <-time.After(30 * time.Second):
+		t.Fatal("gomaps printed no summary within 30s")
+	}
+	if _, err := tr.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNoLoss(t, c)
+	for _, tc := range []struct {
+		kind         analyze.Kind
+		fn           string
+		count, bytes uint64
+	}{
+		{analyze.KindMmapAnon, "main.keepAnon", 4, 256 * KiB},
+		{analyze.KindMmapFile, "main.keepFile", 2, 32 * KiB},
+		{analyze.KindMmapAnon, "main.churn", 0, 0},
+	} {
+		n, b, live := siteThrough(c, tc.kind, tc.fn)
+		if n != tc.count || b != tc.bytes || uint64(live) != tc.count {
+			t.Errorf("%s via %s: %d live (%d listed), %d bytes; want %d, %d bytes", tc.kind, tc.fn, n, live, b, tc.count, tc.bytes)
+		}
+	}
+	var churned uint64
+	for _, s := range c.Sites {
+		if s.Kind == analyze.KindMmapAnon && contains(functions(s), "main.churn") {
+			churned += s.Allocs
+			if s.Frees != s.Allocs {
+				t.Errorf("main.churn site: %d mapped, %d unmapped; want all unmapped", s.Allocs, s.Frees)
+			}
+		}
+	}
+	if churned != 100 {
+		t.Errorf("main.churn: %d mappings, want 100", churned)
+	}
+	res := analyze.Rank(c, analyze.Options{})
+	runtimeRows := 0
+	for _, l := range res.Leaks {
+		fns := functions(*l.Site)
+		ours := contains(fns, "main.keepAnon") || contains(fns, "main.keepFile")
+		switch {
+		case ours && (l.Verdict.Class == analyze.ClassRuntime || l.Culprit == nil || !strings.HasPrefix(l.Culprit.Function, "main.keep")):
+			t.Errorf("%s row of %v: class %s, culprit %+v; want the program's, culprit main.keep*", l.Site.Kind, fns, l.Verdict.Class, l.Culprit)
+		case ours && l.Site.Kind == analyze.KindMmapFile:
+			if want := []analyze.MappedFile{{Path: data, Count: 2, Bytes: 32 * KiB}}; !reflect.DeepEqual(l.Site.Files, want) {
+				t.Errorf("main.keepFile files %+v, want %+v", l.Site.Files, want)
+			}
+		case l.Site.Kind != analyze.KindMalloc && len(fns) > 0 && strings.HasPrefix(fns[0], "runtime."):
+			if l.Verdict.Class != analyze.ClassRuntime {
+				t.Errorf("%s row of %v: class %s, want runtime", l.Site.Kind, fns, l.Verdict.Class)
+			}
+			runtimeRows++
+		}
+	}
+	if runtimeRows == 0 {
+		t.Error("no runtime row: the Go heap's 96 MiB mapped nothing while traced")
+	}
+	if t.Failed() {
+		for _, s := range c.Sites {
+			t.Logf("%s live %d bytes %d allocs %d frees %d %v", s.Kind, s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, functions(s))
+		}
+	}
+}
+
+// doctor on a pure Go program: no allocator is a note (what needs none
+// is still traced), not a failure, and says --maps traces it.
+func TestDoctorPureGo(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildGoExample(t, "gomaps", nil)
+	cmd := exec.Command(bin, "-file", filepath.Join(t.TempDir(), "f"), "-wait-file", filepath.Join(t.TempDir(), "never"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	time.Sleep(200 * time.Millisecond)
+	var found bool
+	for _, c := range Doctor(cmd.Process.Pid, nil) {
+		if c.Name == "allocator" {
+			t.Errorf("allocator check on a program without one: %+v", c)
+		}
+		if c.Name == "no allocator" {
+			found = !c.OK && strings.Contains(c.Detail, "--maps traces its mappings and threads")
+		}
+	}
+	if !found {
+		t.Error(`no "no allocator" note naming --maps`)
 	}
 }

@@ -20,6 +20,7 @@ type mapAlloc struct {
 	site  mapSite
 	ts    uint64 // bpf_ktime_get_ns() of the call
 	bytes uint64
+	file  string // the mapped file's path (mmap.file), "" otherwise
 }
 
 // mapPiece is a range of the target's address space mapped by a.
@@ -118,14 +119,15 @@ func (m *mapTable) insert(start, end uint64, a *mapAlloc) {
 }
 
 // mmap records a new mapping of length bytes at start, made from site at
-// ts. Whatever was mapped there is gone (MAP_FIXED): unmapped first.
-func (m *mapTable) mmap(site mapSite, ts, start, length uint64) {
+// ts, of file (a path, "" for anonymous memory). Whatever was mapped
+// there is gone (MAP_FIXED): unmapped first.
+func (m *mapTable) mmap(site mapSite, ts, start, length uint64, file string) {
 	length = m.round(length)
 	m.unmap(start, length)
 	if length == 0 {
 		return
 	}
-	a := &mapAlloc{site: site, ts: ts, bytes: length}
+	a := &mapAlloc{site: site, ts: ts, bytes: length, file: file}
 	m.insert(start, start+length, a)
 	t := m.total(site)
 	t.allocs++
@@ -175,7 +177,7 @@ func (m *mapTable) mremap(old, oldLen, start, length uint64, fixed, keepOld bool
 	}
 	if keepOld {
 		// A new mapping of a's site, the old one stays.
-		m.mmap(a.site, a.ts, start, length)
+		m.mmap(a.site, a.ts, start, length, a.file)
 		return
 	}
 	m.insert(start, start+length, a)
@@ -252,4 +254,21 @@ func (m *mapTable) live(fn func(*mapAlloc)) {
 	for _, a := range m.threads {
 		fn(a)
 	}
+}
+
+// ranges returns the ranges of the live mappings of kind, sorted and
+// disjoint (merged where they touch), and their bytes.
+func (m *mapTable) ranges(kind uint32) (rs [][2]uint64, bytes uint64) {
+	for _, p := range m.pieces {
+		if p.a.site.kind != kind {
+			continue
+		}
+		bytes += p.end - p.start
+		if n := len(rs); n > 0 && rs[n-1][1] == p.start {
+			rs[n-1][1] = p.end
+			continue
+		}
+		rs = append(rs, [2]uint64{p.start, p.end})
+	}
+	return rs, bytes
 }

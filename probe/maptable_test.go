@@ -17,7 +17,7 @@ func TestMapTableExact(t *testing.T) {
 		}
 	}
 	m := newMapTable(pg)
-	m.mmap(a, 1, 0x10000, 8*pg)
+	m.mmap(a, 1, 0x10000, 8*pg, "")
 	m.unmap(0x10000+2*pg, 2*pg) // a hole in the middle: one mapping, two pieces
 	check(m, a, mapTotals{liveCount: 1, liveBytes: 6 * pg, allocs: 1})
 	if len(m.pieces) != 2 {
@@ -25,7 +25,7 @@ func TestMapTableExact(t *testing.T) {
 	}
 	m.unmap(0x10000, 1) // a length is rounded to pages
 	check(m, a, mapTotals{liveCount: 1, liveBytes: 5 * pg, allocs: 1})
-	m.mmap(b, 2, 0x10000+4*pg, 2*pg) // MAP_FIXED over part of a's second piece
+	m.mmap(b, 2, 0x10000+4*pg, 2*pg, "") // MAP_FIXED over part of a's second piece
 	check(m, a, mapTotals{liveCount: 1, liveBytes: 3 * pg, allocs: 1})
 	check(m, b, mapTotals{liveCount: 1, liveBytes: 2 * pg, allocs: 1})
 	m.unmap(0, 1<<30) // everything
@@ -36,7 +36,7 @@ func TestMapTableExact(t *testing.T) {
 	}
 
 	m = newMapTable(pg)
-	m.mmap(a, 1, 0x10000, 4*pg)
+	m.mmap(a, 1, 0x10000, 4*pg, "")
 	m.mremap(0x10000, 4*pg, 0x80000, 16*pg, false, false) // moved and grown: still one mapping
 	check(m, a, mapTotals{liveCount: 1, liveBytes: 16 * pg, allocs: 1})
 	m.mremap(0x80000, 16*pg, 0x80000, 2*pg, false, false) // shrunk in place
@@ -48,7 +48,7 @@ func TestMapTableExact(t *testing.T) {
 
 	m = newMapTable(pg)
 	th := mapSite{5, 5}
-	m.mmap(a, 1, 0x40000, 64*pg) // a thread's stack, mapped by the program
+	m.mmap(a, 1, 0x40000, 64*pg, "") // a thread's stack, mapped by the program
 	m.threadStart(th, 2, 7, 0x40000, 60*pg)
 	m.threadStart(th, 2, 8, 0x100000, 32*pg) // a stack never seen mapped
 	m.threadStart(th, 2, 9, 0x200000, 0)     // clone: a stack pointer, no size

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -29,6 +31,21 @@ type memoryKnown struct {
 	// (PartMalloc, PartZlib, PartDirect).
 	traced map[string]uint64
 	spaces *jvm.Spaces // a JVM's reserved ranges, when known
+	// mapped are the live traced anonymous mappings (mmap.anon, --maps),
+	// disjoint and sorted by start, with the bytes their sites hold.
+	mapped       [][2]uint64
+	mappedOutstd uint64
+}
+
+// overlap returns how many bytes of [start, end) the sorted, disjoint
+// ranges rs cover.
+func overlap(rs [][2]uint64, start, end uint64) uint64 {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i][1] > start })
+	var n uint64
+	for ; i < len(rs) && rs[i][0] < end; i++ {
+		n += min(rs[i][1], end) - max(rs[i][0], start)
+	}
+	return n
 }
 
 // Go's runtime on linux/amd64 reserves its heap arenas (64 MiB each) from
@@ -82,6 +99,16 @@ func breakdown(pid int, regions []procfs.Region, ts threadStacks, k memoryKnown,
 		if r.Rss == 0 {
 			continue
 		}
+		if n := k.tracedShare(r); n > 0 {
+			// The program's own mapping, traced by call site: its
+			// share of the region (the kernel merges neighbours) is
+			// the part, the rest what it would be without.
+			b := uint64(float64(r.Rss) * float64(n) / float64(r.End-r.Start))
+			parts[analyze.PartMappings] += b
+			name, _ := classifyUntraced(regions, i, ts, k)
+			parts[name] += r.Rss - b
+			continue
+		}
 		name, alloc := classify(regions, i, ts, k, objects, mem)
 		allocator += alloc
 		parts[name] += r.Rss - alloc
@@ -112,6 +139,10 @@ func breakdown(pid int, regions []procfs.Region, ts threadStacks, k memoryKnown,
 			if left > 0 {
 				pm.Parts = append(pm.Parts, analyze.MemoryPart{Name: n, Bytes: left})
 			}
+		case analyze.PartMappings:
+			if b := parts[n]; b > 0 {
+				pm.Parts = append(pm.Parts, analyze.MemoryPart{Name: n, Bytes: b, Outstanding: k.mappedOutstd})
+			}
 		default:
 			if b := parts[n]; b > 0 || n == analyze.PartUnexplained {
 				pm.Parts = append(pm.Parts, analyze.MemoryPart{Name: n, Bytes: b})
@@ -119,6 +150,26 @@ func breakdown(pid int, regions []procfs.Region, ts threadStacks, k memoryKnown,
 		}
 	}
 	return pm
+}
+
+// tracedShare returns how many bytes of anonymous region r the traced
+// mappings cover, 0 for a region another part claims first (a thread's
+// stack, the Go heap, a JVM's spaces).
+func (k memoryKnown) tracedShare(r procfs.Region) uint64 {
+	if len(k.mapped) == 0 || !anonymous(r) || r.Path == "[heap]" || r.Path == "[stack]" {
+		return 0
+	}
+	if k.runtime == analyze.RuntimeGo && r.Start >= goArenaStart && r.Start < goArenaEnd {
+		return 0
+	}
+	if sp := k.spaces; sp != nil {
+		for _, rg := range [][2]uint64{sp.Heap, sp.Code, sp.Shared} {
+			if rg[1] > rg[0] && r.Start >= rg[0] && r.Start < rg[1] {
+				return 0
+			}
+		}
+	}
+	return overlap(k.mapped, r.Start, r.End)
 }
 
 // classify names the part of regions[i]'s resident bytes but alloc of
@@ -282,6 +333,9 @@ func (t *Tracer) memoryKnownLocked(points readPoints) memoryKnown {
 			k.traced[n] += points.at(i).LiveBytes
 		}
 	}
+	if t.maps != nil {
+		k.mapped, k.mappedOutstd = t.maps.ranges(uint32(leakAllocKindKIND_MMAP_ANON))
+	}
 	if n, ok := t.sym.jit.namer.(interface{ Spaces() (jvm.Spaces, bool) }); ok && t.sym.jit.namer != nil {
 		if t.spaces == nil {
 			if sp, ok := n.Spaces(); ok {
@@ -311,9 +365,42 @@ func (t *Tracer) recordMemory(k memoryKnown, at time.Duration) {
 }
 
 // LastMemory returns the memory breakdown taken with the latest snapshot,
-// for a capture file written as it happens; nil when none was.
+// for a capture file written as it happens; nil when none was. The
+// root of a process tree adds its live processes' breakdowns of the same
+// snapshot.
 func (t *Tracer) LastMemory() *analyze.Memory {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.lastMemory
+	m := t.lastMemory
+	t.mu.Unlock()
+	if m == nil || !t.isRoot() {
+		return m
+	}
+	tree := *m
+	tree.Processes = slices.Clone(m.Processes)
+	for _, p := range t.tree.live() {
+		if pm := p.t.LastMemory(); pm != nil && pm.At >= m.At {
+			tree.Processes = append(tree.Processes, pm.Processes...)
+		}
+	}
+	return &tree
+}
+
+// mergeMemory adds to each of root's breakdowns other's taken in the same
+// snapshot: the newest before root's next one and not before root's own
+// (a process that had exited by then has none).
+func mergeMemory(root, other []analyze.Memory) {
+	j := -1
+	for i := range root {
+		next := time.Duration(1<<63 - 1)
+		if i+1 < len(root) {
+			next = root[i+1].At
+		}
+		for j+1 < len(other) && other[j+1].At < next {
+			j++
+		}
+		if j < 0 || other[j].At < root[i].At {
+			continue
+		}
+		root[i].Processes = append(root[i].Processes, other[j].Processes...)
+	}
 }

@@ -4,6 +4,7 @@ package probe
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -160,52 +161,60 @@ func checkBreakdown(t *testing.T, c *analyze.Capture, rss uint64, maxUnexplained
 }
 
 // The breakdown of memparts: its malloc'd blocks as malloc outstanding,
-// its file as a mapped file, its threads' stacks, and its untraced
-// anonymous mapping, exactly, as unexplained.
+// its file as a mapped file, its threads' stacks, and its anonymous
+// mapping, exactly: unexplained untraced, a traced mapping with --maps.
 func TestMemoryBreakdownC(t *testing.T) {
 	testutil.RequireBPF(t)
 	const MiB = 1 << 20
 	bin := buildExample(t, "memparts", true)
-	dir := t.TempDir()
-	gate := filepath.Join(dir, "go")
-	cmd := startExample(t, bin, "--malloc-mib", "64", "--anon-mib", "4", "--file-mib", "4",
-		"--file", filepath.Join(dir, "data"), "--threads", "4", "--wait-file", gate)
-	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ents, _ := os.ReadDir("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task")
-		if len(ents) >= 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if _, err := tr.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	rss := vmRSS(t, cmd.Process.Pid)
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm := checkBreakdown(t, c, rss, 0.10)
-	// 64 MiB and the few small blocks libc allocates for itself.
-	if got := pm.Part(analyze.PartMalloc); got < 64*MiB || got > 64*MiB+64<<10 {
-		t.Errorf("malloc outstanding %d, want 64 MiB", got)
-	}
-	if got := pm.Part(analyze.PartFiles); got < 4*MiB || got > 4*MiB+256<<10 {
-		t.Errorf("mapped files %d, want 4 MiB", got)
-	}
-	if got := pm.Part(analyze.PartStacks); got < 4*256<<10 {
-		t.Errorf("thread stacks %d, want at least 4 x 256 KiB", got)
-	}
-	if got := pm.Part(analyze.PartUnexplained); got < 4*MiB || got > 4*MiB+MiB {
-		t.Errorf("unexplained %d, want the 4 MiB anonymous mapping and at most 1 MiB more", got)
+	for _, maps := range []bool{false, true} {
+		t.Run(fmt.Sprintf("maps=%v", maps), func(t *testing.T) {
+			dir := t.TempDir()
+			gate := filepath.Join(dir, "go")
+			cmd := startExample(t, bin, "--malloc-mib", "64", "--anon-mib", "4", "--file-mib", "4",
+				"--file", filepath.Join(dir, "data"), "--threads", "4", "--wait-file", gate)
+			tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf, Maps: maps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(gate, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				ents, _ := os.ReadDir("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task")
+				if len(ents) >= 5 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if _, err := tr.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+			rss := vmRSS(t, cmd.Process.Pid)
+			c, err := tr.Stop()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pm := checkBreakdown(t, c, rss, 0.10)
+			// 64 MiB and the few small blocks libc allocates for itself.
+			if got := pm.Part(analyze.PartMalloc); got < 64*MiB || got > 64*MiB+64<<10 {
+				t.Errorf("malloc outstanding %d, want 64 MiB", got)
+			}
+			if got := pm.Part(analyze.PartFiles); got < 4*MiB || got > 4*MiB+256<<10 {
+				t.Errorf("mapped files %d, want 4 MiB", got)
+			}
+			if got := pm.Part(analyze.PartStacks); got < 4*256<<10 {
+				t.Errorf("thread stacks %d, want at least 4 x 256 KiB", got)
+			}
+			anon, un := pm.Part(analyze.PartMappings), pm.Part(analyze.PartUnexplained)
+			if !maps && (anon != 0 || un < 4*MiB || un > 4*MiB+MiB) {
+				t.Errorf("traced mappings %d, unexplained %d; want none, and the 4 MiB anonymous mapping and at most 1 MiB more", anon, un)
+			}
+			if maps && (anon != 4*MiB || un > MiB) {
+				t.Errorf("traced mappings %d, unexplained %d; want the 4 MiB anonymous mapping, and at most 1 MiB", anon, un)
+			}
+		})
 	}
 }

@@ -63,6 +63,9 @@ type Options struct {
 	Malloc string
 	// mallocWhy says how Malloc was decided (forTarget), for the report.
 	mallocWhy string
+	// noAllocator, when set, says why the target has no malloc to probe
+	// (withoutAllocator): malloc is off.
+	noAllocator string
 	// Debuginfod fetches the debug files of objects on a stack that have
 	// no symbols or DWARF and no local debug file, in the background: a
 	// frame is named once its file arrived, and Stop waits for files

@@ -4,6 +4,7 @@ package probe
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -274,11 +275,31 @@ func isJVM(objects []string) bool {
 	return false
 }
 
+// withoutAllocator lets a target none of whose objects exports malloc
+// (a static Go program) be traced for what needs no allocator: with
+// Options.Maps, malloc is off and the capture says why; otherwise err,
+// with a hint. Any other error stands.
+func withoutAllocator(opts Options, err error) (Options, error) {
+	if !errors.Is(err, ErrNoAllocator) {
+		return opts, err
+	}
+	if !opts.Maps {
+		return opts, fmt.Errorf("%w; --maps traces its mappings and threads without one", err)
+	}
+	opts.noAllocator = "no allocator: " + err.Error()
+	return opts, nil
+}
+
 // forTarget completes opts for a target with these objects: preset jvm
 // for a JVM, and --malloc auto decided (off for a JVM).
 func forTarget(opts Options, objects []string) Options {
 	jvm := isJVM(objects)
 	opts = withJVMPresets(opts, jvm)
+	switch {
+	case opts.noAllocator != "":
+		opts.Malloc, opts.mallocWhy = MallocOff, opts.noAllocator
+		return opts
+	}
 	switch opts.Malloc {
 	case MallocOn, MallocOff:
 		opts.mallocWhy = "--malloc " + opts.Malloc

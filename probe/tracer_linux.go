@@ -35,6 +35,7 @@ type Tracer struct {
 	mapEvents *ringbuf.Reader
 	mapGen    uint32
 	mapRefs   map[mapSite]siteRef
+	files     filePaths // the paths of mmap.file mappings
 	// memory holds the target's memory breakdowns (memory_linux.go),
 	// lastMemory the latest; spaces a JVM's reserved ranges once read.
 	memory     []analyze.Memory
@@ -157,7 +158,7 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	}
 	cache := symbolize.NewCache()
 	alloc, err := allocatorInMaps(pid, maps, cache)
-	if err != nil {
+	if opts, err = withoutAllocator(opts, err); err != nil {
 		return nil, err
 	}
 	cmdline, _ := procfs.Command(pid)
@@ -552,6 +553,9 @@ func (t *Tracer) attachLoaderHook(objects []string) error {
 // it stops there until its stacks are resolved (exitingLocked). A target
 // without it (a static Go program) is not probed.
 func (t *Tracer) attachExitHook() error {
+	if t.alloc.Obj == nil {
+		return nil // no allocator, no libc (withoutAllocator)
+	}
 	if _, ok := t.alloc.Obj.Lookup("exit"); !ok {
 		return nil
 	}

@@ -96,8 +96,9 @@ type htmlPage struct {
 	Lost        []htmlCounter // nil when nothing was lost
 	Warnings    []string
 	Leaks       []htmlLeak
-	Chart       *htmlChart // nil without snapshots or leaks
-	Flame       htmlFlame  // embedded as JSON for the script
+	Chart       *htmlChart  // nil without snapshots or leaks
+	Memory      *htmlMemory // nil without a memory breakdown
+	Flame       htmlFlame   // embedded as JSON for the script
 
 	CSS template.CSS // htmlCSS, a constant
 	JS  template.JS  // htmlJS, a constant
@@ -215,6 +216,7 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 		p.Leaks = append(p.Leaks, hl)
 	}
 	p.Chart = chartOf(r)
+	p.Memory = memoryOf(r)
 	return p
 }
 
@@ -513,10 +515,15 @@ func (t *flameTree) size() int {
 }
 
 // leakReasons are l's reasons, first the process it is in when the
-// capture traced more than one.
+// capture traced more than one, and the files a mmap.file row maps.
 func leakReasons(l analyze.Leak, c *analyze.Capture) []string {
-	if len(c.Processes) == 0 {
+	files := fileLines(l.Site.Files)
+	if len(c.Processes) == 0 && len(files) == 0 {
 		return l.Reasons
 	}
-	return append([]string{"in process " + processOf(c, l.Site)}, l.Reasons...)
+	var out []string
+	if len(c.Processes) > 0 {
+		out = append(out, "in process "+processOf(c, l.Site))
+	}
+	return append(append(out, files...), l.Reasons...)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,5 +317,66 @@ func TestSteps(t *testing.T) {
 		if got := formatGrowth(v); got != want {
 			t.Errorf("formatGrowth(%v) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// The memory chart stacks every part of each breakdown in
+// analyze.MemoryParts' order: each band's bottom is the top of the one
+// below, and the top band ends at the process's RSS, at every snapshot.
+func TestHTMLMemoryChart(t *testing.T) {
+	r := analyze.Rank(loadCapture(t, "growing"), analyze.Options{})
+	hm := memoryOf(r)
+	if hm == nil || len(hm.Bands) == 0 {
+		t.Fatal("no memory chart for a capture with breakdowns")
+	}
+	c := r.Capture
+	var rss []uint64
+	for _, m := range c.Memory {
+		if pm := m.Of(c.Target.Pid); pm != nil {
+			rss = append(rss, pm.RSS)
+		}
+	}
+	n := len(rss)
+	top := slices.Max(rss)
+	step := byteStep(top)
+	yMax := step * max(1, (top+step-1)/step)
+	ys := func(b htmlBand) (upper, lower []string) {
+		pts := strings.Fields(b.Points)
+		if len(pts) != 2*n {
+			t.Fatalf("band %s: %d points, want %d", b.Name, len(pts), 2*n)
+		}
+		for i := range n {
+			upper = append(upper, strings.Split(pts[i], ",")[1])
+			lower = append(lower, strings.Split(pts[2*n-1-i], ",")[1])
+		}
+		return upper, lower
+	}
+	prev := slices.Repeat([]string{coord(chartFoot)}, n)
+	names := []string{}
+	for _, b := range hm.Bands {
+		upper, lower := ys(b)
+		if !slices.Equal(lower, prev) {
+			t.Errorf("band %s starts at %v, want the top of the band below, %v", b.Name, lower, prev)
+		}
+		prev = upper
+		names = append(names, b.Name)
+	}
+	var want []string
+	for i := range rss {
+		want = append(want, coord(chartFoot-float64(rss[i])/float64(yMax)*(chartFoot-chartTop)))
+	}
+	if !slices.Equal(prev, want) {
+		t.Errorf("the top band ends at %v, want RSS at %v", prev, want)
+	}
+	pm, _ := c.LastMemory(0)
+	var parts []string
+	for _, p := range pm.Parts {
+		parts = append(parts, p.Name)
+	}
+	if !slices.Equal(names, parts) {
+		t.Errorf("bands %q, want the parts %q", names, parts)
+	}
+	if last := hm.Bands[len(hm.Bands)-1]; last.Name != analyze.PartUnexplained || last.Color != unexplainedColor {
+		t.Errorf("last band %s in %s, want unexplained in grey", last.Name, last.Color)
 	}
 }

@@ -47,7 +47,7 @@ type V1Memory struct {
 	AtSeconds float64        `json:"at_seconds"` // since the capture started
 	RSSBytes  uint64         `json:"rss_bytes"`
 	Parts     []V1MemoryPart `json:"parts"`
-	Untraced  string         `json:"untraced"`
+	Untraced  string         `json:"untraced,omitempty"`
 }
 
 // V1MemoryPart is one part of a breakdown.
@@ -105,6 +105,9 @@ type V1Target struct {
 	// ExitedAfterSeconds is when the process exited, since the capture
 	// began, when known (a capture of several processes). Added within v1.
 	ExitedAfterSeconds float64 `json:"exited_after_seconds,omitempty"`
+	// Memory, for one of V1.Processes, is its latest memory breakdown
+	// (V1.Memory is the target's). Added within v1.
+	Memory *V1Memory `json:"memory,omitempty"`
 }
 
 // V1Stops counts run's stops of the command: how many, the longest and
@@ -131,6 +134,13 @@ type V1Lost struct {
 	PendingDropped     uint64 `json:"pending_dropped"`
 }
 
+// V1File is a file a mmap.file row's live mappings map.
+type V1File struct {
+	Path  string `json:"path"`
+	Count uint64 `json:"count"`
+	Bytes uint64 `json:"bytes"`
+}
+
 // V1Leak is one ranked allocation site.
 type V1Leak struct {
 	Rank             int       `json:"rank"`
@@ -153,6 +163,9 @@ type V1Leak struct {
 	// Pid is the process the allocations were made in, when the capture
 	// traced more than one (V1.Processes). Added within v1.
 	Pid int `json:"pid,omitempty"`
+	// Files, for a mmap.file row, are the files its live mappings map,
+	// most bytes first. Added within v1.
+	Files []V1File `json:"files,omitempty"`
 
 	// Growth fields are present only when the capture has enough
 	// snapshots for a trend (analyze.MinTrendPoints).
@@ -266,16 +279,11 @@ func toV1(r *analyze.Result) *V1 {
 		Warnings: nonNil(c.Warnings),
 	}
 	for _, p := range c.Processes {
-		v.Processes = append(v.Processes, v1Target(p))
+		vt := v1Target(p)
+		vt.Memory = v1Memory(r, p.Pid)
+		v.Processes = append(v.Processes, vt)
 	}
-	if pm, at := c.LastMemory(0); pm != nil {
-		m := &V1Memory{Pid: pm.Pid, AtSeconds: at.Seconds(), RSSBytes: pm.RSS, Parts: []V1MemoryPart{}, Untraced: untracedKinds(c)}
-		for _, p := range pm.Parts {
-			c, pool := partCulprit(r, p.Name)
-			m.Parts = append(m.Parts, V1MemoryPart{Name: p.Name, Bytes: p.Bytes, OutstandingBytes: p.Outstanding, Culprit: c, Pool: pool})
-		}
-		v.Memory = m
-	}
+	v.Memory = v1Memory(r, c.Target.Pid)
 	if p := c.Probes; p != nil {
 		v.Probes = &V1Probes{Malloc: p.Malloc, MallocReason: p.MallocReason, Kinds: nonNil(p.Kinds), ZlibBytes: p.ZlibBytes}
 	}
@@ -295,6 +303,9 @@ func toV1(r *analyze.Result) *V1 {
 			Reasons:          nonNil(l.Reasons),
 			Truncated:        s.Stack.Truncated,
 			Frames:           make([]V1Frame, 0, len(s.Stack.Frames)),
+		}
+		for _, f := range s.Files {
+			jl.Files = append(jl.Files, V1File{Path: f.Path, Count: f.Count, Bytes: f.Bytes})
 		}
 		if t := l.Trend; t != nil {
 			jl.GrowthBytesPerSecond = &t.Growth

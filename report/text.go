@@ -119,9 +119,19 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	}
 	line("outstanding", fmt.Sprintf("%s in %d allocations",
 		analyze.FormatBytes(r.Totals.OutstandingBytes), r.Totals.OutstandingCount))
+	shown := false
 	if m := memoryLine(r); m != "" {
 		line("memory", m)
-		line("untraced", untracedKinds(c))
+		shown = true
+	}
+	for _, p := range c.Processes {
+		if m := memoryLineOf(r, p.Pid); m != "" {
+			line("memory", fmt.Sprintf("pid %d: %s", p.Pid, m))
+			shown = true
+		}
+	}
+	if u := untracedKinds(c); shown && u != "" {
+		line("untraced", u)
 	}
 	if c.SampleBytes > 0 {
 		line("sampling", fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
@@ -259,6 +269,9 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak, c *analyze.Capture) {
 	if len(c.Processes) > 0 {
 		fmt.Fprintf(b, "  - in process %s\n", termtext.Sanitize(processOf(c, s)))
 	}
+	for _, f := range fileLines(s.Files) {
+		fmt.Fprintf(b, "  - %s\n", termtext.Sanitize(f))
+	}
 	for _, r := range l.Reasons {
 		fmt.Fprintf(b, "  - %s\n", termtext.Sanitize(r))
 	}
@@ -277,6 +290,28 @@ func writeLeak(b *bytes.Buffer, l analyze.Leak, c *analyze.Capture) {
 			fmt.Fprintf(b, "    %s\n", termtext.Sanitize(g.String()))
 		}
 	}
+}
+
+// maxFilesShown is how many of a mmap.file row's files the text and
+// HTML reports name; JSON lists them all.
+const maxFilesShown = 5
+
+// fileLines names the files a mmap.file row maps, most bytes first, one
+// line each, the files past maxFilesShown summed in one.
+func fileLines(files []analyze.MappedFile) []string {
+	var out []string
+	for i, f := range files {
+		if i == maxFilesShown {
+			var n, bytes uint64
+			for _, g := range files[i:] {
+				n += g.Count
+				bytes += g.Bytes
+			}
+			return append(out, fmt.Sprintf("and %d more files: %d mappings, %s", len(files)-i, n, analyze.FormatBytes(bytes)))
+		}
+		out = append(out, fmt.Sprintf("maps %s: %d mappings, %s", f.Path, f.Count, analyze.FormatBytes(f.Bytes)))
+	}
+	return out
 }
 
 // label is l's class as shown, "-" when it has none.

@@ -296,3 +296,37 @@ func TestAttachFollowsForks(t *testing.T) {
 		}
 	}
 }
+
+// Every traced process has its memory breakdown: a shell that runs leaky
+// in a child (not exec'd in place) gets its own, and leaky, in processes,
+// its own, adding up to its RSS, its malloc part from its own leak.
+func TestRunBreaksDownEveryProcess(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, leaky := buildAll(t, "leaky")
+	r, stderr := runJSON(t, leakscope, "--interval", "200ms", "--", "sh", "-c", leaky+" --hold 1500 >/dev/null; true")
+	if len(r.Processes) != 1 {
+		t.Fatalf("%d processes listed, want leaky: %+v\n%s", len(r.Processes), r.Processes, stderr)
+	}
+	if r.Memory == nil || r.Memory.Pid != r.Target.Pid {
+		t.Errorf("memory %+v, want the shell's (pid %d)", r.Memory, r.Target.Pid)
+	}
+	m := r.Processes[0].Memory
+	if m == nil || m.Pid != r.Processes[0].Pid {
+		t.Fatalf("leaky's memory %+v, want its breakdown (pid %d)", m, r.Processes[0].Pid)
+	}
+	var sum uint64
+	var malloc *report.V1MemoryPart
+	for i, p := range m.Parts {
+		sum += p.Bytes
+		if p.Name == "malloc outstanding" {
+			malloc = &m.Parts[i]
+		}
+	}
+	if sum != m.RSSBytes {
+		t.Errorf("leaky's parts add up to %d, not its RSS %d", sum, m.RSSBytes)
+	}
+	// 100 x 4096 and 25 x 64 KiB outstanding (examples/c/leaky.c): at least.
+	if malloc == nil || malloc.OutstandingBytes < 409600 || malloc.Culprit == "" {
+		t.Errorf("leaky's malloc part %+v, want its outstanding blocks and a culprit of its own", malloc)
+	}
+}

@@ -349,7 +349,7 @@ func runDoctor(opts *doctorOptions, io ioStreams) error {
 		if !c.OK {
 			mark = "FAIL"
 			switch c.Name {
-			case "frame pointers", "JVM", "debuginfod", "debug info": // stacks or names suffer, counts do not
+			case "frame pointers", "JVM", "debuginfod", "debug info", "no allocator": // stacks or names suffer, or a kind is not traced; counts do not
 				mark = "note"
 			default:
 				failed++
