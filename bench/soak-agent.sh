@@ -133,7 +133,7 @@ start_slot() { # slot
 	sgen[$i]=$((${sgen[$i]:--1} + 1))
 	local f="$DIR/t/$i.${sgen[$i]}"
 	"$DIR/soakchurn" --threads 1 --iterations "$ITERATIONS" --forever --interval 1000 \
-		--wait-file "$f.go" --duration $(((t_end - now) * 1000)) --hold 1800000 >/dev/null 2>"$f.txt" &
+		--wait-file "$f.start" --duration $(((t_end - now) * 1000)) --hold 1800000 >/dev/null 2>"$f.txt" &
 	spid[$i]=$!; sstate[$i]=run; srel[$i]=0; skill[$i]=$now
 	starts=$((starts + 1))
 	echo "$now start slot $i gen ${sgen[$i]} pid ${spid[$i]}" >>"$DIR/events.log"
@@ -198,11 +198,11 @@ while :; do
 		run)
 			if [ "${srel[$i]}" = 0 ]; then
 				if grep -q "\"msg\":\"attached\",\"pid\":${spid[$i]}," "$DIR/agent.log"; then
-					touch "$DIR/t/$i.${sgen[$i]}.go"; srel[$i]=1
+					touch "$DIR/t/$i.${sgen[$i]}.start"; srel[$i]=1
 					echo "$now attached slot $i pid ${spid[$i]} after $((now - skill[$i]))s" >>"$DIR/events.log"
 				elif [ $((now - skill[$i])) -ge 60 ]; then
 					echo "soak-agent: pid ${spid[$i]} not attached within 60 s" | tee -a "$DIR/events.log"
-					attach_missed=$((attach_missed + 1)); touch "$DIR/t/$i.${sgen[$i]}.go"; srel[$i]=2
+					attach_missed=$((attach_missed + 1)); touch "$DIR/t/$i.${sgen[$i]}.start"; srel[$i]=2
 				fi
 			fi
 			if [ "$now" -ge "${sdue[$i]}" ] && [ $((t_end - now)) -gt $((GAP_SECONDS + 30)) ]; then
