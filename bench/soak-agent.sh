@@ -77,6 +77,57 @@ DIR=${SOAK_DIR:-bin/soak-agent/run-$(date -u +%Y%m%dT%H%M%SZ)}
 GO=${GO:-go}
 PORT=${PORT:-19464}
 
+# check_counts DIR: each live target's own count (its summary line, in
+# DIR/t) against the agent's last /metrics (DIR/metrics-end.txt) and
+# /debug/pprof/leaks (DIR/leaks-end.pb.gz, summed by pid and culprit with go
+# tool pprof -raw), for the pids in DIR/alive-end.txt; writes counts.txt and
+# the number exact in exact.txt. bench/soak-agent.sh --check DIR runs it
+# again on a finished run.
+check_counts() {
+	local dir=$1 p f lb lB gb gB r ac aB gc gA tot pc pB qc qB exact=0 inexact=0
+	$GO tool pprof -raw "$dir/leaks-end.pb.gz" 2>/dev/null | awk '
+		/^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+:/ { io = $3; is = $4; want = 1; next }
+		want && /pid:\[/ { want = 0
+			c = $0; sub(/.*culprit:\[/, "", c); sub(/\].*/, "", c)
+			p = $0; sub(/.*pid:\[/, "", p); sub(/\].*/, "", p)
+			n[p " " c] += io; b[p " " c] += is }
+		END { for (k in n) printf "%s %.0f %.0f\n", k, n[k], b[k] }' >"$dir/pprof-sums.txt" || true
+	metric() { # name pid [culprit]: the sample's value as an integer, or "none"
+		awk -v n="$1" -v p="pid=\"$2\"" -v c="${3:+culprit=\"$3\"}" '
+			index($0, n "{") == 1 && index($0, p) && (c == "" || index($0, c)) && (c != "" || index($0, "kind=\"malloc\"")) { v = $NF; f = 1 }
+			END { if (f) printf "%.0f\n", v; else print "none" }' "$dir/metrics-end.txt"
+	}
+	pprof() { # pid culprit: "objects bytes" from the profile, or "none none"
+		awk -v k="$1 $2" '$1 " " $2 == k { print $3, $4; f = 1 } END { if (!f) print "none none" }' "$dir/pprof-sums.txt"
+	}
+	printf '%-7s %-6s %-17s %-17s %-17s %-13s %-13s %-13s %s\n' pid rounds "leak_in_worker" "/metrics" "/debug/pprof" "grown_buffer" "/metrics" "/debug/pprof" "malloc outstanding" >"$dir/counts.txt"
+	while read -r p; do
+		[ -z "$p" ] && continue
+		f=$(grep -l "; pid $p;" "$dir"/t/*.txt 2>/dev/null | head -1 || true)
+		lb= lB= gb= gB= r=
+		[ -n "$f" ] && read -r lb lB gb gB r < <(sed -n 's/^churn: leaked \([0-9]*\) blocks, \([0-9]*\) bytes in leak_in_worker; leaked \([0-9]*\) blocks, \([0-9]*\) bytes in leak_grown_buffer.*thread-rounds \([0-9]*\).*/\1 \2 \3 \4 \5/p' "$f") || true
+		ac=$(metric leakscope_leak_outstanding_count "$p" leak_in_worker); aB=$(metric leakscope_leak_outstanding_bytes "$p" leak_in_worker)
+		gc=$(metric leakscope_leak_outstanding_count "$p" leak_grown_buffer); gA=$(metric leakscope_leak_outstanding_bytes "$p" leak_grown_buffer)
+		tot=$(metric leakscope_outstanding_count "$p")
+		read -r pc pB < <(pprof "$p" leak_in_worker) || true
+		read -r qc qB < <(pprof "$p" leak_grown_buffer) || true
+		printf '%-7s %-6s %-17s %-17s %-17s %-13s %-13s %-13s %s\n' "$p" "${r:-?}" "${lb:-?}/${lB:-?}" "$ac/$aB" "$pc/$pB" "${gb:-?}/${gB:-?}" "$gc/$gA" "$qc/$qB" "$tot of $(( ${lb:-0} + ${gb:-0} ))" >>"$dir/counts.txt"
+		if [ -n "$lb" ] && [ "$ac/$aB/$gc/$gA" = "$lb/$lB/$gb/$gB" ] && [ "$pc/$pB/$qc/$qB" = "$lb/$lB/$gb/$gB" ] && [ "$tot" = $((lb + gb)) ]; then
+			exact=$((exact + 1))
+		else
+			inexact=$((inexact + 1))
+		fi
+	done <"$dir/alive-end.txt"
+	echo "$exact" >"$dir/exact.txt"
+	cat "$dir/counts.txt"
+	echo "counts exact (the target's own, /metrics and /debug/pprof/leaks) for $exact of $((exact + inexact)) live targets" | tee -a "$dir/summary.txt"
+	[ "$inexact" = 0 ] || { echo "soak-agent: FAIL: $inexact live targets' counts differ from their own"; return 1; }
+}
+if [ "${1:-}" = --check ]; then
+	check_counts "$2"
+	exit
+fi
+
 if [ "$(id -u)" != 0 ]; then
 	echo "soak-agent: needs root (BPF)" >&2
 	exit 2
@@ -255,29 +306,9 @@ sleep 25 # two more snapshots (--interval 10s) after the last leak
 curl -sf "http://127.0.0.1:$PORT/metrics" >"$DIR/metrics-end.txt"
 curl -sf -o "$DIR/leaks-end.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/leaks"
 fail=0
-metric() { # name pid [culprit]: the value of the sample, or "none"
-	awk -v n="$1" -v p="pid=\"$2\"" -v c="${3:+culprit=\"$3\"}" '
-		index($0, n "{") == 1 && index($0, p) && (c == "" || index($0, c)) && (c != "" || index($0, "kind=\"malloc\"")) { v = $NF; f = 1 }
-		END { if (f) print v; else print "none" }' "$DIR/metrics-end.txt"
-}
-exact=0 inexact=0
-printf '%-7s %-8s %-22s %-22s %-22s %-22s %s\n' pid rounds "leak_in_worker truth" "agent" "leak_grown_buffer" "agent" "malloc outstanding" >"$DIR/counts.txt"
-for ((i = 0; i < TARGETS; i++)); do
-	p=${spid[$i]}; [ -z "$p" ] && continue
-	f="$DIR/t/$i.${sgen[$i]}.txt"
-	read -r lb lB gb gB r < <(sed -n 's/^churn: leaked \([0-9]*\) blocks, \([0-9]*\) bytes in leak_in_worker; leaked \([0-9]*\) blocks, \([0-9]*\) bytes in leak_grown_buffer.*thread-rounds \([0-9]*\).*/\1 \2 \3 \4 \5/p' "$f") || true
-	ac=$(metric leakscope_leak_outstanding_count "$p" leak_in_worker); aB=$(metric leakscope_leak_outstanding_bytes "$p" leak_in_worker)
-	gc=$(metric leakscope_leak_outstanding_count "$p" leak_grown_buffer); gA=$(metric leakscope_leak_outstanding_bytes "$p" leak_grown_buffer)
-	tot=$(metric leakscope_outstanding_count "$p")
-	printf '%-7s %-8s %-22s %-22s %-22s %-22s %s\n' "$p" "${r:-?}" "${lb:-?}/${lB:-?}" "$ac/$aB" "${gb:-?}/${gB:-?}" "$gc/$gA" "$tot of $(( ${lb:-0} + ${gb:-0} ))" >>"$DIR/counts.txt"
-	if [ -n "${lb:-}" ] && [ "$ac" = "$lb" ] && [ "$aB" = "$lB" ] && [ "$gc" = "$gb" ] && [ "$gA" = "$gB" ] && [ "$tot" = $((lb + gb)) ]; then
-		exact=$((exact + 1))
-	else
-		inexact=$((inexact + 1))
-	fi
-done
-cat "$DIR/counts.txt"
-[ "$inexact" = 0 ] || { echo "soak-agent: FAIL: $inexact of ${#alive_pids[@]} live targets' counts differ from their own"; fail=1; }
+printf '%s\n' "${alive_pids[@]}" >"$DIR/alive-end.txt"
+check_counts "$DIR" || fail=1
+exact=$(cat "$DIR/exact.txt")
 
 attaches=$(awk '/^leakscope_agent_attaches_total / {print $2}' "$DIR/metrics-end.txt")
 detaches=$(awk '/^leakscope_agent_detaches_total / {print $2}' "$DIR/metrics-end.txt")
