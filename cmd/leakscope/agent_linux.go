@@ -159,7 +159,7 @@ func (l *agentLoop) event(ev procEvent) {
 	l.st.mu.Unlock()
 	if ev.what == procEventNone {
 		if ev.err != 0 {
-			l.log.Warn("no process events: the kernel refused the subscription (CAP_NET_ADMIN is needed); new processes are found by the /proc scan alone",
+			l.log.Warn("no process events: the kernel refused the subscription (older kernels need CAP_NET_ADMIN); new processes are found by the /proc scan alone",
 				"err", unix.Errno(ev.err).Error(), "scan", l.opts.Scan.String())
 		}
 		return
@@ -287,6 +287,11 @@ func (l *agentLoop) consider(pid int, early bool) (again bool) {
 		}
 		l.passed[pid] = pp
 		return false
+	}
+	if early && info.runtime() == string(analyze.RuntimeNative) && jvmLaunching(pid) {
+		// The JDK's launcher loads libjvm.so a moment after its exec:
+		// wait for it, so that a JVM gets a JVM's probes.
+		return true
 	}
 	l.passed[pid] = passedProc{start: stat.StartTime, exe: exe, matched: true}
 	name := info.comm()
@@ -499,6 +504,21 @@ func procRuntime(pid int) string {
 		return string(analyze.RuntimeGo)
 	}
 	return string(analyze.RuntimeNative)
+}
+
+// jvmLaunching reports whether pid has the JDK's launcher (libjli.so)
+// mapped: a JVM that has not loaded libjvm.so yet.
+func jvmLaunching(pid int) bool {
+	maps, err := procfs.ReadMaps(pid)
+	if err != nil {
+		return false
+	}
+	for _, m := range maps {
+		if path.Base(m.Path) == "libjli.so" {
+			return true
+		}
+	}
+	return false
 }
 
 func isGoExecutable(exe string) (ok bool) {
