@@ -195,12 +195,14 @@ for ((i = 0; i < TARGETS; i++)); do
 done
 
 agent_links() { # the pids of the agent's uprobe links, one a line
-	awk 'FNR == 1 { t = "" } /^link_type:/ { t = $2 } /^pid:/ { if (t ~ /uprobe_multi/) print $2 }' \
-		/proc/"$AGENT"/fdinfo/* 2>/dev/null | sort -u || true
+	# cat, not awk on the files: mawk stops at a file that vanished (an
+	# fd closed meanwhile). Every fdinfo starts with pos:.
+	cat /proc/"$AGENT"/fdinfo/* 2>/dev/null |
+		awk '/^pos:/ { t = "" } /^link_type:/ { t = $2 } /^pid:/ { if (t ~ /uprobe_multi/) print $2 }' | sort -u || true
 }
 agent_bpf_ids() { # link, map and prog ids the agent holds: "link 89" ...
-	awk '/^link_id:/ { print "link", $2 } /^map_id:/ { print "map", $2 } /^prog_id:/ { print "prog", $2 }' \
-		/proc/"$AGENT"/fdinfo/* 2>/dev/null | sort -u || true
+	cat /proc/"$AGENT"/fdinfo/* 2>/dev/null |
+		awk '/^link_id:/ { print "link", $2 } /^map_id:/ { print "map", $2 } /^prog_id:/ { print "prog", $2 }' | sort -u || true
 }
 
 # The sampler: every 10 s, scrape /metrics and /debug/pprof/leaks as
