@@ -158,6 +158,13 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	}
 	cache := symbolize.NewCache()
 	alloc, err := allocatorInMaps(pid, maps, cache)
+	if errors.Is(err, ErrNoAllocator) {
+		// A dynamic program whose loader has not mapped its libraries
+		// yet (just exec'd) will have one: only a static one has none.
+		if interp, ierr := interpreter(fmt.Sprintf("/proc/%d/exe", pid)); ierr != nil || interp != "" {
+			return nil, err
+		}
+	}
 	if opts, err = withoutAllocator(opts, err); err != nil {
 		return nil, err
 	}

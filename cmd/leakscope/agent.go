@@ -73,9 +73,11 @@ match; a process matching any --select is traced:
                  '/system.slice/app.service'
   pid=N          one process
 
-Per target, the probes are chosen for always-on cost: zlib streams and
-malloc sampled one per --sample-bytes (512KiB; 'off' traces every one) for
-native and Go programs, zlib and direct buffers for a JVM (--malloc auto).
+Per target, the probes are chosen for always-on cost: zlib streams,
+mappings and threads (--maps, on by default here) and malloc sampled one
+per --sample-bytes (512KiB; 'off' traces every one) for native and Go
+programs, zlib, direct buffers, mappings and threads for a JVM (--malloc
+auto).
 Its history is kept in windows of decreasing resolution (15 minutes at
 --interval, 6 hours at a minute, 14 days at 30 minutes), its sites beyond
 --max-target-sites are counted into one 'other' site per kind, and when
@@ -118,10 +120,16 @@ The address must be loopback unless --listen-allow-remote. See docs/agent.md.`,
 	fs.StringVar(&opts.LogFormat, "log-format", "text", "log lines on stderr: text or json")
 	opts.addProbeFlags(fs, agentInterval, agentSampleBytes)
 	opts.addCulpritFlags(fs)
-	for name, v := range map[string]uint32{"max-allocations": agentMaxAllocations, "max-sites": agentMaxSites, "max-stacks": agentMaxStacks} {
+	for name, v := range map[string]string{
+		"max-allocations": strconv.FormatUint(agentMaxAllocations, 10),
+		"max-sites":       strconv.FormatUint(agentMaxSites, 10),
+		"max-stacks":      strconv.FormatUint(agentMaxStacks, 10),
+		// Mappings and threads are always-on cheap: syscall exits only.
+		"maps": "true",
+	} {
 		f := fs.Lookup(name)
-		f.DefValue = strconv.FormatUint(uint64(v), 10)
-		_ = f.Value.Set(f.DefValue)
+		f.DefValue = v
+		_ = f.Value.Set(v)
 	}
 	return cmd
 }
