@@ -224,11 +224,12 @@ SOAK_SECONDS ?= 600
 soak:
 	SOAK_SECONDS=$(SOAK_SECONDS) bash bench/soak.sh
 
-## soak-agent: leakscope agent for SOAK_SECONDS (default 600) over a leaking
-## service restarted every minute and a churning one, scraped as Prometheus
-## and Parca would; checks attach/detach counts and a flat RSS, and measures
-## the overhead on churn (needs root; not in make test; results in
-## bin/soak-agent/, see docs/agent.md#soak)
+## soak-agent: leakscope agent for SOAK_SECONDS (default 600) over TARGETS (20)
+## churning and leaking processes, each stopped and started again every
+## LIFE_SECONDS (300) at staggered times, scraped as Prometheus and Parca
+## would; checks exact counts, attach/detach, no link left behind and a flat
+## RSS, and measures the overhead on churn (needs root and bpftool; not in
+## make test; results in bin/soak-agent/, see docs/agent.md#soak)
 soak-agent:
 	SOAK_SECONDS=$(SOAK_SECONDS) bash bench/soak-agent.sh
 

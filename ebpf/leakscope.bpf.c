@@ -268,9 +268,18 @@ int alloc_session(struct pt_regs *ctx)
 	default:
 		return 1;
 	}
-	/* A realloc always runs its return part: the old block may be traced. */
-	if (op != OP_REALLOC && !sampled(size) && !in_resource_call(ctx))
-		return 1;
+	/* A realloc's new block is sampled as any allocation of its size. One
+	 * not sampled still runs its return part when its old block may be
+	 * traced, to release it, and tracks nothing new: tracking it would
+	 * trace every realloc'd block, each then weighted as a sampled one. */
+	if (!sampled(size) && !in_resource_call(ctx)) {
+		if (op != OP_REALLOC || !old)
+			return 1;
+		__u32 *n = filter_count(old);
+		if (n && *n == 0)
+			return 1;
+		op = OP_REALLOC_RELEASE;
+	}
 	pending_enter(ctx, KIND_MALLOC, op, size, old, out);
 	return 0;
 }

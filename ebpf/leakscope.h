@@ -48,6 +48,7 @@ enum alloc_op {
 	OP_REALLOC = 1,   /* realloc, reallocarray: old handle released on success */
 	OP_OUT_PTR = 2,   /* posix_memalign: int return, handle stored through an argument */
 	OP_ARG_HANDLE = 3,/* zlib *Init*: int return (0 = Z_OK), handle is an argument */
+	OP_REALLOC_RELEASE = 4, /* realloc not sampled: only its old handle is released */
 };
 
 /* Indexes into the stats map: every loss is counted, none is silent. */

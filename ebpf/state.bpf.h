@@ -24,7 +24,9 @@ const volatile __u32 wait_exec = 0;
  * since the last traced one pass an exponentially distributed gap of mean
  * sample_bytes (tcmalloc's scheme), so one of size s is traced with
  * probability 1 - exp(-s/sample_bytes), and user space scales by its
- * inverse. Decided at entry: an untraced call skips its return probe. */
+ * inverse. Decided at entry: an untraced call skips its return probe,
+ * but for a realloc whose old block may be traced, whose return releases
+ * it (OP_REALLOC_RELEASE). */
 const volatile __u64 sample_bytes = 0;
 
 /* Slots in site_slots (--max-sites). */

@@ -200,12 +200,15 @@ static __always_inline __u64 result_addr(struct pending *p, __u64 ret)
 		addr = (int)ret == 0 ? p->out_ptr : 0;
 		break;
 	case OP_REALLOC:
+	case OP_REALLOC_RELEASE:
 		addr = ret;
 		/* realloc(p, 0) frees p and returns NULL (glibc); a failed
 		 * realloc(p, n>0) leaves p live. */
 		if (p->old_ptr && (ret || p->size_bytes == 0))
 			if (!track_release(p->old_ptr, p->kind) && !sample_bytes)
 				stat_add(STAT_UNKNOWN_FREES, 1);
+		if (p->op == OP_REALLOC_RELEASE)
+			return 0; /* the new block is not sampled */
 		break;
 	default:
 		addr = ret;

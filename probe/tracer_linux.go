@@ -155,6 +155,13 @@ func Attach(pid int, opts Options) (*Tracer, error) {
 	}
 	cache := symbolize.NewCache()
 	alloc, err := target.FindAllocator(pid, maps, cache)
+	if errors.Is(err, ErrNoAllocator) {
+		// A dynamic program whose loader has not mapped its libraries
+		// yet (just exec'd) will have one: only a static one has none.
+		if static, serr := target.Static(fmt.Sprintf("/proc/%d/exe", pid)); serr != nil || !static {
+			return nil, err
+		}
+	}
 	if opts, err = withoutAllocator(opts, err); err != nil {
 		return nil, err
 	}

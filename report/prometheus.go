@@ -28,6 +28,9 @@ type PromTarget struct {
 	// Folded counts the sites merged into one "other" site per kind
 	// because the target had more than its budget of distinct sites.
 	Folded uint64
+	// Exited is when the process exited, zero while it is traced: an
+	// exited target's last numbers are still served for a while.
+	Exited time.Time
 }
 
 // PromSample is one sample of the agent's own health.
@@ -54,7 +57,7 @@ const PromLabelMax = 128
 // with a culprit label. Every label value is sanitized (no control
 // character) and at most PromLabelMax bytes, so a target cannot forge a
 // line or a label, and the series are at most
-// targets × (kinds × 3 + 5 + 2 × top) plus the health samples.
+// targets × (kinds × 3 + 6 + 2 × top) plus the health samples.
 func Prometheus(w io.Writer, targets []PromTarget, top int, health []PromSample) error {
 	bw := bufio.NewWriter(w)
 	p := &promWriter{w: bw}
@@ -64,6 +67,12 @@ func Prometheus(w io.Writer, targets []PromTarget, top int, health []PromSample)
 	p.family("leakscope_target_info", "gauge", "A traced process: 1 per target, with its labels.")
 	for i := range targets {
 		p.sample("leakscope_target_info", targetLabels(&targets[i]), 1)
+	}
+	p.family("leakscope_target_exited_timestamp_seconds", "gauge", "When a target exited (Unix time); its other series hold its last numbers until it is forgotten (--keep-exited).")
+	for i := range targets {
+		if !targets[i].Exited.IsZero() {
+			p.sample("leakscope_target_exited_timestamp_seconds", targetLabels(&targets[i]), float64(targets[i].Exited.UnixMilli())/1000)
+		}
 	}
 	type kindTotals struct {
 		kind          analyze.Kind

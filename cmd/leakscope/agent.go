@@ -27,6 +27,7 @@ type agentOptions struct {
 	Listen            string
 	ListenAllowRemote bool
 	Scan              time.Duration // how often /proc is read for new processes
+	KeepExited        time.Duration // how long an exited target's last numbers are served
 	MaxTargets        int
 	MaxTargetSites    int   // sites kept per target before folding into "other"
 	MaxHistory        int64 // bytes of snapshot history over all targets
@@ -47,6 +48,7 @@ const (
 	agentMaxTargetSites = 512
 	agentMaxHistory     = "32MiB"
 	agentScan           = 500 * time.Millisecond
+	agentKeepExited     = time.Minute
 )
 
 func newAgentCmd(io ioStreams, runF func(context.Context, *agentOptions) error) *cobra.Command {
@@ -55,9 +57,11 @@ func newAgentCmd(io ioStreams, runF func(context.Context, *agentOptions) error) 
 		Use:   "agent --select EXPR [--select EXPR...] [flags]",
 		Short: "Trace every matching process, continuously, for Prometheus and pprof scrapers",
 		Long: `agent runs in the foreground until SIGTERM or Ctrl-C (systemd, a container).
-Every --scan it reads /proc and attaches to each process that one of the
---select expressions matches, including those that start later and a
-service's replacement after a restart, and detaches when it exits.
+It attaches to each process that one of the --select expressions matches,
+including those that start later (found as they exec, by the kernel's
+process events, and every --scan by reading /proc) and a service's
+replacement after a restart, and detaches when it exits, serving its last
+numbers for --keep-exited (1m).
 
 A --select expression is one or more terms joined by ',', all of which must
 match; a process matching any --select is traced:
@@ -69,9 +73,11 @@ match; a process matching any --select is traced:
                  '/system.slice/app.service'
   pid=N          one process
 
-Per target, the probes are chosen for always-on cost: zlib streams and
-malloc sampled one per --sample-bytes (512KiB; 'off' traces every one) for
-native and Go programs, zlib and direct buffers for a JVM (--malloc auto).
+Per target, the probes are chosen for always-on cost: zlib streams,
+mappings and threads (--maps, on by default here) and malloc sampled one
+per --sample-bytes (512KiB; 'off' traces every one) for native and Go
+programs, zlib, direct buffers, mappings and threads for a JVM (--malloc
+auto).
 Its history is kept in windows of decreasing resolution (15 minutes at
 --interval, 6 hours at a minute, 14 days at 30 minutes), its sites beyond
 --max-target-sites are counted into one 'other' site per kind, and when
@@ -105,7 +111,8 @@ The address must be loopback unless --listen-allow-remote. See docs/agent.md.`,
 	fs.StringArrayVar(&opts.Selects, "select", nil, "trace the processes this expression matches: comm=NAME, exe=GLOB, runtime=jvm|go|native, cgroup=GLOB, pid=N, joined by ',' (all must match; repeatable: any may)")
 	fs.StringVar(&opts.Listen, "listen", "127.0.0.1:9464", "serve /metrics, /debug/pprof/leaks and /report at HOST:PORT (HOST defaults to 127.0.0.1); '' serves nothing")
 	fs.BoolVar(&opts.ListenAllowRemote, "listen-allow-remote", false, "let --listen be an address other than loopback: whoever can reach it can read every target's stacks")
-	fs.DurationVar(&opts.Scan, "scan", agentScan, "how often /proc is read for new processes to attach to")
+	fs.DurationVar(&opts.Scan, "scan", agentScan, "how often /proc is read for processes the kernel's process events did not announce")
+	fs.DurationVar(&opts.KeepExited, "keep-exited", agentKeepExited, "serve an exited target's last numbers for this long after its exit; 0 forgets it at once")
 	fs.IntVar(&opts.MaxTargets, "max-targets", agentMaxTargets, "trace at most this many processes at once (each holds its own kernel tables); the others are counted")
 	fs.IntVar(&opts.MaxTargetSites, "max-target-sites", agentMaxTargetSites, "distinct sites kept per target; later ones are counted into one 'other' site per kind")
 	fs.StringVar(&opts.maxHistory, "max-history", agentMaxHistory, "snapshot history kept over all targets (40 bytes a site point); past it, the oldest is thinned")
@@ -113,10 +120,16 @@ The address must be loopback unless --listen-allow-remote. See docs/agent.md.`,
 	fs.StringVar(&opts.LogFormat, "log-format", "text", "log lines on stderr: text or json")
 	opts.addProbeFlags(fs, agentInterval, agentSampleBytes)
 	opts.addCulpritFlags(fs)
-	for name, v := range map[string]uint32{"max-allocations": agentMaxAllocations, "max-sites": agentMaxSites, "max-stacks": agentMaxStacks} {
+	for name, v := range map[string]string{
+		"max-allocations": strconv.FormatUint(agentMaxAllocations, 10),
+		"max-sites":       strconv.FormatUint(agentMaxSites, 10),
+		"max-stacks":      strconv.FormatUint(agentMaxStacks, 10),
+		// Mappings and threads are always-on cheap: syscall exits only.
+		"maps": "true",
+	} {
 		f := fs.Lookup(name)
-		f.DefValue = strconv.FormatUint(uint64(v), 10)
-		_ = f.Value.Set(f.DefValue)
+		f.DefValue = v
+		_ = f.Value.Set(v)
 	}
 	return cmd
 }
@@ -144,6 +157,9 @@ func (o *agentOptions) validate() error {
 	}
 	if o.Scan < 100*time.Millisecond {
 		return fmt.Errorf("--scan must be at least 100ms, got %s", o.Scan)
+	}
+	if o.KeepExited < 0 {
+		return fmt.Errorf("--keep-exited must not be negative, got %s", o.KeepExited)
 	}
 	if o.MaxTargets < 1 || o.MaxTargetSites < 1 {
 		return fmt.Errorf("--max-targets and --max-target-sites must be at least 1")

@@ -53,6 +53,7 @@ type ranked struct {
 	pid                  int
 	comm, cgroup, rtName string
 	folded               uint64
+	exited               time.Time
 	r                    *analyze.Result
 }
 
@@ -69,7 +70,7 @@ func (s *agentServer) rankTargets(pid int) (out []ranked, ok bool) {
 		if pid != 0 && t.pid != pid {
 			continue
 		}
-		cs = append(cs, copied{ranked{pid: t.pid, comm: t.comm, cgroup: t.cgroup, rtName: t.runtime(), folded: t.folded}, t.capture()})
+		cs = append(cs, copied{ranked{pid: t.pid, comm: t.comm, cgroup: t.cgroup, rtName: t.runtime(), folded: t.folded, exited: t.exited}, t.capture()})
 	}
 	s.st.mu.Unlock()
 	slices.SortFunc(cs, func(a, b copied) int { return a.pid - b.pid })
@@ -84,7 +85,7 @@ func (s *agentServer) metrics(w http.ResponseWriter, req *http.Request) {
 	rs, _ := s.rankTargets(0)
 	targets := make([]report.PromTarget, len(rs))
 	for i, r := range rs {
-		targets[i] = report.PromTarget{Pid: r.pid, Comm: r.comm, Runtime: r.rtName, Cgroup: r.cgroup, Result: r.r, Folded: r.folded}
+		targets[i] = report.PromTarget{Pid: r.pid, Comm: r.comm, Runtime: r.rtName, Cgroup: r.cgroup, Result: r.r, Folded: r.folded, Exited: r.exited}
 	}
 	var buf bytes.Buffer
 	if err := report.Prometheus(&buf, targets, s.opts.Top, s.healthSamples()); err != nil {
@@ -98,16 +99,20 @@ func (s *agentServer) metrics(w http.ResponseWriter, req *http.Request) {
 func (s *agentServer) healthSamples() []report.PromSample {
 	s.st.mu.Lock()
 	h := s.st.health
-	n := len(s.st.targets)
+	n := s.st.liveLocked()
+	exited := len(s.st.targets) - n
 	points := s.st.historyPointsLocked()
 	s.st.mu.Unlock()
 	out := []report.PromSample{
 		{Name: "leakscope_agent_targets", Help: "Processes traced now.", Value: float64(n)},
+		{Name: "leakscope_agent_targets_exited", Help: "Targets that exited whose last numbers are still served (--keep-exited).", Value: float64(exited)},
 		{Name: "leakscope_agent_attaches_total", Help: "Processes attached to since the agent started.", Counter: true, Value: float64(h.attaches)},
 		{Name: "leakscope_agent_attach_failures_total", Help: "Matching processes the agent could not attach to (see its log).", Counter: true, Value: float64(h.attachFailures)},
 		{Name: "leakscope_agent_detaches_total", Help: "Targets detached from, at their exit.", Counter: true, Value: float64(h.detaches)},
 		{Name: "leakscope_agent_targets_skipped_total", Help: "Matching processes left untraced because --max-targets were traced.", Counter: true, Value: float64(h.skipped)},
 		{Name: "leakscope_agent_scans_total", Help: "Reads of /proc for new processes.", Counter: true, Value: float64(h.scans)},
+		{Name: "leakscope_agent_process_events_total", Help: "Process events (exec, fork, rename, exit) read from the kernel's proc connector.", Counter: true, Value: float64(h.events)},
+		{Name: "leakscope_agent_process_events_lost_total", Help: "Times the kernel dropped process events (a full socket buffer); the /proc scan finds those processes.", Counter: true, Value: float64(h.eventsLost)},
 		{Name: "leakscope_agent_snapshot_errors_total", Help: "Snapshots of a target that failed.", Counter: true, Value: float64(h.snapshotErrors)},
 		{Name: "leakscope_agent_snapshot_seconds", Help: "Time the last round of snapshots of every target took.", Value: h.lastCycle.Seconds()},
 		{Name: "leakscope_agent_history_bytes", Help: "Snapshot history held over all targets (bounded by --max-history).", Value: float64(points * pointBytes)},

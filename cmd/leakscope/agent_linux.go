@@ -14,7 +14,10 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe"
@@ -26,6 +29,9 @@ type liveTarget struct {
 	t    *probe.Tracer
 	done <-chan struct{}
 	st   *agentTarget
+	// gone is set once the process exited: the tracer's warnings that
+	// it cannot read /proc of it are expected then.
+	gone atomic.Bool
 }
 
 // agentLoop is the agent's one goroutine that reads /proc, attaches,
@@ -40,8 +46,24 @@ type agentLoop struct {
 	// could not be attached to, by pid and start time (a pid reused is a
 	// new process), with the exe they had: an exec makes them new too.
 	passed map[int]passedProc
-	self   int
+	// fresh are the processes a process event announced, by pid, until
+	// they are attached to or settled: at its exec a program's libraries
+	// are not mapped yet, so it is tried again a moment later.
+	fresh map[int]*freshProc
+	self  int
 }
+
+// freshProc is a process announced by an event: its next try is due at
+// due, the tries-th.
+type freshProc struct {
+	due   time.Time
+	tries int
+}
+
+// freshDelays are the waits before each try at a process announced by an
+// event, from the event: the dynamic loader maps a program's libraries
+// within a millisecond or two of its exec, more on a loaded machine.
+var freshDelays = []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond}
 
 type passedProc struct {
 	start uint64
@@ -83,21 +105,42 @@ func runAgent(ctx context.Context, opts *agentOptions, io ioStreams) error {
 		}()
 		log.Info("listening", "addr", ln.Addr().String(), "endpoints", "/metrics /debug/pprof/leaks /report?pid=")
 	}
-	l := &agentLoop{opts: opts, log: log, st: st, ctx: ctx, live: map[int]*liveTarget{}, passed: map[int]passedProc{}, self: os.Getpid()}
+	l := &agentLoop{opts: opts, log: log, st: st, ctx: ctx, live: map[int]*liveTarget{}, passed: map[int]passedProc{}, fresh: map[int]*freshProc{}, self: os.Getpid()}
 	defer l.detachAll()
 	log.Info("agent started", "select", strings.Join(opts.Selects, " | "), "interval", opts.Interval.String(), "sample_bytes", opts.sampleBytes)
 	scan := time.NewTicker(opts.Scan)
 	defer scan.Stop()
 	snap := time.NewTicker(opts.Interval)
 	defer snap.Stop()
+	// The kernel's process events find a process as it execs, forks or
+	// renames itself; the /proc scan finds the processes that were there
+	// before, and any event missed.
+	events := make(chan procEvent, 4096)
+	evDone := make(chan struct{})
+	defer close(evDone)
+	if err := procEvents(evDone, events, func(err error) {
+		st.mu.Lock()
+		st.health.eventsLost++
+		st.mu.Unlock()
+	}); err != nil {
+		log.Warn("no process events: new processes are found by the /proc scan alone", "err", err.Error(), "scan", opts.Scan.String())
+		events = nil
+	}
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
 	l.scan()
 	for {
+		l.armFresh(retry)
 		select {
 		case <-ctx.Done():
 			log.Info("agent stopping", "targets", len(l.live))
 			return nil
 		case err := <-srvErr:
 			return fmt.Errorf("--listen: %w", err)
+		case ev := <-events:
+			l.event(ev)
+		case <-retry.C:
+			l.tryFresh()
 		case <-scan.C:
 			l.reap()
 			l.scan()
@@ -105,6 +148,72 @@ func runAgent(ctx context.Context, opts *agentOptions, io ioStreams) error {
 			l.reap()
 			l.snapshot()
 		}
+	}
+}
+
+// event handles one process event: a new or changed process is tried
+// within milliseconds (freshDelays), an exit detaches.
+func (l *agentLoop) event(ev procEvent) {
+	l.st.mu.Lock()
+	l.st.health.events++
+	l.st.mu.Unlock()
+	if ev.what == procEventNone {
+		if ev.err != 0 {
+			l.log.Warn("no process events: the kernel refused the subscription (older kernels need CAP_NET_ADMIN); new processes are found by the /proc scan alone",
+				"err", unix.Errno(ev.err).Error(), "scan", l.opts.Scan.String())
+		}
+		return
+	}
+	if ev.pid == l.self {
+		return
+	}
+	if ev.what == procEventExit {
+		delete(l.fresh, ev.pid)
+		if l.live[ev.pid] != nil {
+			l.reap()
+		}
+		return
+	}
+	if l.live[ev.pid] == nil {
+		l.fresh[ev.pid] = &freshProc{due: time.Now().Add(freshDelays[0])}
+	}
+}
+
+// armFresh sets timer to the next try due in fresh.
+func (l *agentLoop) armFresh(timer *time.Timer) {
+	var next time.Time
+	for _, f := range l.fresh {
+		if next.IsZero() || f.due.Before(next) {
+			next = f.due
+		}
+	}
+	if next.IsZero() {
+		timer.Stop()
+		return
+	}
+	timer.Reset(time.Until(next))
+}
+
+// tryFresh tries the announced processes whose time has come. One that
+// matches but has no allocator mapped yet is tried again after the next
+// delay; the last try is an ordinary one (a failure is counted and logged).
+func (l *agentLoop) tryFresh() {
+	now := time.Now()
+	for pid, f := range l.fresh {
+		if f.due.After(now) {
+			continue
+		}
+		if l.live[pid] != nil {
+			delete(l.fresh, pid)
+			continue
+		}
+		last := f.tries == len(freshDelays)-1
+		if l.consider(pid, !last) && !last {
+			f.tries++
+			f.due = now.Add(freshDelays[f.tries])
+			continue
+		}
+		delete(l.fresh, pid)
 	}
 }
 
@@ -131,10 +240,10 @@ func (l *agentLoop) scan() {
 			continue
 		}
 		seen[pid] = true
-		if pid == l.self || l.live[pid] != nil {
+		if pid == l.self || l.live[pid] != nil || l.fresh[pid] != nil {
 			continue
 		}
-		l.consider(pid)
+		l.consider(pid, false)
 	}
 	for pid := range l.passed {
 		if !seen[pid] {
@@ -143,17 +252,19 @@ func (l *agentLoop) scan() {
 	}
 }
 
-// consider matches pid against the selectors and attaches to it.
-func (l *agentLoop) consider(pid int) {
+// consider matches pid against the selectors and attaches to it. early
+// (a process just announced by an event) leaves a match without an
+// allocator mapped yet unmarked and uncounted, and reports it: again.
+func (l *agentLoop) consider(pid int, early bool) (again bool) {
 	stat, err := procfs.ReadStat(pid)
 	if err != nil || stat.Flags&0x00200000 != 0 || stat.State == 'Z' { // gone, a kernel thread, a zombie
-		return
+		return false
 	}
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	var comm, cgroup, rt *string
 	if p, ok := l.passed[pid]; ok && p.start == stat.StartTime && p.exe == exe {
 		if p.matched {
-			return
+			return false
 		}
 		// Not matched before: comm and cgroup may have changed since
 		// (a fork before its exec, a move between cgroups); read again.
@@ -175,7 +286,12 @@ func (l *agentLoop) consider(pid int) {
 			pp.runtime = rt
 		}
 		l.passed[pid] = pp
-		return
+		return false
+	}
+	if early && info.runtime() == string(analyze.RuntimeNative) && jvmLaunching(pid) {
+		// The JDK's launcher loads libjvm.so a moment after its exec:
+		// wait for it, so that a JVM gets a JVM's probes.
+		return true
 	}
 	l.passed[pid] = passedProc{start: stat.StartTime, exe: exe, matched: true}
 	name := info.comm()
@@ -184,9 +300,13 @@ func (l *agentLoop) consider(pid int) {
 		l.st.health.skipped++
 		l.st.mu.Unlock()
 		l.log.Warn("not attached: --max-targets reached", "pid", pid, "comm", name, "max_targets", l.opts.MaxTargets)
-		return
+		return false
 	}
-	l.attach(pid, name, info.cgroup(), info.runtime())
+	if err := l.attach(pid, name, info.cgroup(), info.runtime(), early); early && errors.Is(err, probe.ErrNoAllocator) {
+		delete(l.passed, pid)
+		return true
+	}
+	return false
 }
 
 func settled(pid int) bool {
@@ -204,10 +324,15 @@ func lazy(v **string, read func() string) func() string {
 	}
 }
 
-// attach traces pid with the probes its runtime gets by default.
-func (l *agentLoop) attach(pid int, comm, cgroup, rt string) {
+// attach traces pid with the probes its runtime gets by default. early
+// leaves probe.ErrNoAllocator uncounted and unlogged: the caller tries
+// again.
+func (l *agentLoop) attach(pid int, comm, cgroup, rt string, early bool) error {
+	lt := &liveTarget{}
 	po := l.opts.probeOptions(l.ctx, func(f string, a ...any) {
-		l.log.Warn(fmt.Sprintf(f, a...), "pid", pid)
+		if !lt.gone.Load() {
+			l.log.Warn(fmt.Sprintf(f, a...), "pid", pid)
+		}
 	})
 	if rt == "jvm" {
 		// --malloc auto leaves a JVM's allocator alone: nothing to sample.
@@ -215,6 +340,9 @@ func (l *agentLoop) attach(pid int, comm, cgroup, rt string) {
 	}
 	started := time.Now()
 	t, err := probe.Attach(pid, po)
+	if err != nil && early && errors.Is(err, probe.ErrNoAllocator) {
+		return err
+	}
 	if err != nil {
 		l.st.mu.Lock()
 		l.st.health.attachFailures++
@@ -222,20 +350,23 @@ func (l *agentLoop) attach(pid int, comm, cgroup, rt string) {
 		if !errors.Is(err, probe.ErrTargetExited) {
 			l.log.Warn("attach failed", "pid", pid, "comm", comm, "err", err.Error())
 		}
-		return
+		return err
 	}
 	at := newAgentTarget(pid, comm, cgroup, l.opts.MaxTargetSites, nil)
 	at.header = t.Header()
-	l.live[pid] = &liveTarget{t: t, done: exited(pid), st: at}
+	lt.t, lt.done, lt.st = t, exited(pid), at
+	l.live[pid] = lt
 	l.st.mu.Lock()
 	l.st.targets[pid] = at
 	l.st.health.attaches++
 	l.st.mu.Unlock()
 	l.log.Info("attached", "pid", pid, "comm", comm, "runtime", string(at.header.Target.Runtime), "cgroup", cgroup,
 		"probes", at.header.Probes.String(), "took", time.Since(started).Round(time.Millisecond).String())
+	return nil
 }
 
-// reap detaches from the targets that exited.
+// reap detaches from the targets that exited, and forgets the exited
+// targets kept past --keep-exited.
 func (l *agentLoop) reap() {
 	for pid, lt := range l.live {
 		select {
@@ -244,13 +375,35 @@ func (l *agentLoop) reap() {
 		default:
 		}
 	}
+	now := time.Now()
+	l.st.mu.Lock()
+	for pid, t := range l.st.targets {
+		if !t.exited.IsZero() && now.Sub(t.exited) >= l.opts.KeepExited {
+			delete(l.st.targets, pid)
+		}
+	}
+	l.st.mu.Unlock()
 }
 
+// detach stops tracing pid. A target that exited gets a last snapshot
+// first (its tables outlive it), and is kept, with its last numbers, for
+// --keep-exited: a process that lived shorter than --interval is served
+// too, and a restarted service's last leak is not lost to a scraper.
 func (l *agentLoop) detach(pid int, why string) {
 	lt := l.live[pid]
 	delete(l.live, pid)
+	keep := why == "exited" && l.opts.KeepExited > 0
+	lt.gone.Store(why == "exited")
+	if keep {
+		l.snapshotOne(pid, lt)
+	}
 	l.st.mu.Lock()
-	delete(l.st.targets, pid)
+	if keep {
+		lt.st.exited = time.Now()
+		l.st.keepExitedLocked(l.opts.MaxTargets)
+	} else {
+		delete(l.st.targets, pid)
+	}
 	l.st.health.detaches++
 	l.st.mu.Unlock()
 	if _, err := lt.t.Stop(); err != nil {
@@ -269,28 +422,33 @@ func (l *agentLoop) detachAll() {
 func (l *agentLoop) snapshot() {
 	start := time.Now()
 	for pid, lt := range l.live {
-		if _, err := lt.t.Snapshot(); err != nil {
-			l.st.mu.Lock()
-			l.st.health.snapshotErrors++
-			l.st.mu.Unlock()
-			l.log.Warn("snapshot", "pid", pid, "err", err.Error())
-			continue
-		}
-		news, snap := lt.t.LastSnapshot()
-		lost, err := lt.t.Lost()
-		if err != nil {
-			l.log.Warn("loss counters", "pid", pid, "err", err.Error())
-		}
-		header := lt.t.Header()
-		l.st.mu.Lock()
-		lt.st.header = header
-		lt.st.lost = lost
-		lt.st.add(news, snap)
-		l.st.mu.Unlock()
+		l.snapshotOne(pid, lt)
 	}
 	l.st.mu.Lock()
 	l.st.trimHistoryLocked(l.opts.MaxHistory)
 	l.st.health.lastCycle = time.Since(start)
+	l.st.mu.Unlock()
+}
+
+// snapshotOne reads one target's tables into its windows.
+func (l *agentLoop) snapshotOne(pid int, lt *liveTarget) {
+	if _, err := lt.t.Snapshot(); err != nil {
+		l.st.mu.Lock()
+		l.st.health.snapshotErrors++
+		l.st.mu.Unlock()
+		l.log.Warn("snapshot", "pid", pid, "err", err.Error())
+		return
+	}
+	news, snap := lt.t.LastSnapshot()
+	lost, err := lt.t.Lost()
+	if err != nil {
+		l.log.Warn("loss counters", "pid", pid, "err", err.Error())
+	}
+	header := lt.t.Header()
+	l.st.mu.Lock()
+	lt.st.header = header
+	lt.st.lost = lost
+	lt.st.add(news, snap)
 	l.st.mu.Unlock()
 }
 
@@ -346,6 +504,21 @@ func procRuntime(pid int) string {
 		return string(analyze.RuntimeGo)
 	}
 	return string(analyze.RuntimeNative)
+}
+
+// jvmLaunching reports whether pid has the JDK's launcher (libjli.so)
+// mapped: a JVM that has not loaded libjvm.so yet.
+func jvmLaunching(pid int) bool {
+	maps, err := procfs.ReadMaps(pid)
+	if err != nil {
+		return false
+	}
+	for _, m := range maps {
+		if path.Base(m.Path) == "libjli.so" {
+			return true
+		}
+	}
+	return false
 }
 
 func isGoExecutable(exe string) (ok bool) {

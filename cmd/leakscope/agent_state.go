@@ -29,6 +29,10 @@ type agentTarget struct {
 	windows *analyze.Windows
 	last    analyze.Snapshot
 	lost    analyze.Lost
+	// exited is when the process exited and was detached from; zero
+	// while it is traced. An exited target keeps its last numbers for
+	// --keep-exited.
+	exited time.Time
 }
 
 // otherSiteID is the first ID of the "other" sites, above any the tracer
@@ -153,11 +157,41 @@ type agentState struct {
 type agentHealth struct {
 	scans, attaches, attachFailures, detaches, skipped uint64
 	snapshotErrors, historyThinned                     uint64
+	events, eventsLost                                 uint64        // process events handled; overflows of their socket
 	lastCycle                                          time.Duration // the last snapshot round, all targets
 }
 
 func newAgentState() *agentState {
 	return &agentState{targets: map[int]*agentTarget{}, started: time.Now()}
+}
+
+// keepExitedLocked forgets the oldest exited targets beyond max, so a
+// burst of short-lived processes cannot grow the state.
+func (st *agentState) keepExitedLocked(max int) {
+	var exited []*agentTarget
+	for _, t := range st.targets {
+		if !t.exited.IsZero() {
+			exited = append(exited, t)
+		}
+	}
+	if len(exited) <= max {
+		return
+	}
+	slices.SortFunc(exited, func(a, b *agentTarget) int { return a.exited.Compare(b.exited) })
+	for _, t := range exited[:len(exited)-max] {
+		delete(st.targets, t.pid)
+	}
+}
+
+// liveLocked is the number of targets traced now (not exited).
+func (st *agentState) liveLocked() int {
+	n := 0
+	for _, t := range st.targets {
+		if t.exited.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // historyPoints is the site points held over all targets.

@@ -80,7 +80,7 @@ func TestAgentFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.selectors) != 2 || got.Interval != agentInterval || got.sampleBytes != 512<<10 || got.MaxAllocations != agentMaxAllocations || got.Listen != "127.0.0.1:9464" {
+	if len(got.selectors) != 2 || got.Interval != agentInterval || got.sampleBytes != 512<<10 || got.MaxAllocations != agentMaxAllocations || got.Listen != "127.0.0.1:9464" || !got.Maps {
 		t.Errorf("defaults: %+v", got)
 	}
 	for _, args := range [][]string{
@@ -97,6 +97,9 @@ func TestAgentFlags(t *testing.T) {
 	got, err = parseAgent("--select", "comm=x", "--listen", "0.0.0.0:9464", "--listen-allow-remote", "--sample-bytes", "off")
 	if err != nil || got.sampleBytes != 0 {
 		t.Errorf("--listen-allow-remote, --sample-bytes off: %v", err)
+	}
+	if got, err = parseAgent("--select", "comm=x", "--maps=false"); err != nil || got.Maps {
+		t.Errorf("--maps=false: %v, maps %v", err, got != nil && got.Maps)
 	}
 	got, err = parseAgent("--select", "comm=x", "--culprit-skip", "^vendor_", "--pool-frame", "my_pool")
 	if err != nil || got.rankOptions(0).CulpritSkip == nil || got.rankOptions(0).Pools == nil {

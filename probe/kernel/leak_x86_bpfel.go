@@ -52,10 +52,11 @@ const (
 type leakAllocOp uint32
 
 const (
-	leakAllocOpOP_RET_PTR    leakAllocOp = 0
-	leakAllocOpOP_REALLOC    leakAllocOp = 1
-	leakAllocOpOP_OUT_PTR    leakAllocOp = 2
-	leakAllocOpOP_ARG_HANDLE leakAllocOp = 3
+	leakAllocOpOP_RET_PTR         leakAllocOp = 0
+	leakAllocOpOP_REALLOC         leakAllocOp = 1
+	leakAllocOpOP_OUT_PTR         leakAllocOp = 2
+	leakAllocOpOP_ARG_HANDLE      leakAllocOp = 3
+	leakAllocOpOP_REALLOC_RELEASE leakAllocOp = 4
 )
 
 type leakCookieLayout uint32

@@ -137,6 +137,13 @@ func predictAllocator(path string, env []string, cache *symbolize.Cache, as *Lis
 	return Allocator{}, nil, fmt.Errorf("%s: none of its libraries exports malloc: %w", path, ErrNoAllocator)
 }
 
+// Static reports whether the executable at path is static: it has no
+// PT_INTERP, so no library will be mapped into it.
+func Static(path string) (bool, error) {
+	interp, err := interpreter(path)
+	return interp == "", err
+}
+
 // interpreter returns the PT_INTERP of an executable, "" for a static one.
 func interpreter(path string) (string, error) {
 	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
