@@ -65,9 +65,16 @@ func attachGo(t *testing.T, bin string, opts ...Options) *analyze.Capture {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	return traceGo(t, bin, true, o)
+}
+
+// traceGo is attachGo with more arguments for bin; libc says the program
+// maps libc while starting (cgo), which the attach waits for.
+func traceGo(t *testing.T, bin string, libc bool, o Options, args ...string) *analyze.Capture {
+	t.Helper()
 	o.Warnf = t.Logf
 	gate := filepath.Join(t.TempDir(), "gate")
-	cmd := exec.Command(bin, "-wait-file", gate, "-hold", "60s")
+	cmd := exec.Command(bin, append(args, "-wait-file", gate, "-hold", "60s")...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +87,7 @@ func attachGo(t *testing.T, bin string, opts ...Options) *analyze.Capture {
 		cmd.Wait()
 	})
 	// The Go runtime maps libc while starting; wait for it.
-	for i := 0; ; i++ {
+	for i := 0; libc; i++ {
 		b, _ := os.ReadFile("/proc/" + itoa(cmd.Process.Pid) + "/maps")
 		if strings.Contains(string(b), "libc.so") {
 			break

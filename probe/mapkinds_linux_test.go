@@ -3,7 +3,6 @@
 package probe
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,49 +120,8 @@ func TestMapKindsGo(t *testing.T) {
 	testutil.RequireBPF(t)
 	const KiB = 1 << 10
 	bin := buildGoExample(t, "gomaps", nil)
-	dir := t.TempDir()
-	gate, data := filepath.Join(dir, "go"), filepath.Join(dir, "index")
-	cmd := exec.Command(bin, "-file", data, "-wait-file", gate, "-hold", "60s")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	tr, err := Attach(cmd.Process.Pid, Options{Warnf: t.Logf, Maps: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	summary := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "leaked") {
-				summary <- sc.Text()
-			}
-		}
-	}()
-	select {
-	case line := <-summary:
-		t.Log(line)
-	case <-time.After(30 * time.Second):
-		t.Fatal("gomaps printed no summary within 30s")
-	}
-	if _, err := tr.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := filepath.Join(t.TempDir(), "index")
+	c := traceGo(t, bin, false, Options{Maps: true}, "-file", data)
 	checkNoLoss(t, c)
 	for _, tc := range []struct {
 		kind         analyze.Kind
