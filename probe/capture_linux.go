@@ -109,22 +109,16 @@ func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *stacks.Resolved) 
 	return i
 }
 
-// refLocked returns the merged site of kernel site k, at index idx of
-// site_slots, resolving its stack when it is new or may resolve better
-// now (stacks.Resolver.Stale).
-func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
+// resolveRefLocked returns the merged site ref stands for, of the
+// site with this stack and kind, resolving the stack when ref is new or
+// may resolve better now (stacks.Resolver.Stale).
+func (t *Tracer) resolveRefLocked(ref *siteRef, stack uint64, kindRaw uint32) int {
 	st := t.sites
-	if need := int(idx) + 1; need > len(st.refs) {
-		n := len(st.refs)
-		st.refs = slices.Grow(st.refs, need-n)[:need]
-		clear(st.refs[n:])
-	}
-	ref := &st.refs[idx]
 	if ref.rs != nil && !t.sym.Stale(ref.rs) {
 		return int(ref.slot - 1)
 	}
-	rs, ok := t.resolveLocked(k.stack)
-	kind := t.kind(k.kind)
+	rs, ok := t.resolveLocked(stack)
+	kind := t.kind(kindRaw)
 	id := siteID(kind, rs.Key()) ^ t.idSalt
 	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
 		// Resolved better (a JIT frame named since): the site keeps its
@@ -138,6 +132,20 @@ func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 	if ok {
 		ref.rs = rs
 	}
+	return slot
+}
+
+// refLocked returns the merged site of kernel site k, at index idx of
+// site_slots, resolving its stack when it is new or may resolve better
+// now (stacks.Resolver.Stale).
+func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
+	st := t.sites
+	if need := int(idx) + 1; need > len(st.refs) {
+		n := len(st.refs)
+		st.refs = slices.Grow(st.refs, need-n)[:need]
+		clear(st.refs[n:])
+	}
+	slot := t.resolveRefLocked(&st.refs[idx], k.stack, k.kind)
 	if !t.mallocTraced() {
 		if st.streams == nil {
 			st.streams = map[kernelSite]int32{}

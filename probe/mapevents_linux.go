@@ -107,23 +107,8 @@ func (t *Tracer) applyMapEvent(e *kernel.MapEvent) {
 // stack when new or when it may resolve better now (refLocked, for the
 // sites the kernel keeps).
 func (t *Tracer) mapSiteLocked(k mapSite) int {
-	st := t.sites
 	ref := t.mapRefs[k]
-	if ref.rs != nil && !t.sym.Stale(ref.rs) {
-		return int(ref.slot - 1)
-	}
-	rs, ok := t.resolveLocked(k.stack)
-	kind := t.kind(k.kind)
-	id := siteID(kind, rs.Key()) ^ t.idSalt
-	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
-		st.slotOf[id] = int(ref.slot - 1)
-	}
-	slot := st.slotFor(id, kind, rs)
-	ref.slot = int32(slot + 1)
-	ref.rs = nil
-	if ok {
-		ref.rs = rs
-	}
+	slot := t.resolveRefLocked(&ref, k.stack, k.kind)
 	t.mapRefs[k] = ref
 	return slot
 }
