@@ -30,9 +30,7 @@
  * after the process exited).
  */
 #include <pthread.h>
-#include <sys/resource.h>
-
-#include "../c/common.h"
+#include "storm.h"
 
 #define RING 32
 #define MIN_SIZE 16
@@ -90,24 +88,6 @@ static EXAMPLE_NOINLINE void leak_storm_block(size_t size)
 	if (!p)
 		abort();
 	touch(p, size);
-}
-
-static long elapsed_ns(const struct timespec *a, const struct timespec *b)
-{
-	return (b->tv_sec - a->tv_sec) * 1000000000L + (b->tv_nsec - a->tv_nsec);
-}
-
-/* line_add_rusage appends this process's CPU time (all threads, including
- * the kernel's time in probes that fire in them) and peak RSS. */
-static void line_add_rusage(struct line *l)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru))
-		return;
-	line_add(l, "; cpu_user_us %ld cpu_sys_us %ld maxrss_kb %ld",
-		 (long)ru.ru_utime.tv_sec * 1000000L + (long)ru.ru_utime.tv_usec,
-		 (long)ru.ru_stime.tv_sec * 1000000L + (long)ru.ru_stime.tv_usec,
-		 (long)ru.ru_maxrss);
 }
 
 static const char usage[] =

@@ -23,9 +23,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-
-#include "../c/common.h"
+#include "storm.h"
 
 #define PAGE 4096
 #define MAX_THREADS 64
@@ -77,11 +75,6 @@ static EXAMPLE_NOINLINE void leak_storm_map(void)
 		abort();
 	p[0] = 1;
 	g_sink_ptr = p;
-}
-
-static long elapsed_ns(const struct timespec *a, const struct timespec *b)
-{
-	return (b->tv_sec - a->tv_sec) * 1000000000L + (b->tv_nsec - a->tv_nsec);
 }
 
 static const char usage[] =
@@ -144,15 +137,10 @@ int main(int argc, char **argv)
 
 	sleep_ms(co.hold_ms);
 
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
 	struct line l = { .len = 0 };
 	line_add(&l, "mmap_storm: threads %ld maps %ld per thread; leaked %ld mappings, %ld bytes in leak_storm_map; calls %ld; storm_ns %ld",
 		 threads, maps, leak_maps, leak_maps * 4 * PAGE, calls, elapsed_ns(&t0, &t1));
-	line_add(&l, "; cpu_user_us %ld cpu_sys_us %ld maxrss_kb %ld",
-		 (long)ru.ru_utime.tv_sec * 1000000L + (long)ru.ru_utime.tv_usec,
-		 (long)ru.ru_stime.tv_sec * 1000000L + (long)ru.ru_stime.tv_usec,
-		 (long)ru.ru_maxrss);
+	line_add_rusage(&l);
 	line_emit(&l);
 	return 0;
 }
