@@ -210,11 +210,13 @@ static __always_inline bool sampled(__u64 size)
  * bytes belong to the resource. */
 static __always_inline bool in_resource_call(struct pt_regs *ctx)
 {
+	if (!resource_calls && !zcalls_seen)
+		return false;
 	struct thread_state *ts = thread_state(false);
 	if (!ts)
 		return false;
 	__u64 sp = PT_REGS_SP(ctx);
-	return (ts->outer.sp && sp < ts->outer.sp && ts->outer.kind != KIND_MALLOC) ||
+	return (ts->outer.sp && sp < ts->outer.sp && ts->outer.kind != KIND_MALLOC && !ts->outer.computed) ||
 	       zcall_active(&ts->zcall, sp);
 }
 
@@ -280,8 +282,7 @@ int alloc_session(struct pt_regs *ctx)
 			return 1;
 		op = OP_REALLOC_RELEASE;
 	}
-	pending_enter(ctx, KIND_MALLOC, op, size, old, out);
-	return 0;
+	return pending_enter(ctx, KIND_MALLOC, op, size, old, out) ? 0 : 1;
 }
 
 /* zlib streams, keyed by their z_stream. Init functions take strm first.
@@ -332,6 +333,7 @@ UPROBE_TWINS(zlib_inflate_init_enter, void *strm, long a2)
 	else if (init == ZINIT_INFLATE2)
 		window = 1U << zlib_window_bits((__s32)a2, false);
 	pending_enter(ctx, KIND_ZLIB_INFLATE, OP_ARG_HANDLE, state, 0, (__u64)strm);
+	pending_computed(ctx, KIND_ZLIB_INFLATE);
 	/* The window waits in the pending record for the init's return. */
 	if (window)
 		zwindow_pending(ctx, KIND_ZLIB_INFLATE, window);
@@ -353,6 +355,8 @@ UPROBE_TWINS(zlib_deflate_init_enter, void *strm, long level, long method, long 
 		size += (1ULL << (w + 2)) + (1ULL << (m + 9));
 	}
 	pending_enter(ctx, KIND_ZLIB_DEFLATE, OP_ARG_HANDLE, size, 0, (__u64)strm);
+	if (size)
+		pending_computed(ctx, KIND_ZLIB_DEFLATE);
 	return 0;
 }
 
@@ -385,6 +389,8 @@ UPROBE_TWINS(zlib_inflate_enter, void *strm)
 		ts->zcall.sp = 0;
 		return 0;
 	}
+	if (!zcalls_seen)
+		zcalls_seen = 1;
 	ts->zcall.strm = (__u64)strm;
 	ts->zcall.sp = sp;
 	ts->zcall.ret_addr = ra;

@@ -91,6 +91,7 @@ enum range_flag {
 	RANGE_JVM_INTERP = 16, /* HotSpot's template interpreter: each frame's Method* is at fp-3 words */
 	RANGE_JVM_CODE = 32,   /* HotSpot's code cache: compiled frames are unwound by their code blob's frame size */
 	RANGE_GO_CGOCALL = 64, /* Go's runtime.asmcgocall: it called C on the system stack, its own frame is on the goroutine's */
+	RANGE_ZLIB_COMPUTED = 128, /* its zlib streams' bytes are computed from their init arguments, not from its mallocs */
 };
 
 /* Offset of stack.hi in the Go runtime's struct g (its first field is the

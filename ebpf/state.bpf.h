@@ -29,6 +29,17 @@ const volatile __u32 wait_exec = 0;
  * it (OP_REALLOC_RELEASE). */
 const volatile __u64 sample_bytes = 0;
 
+/* Threads whose pending record is a resource's acquire call in progress
+ * (a zlib init, a declared pair): a malloc inside one is the resource's,
+ * traced sampled or not. While it is 0 an unsampled malloc needs no
+ * thread state. A thread that exits inside such a call leaves it one too
+ * high, which only costs that lookup. */
+__u64 resource_calls = 0;
+
+/* Set once any thread entered a probed inflate() (zcall): from then on an
+ * unsampled malloc looks at its thread's zcall too. */
+__u32 zcalls_seen = 0;
+
 /* Slots in site_slots (--max-sites). */
 const volatile __u32 max_sites = 1 << 16;
 /* Slots handed out so far; may pass max_sites by a few when it is full. */
@@ -80,6 +91,7 @@ struct pending {
 	__u32 op;
 	__u64 owner;   /* resource the allocation belongs to, or 0 */
 	__u32 owner_kind;
+	__u32 computed; /* a resource whose bytes were computed at entry: mallocs inside it are not its */
 	struct zwindow window; /* zlib inflate, malloc not traced: its window, if inflate() makes one */
 };
 

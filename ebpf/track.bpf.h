@@ -124,6 +124,15 @@ static __always_inline void stop_until_ranges(void)
 	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 }
 
+/* resource_calls_note counts a pending record into (delta 1) or out of
+ * (-1) resource_calls when it is a resource's call in progress (only
+ * sampling reads it). */
+static __always_inline void resource_calls_note(struct pending *p, __s64 delta)
+{
+	if (sample_bytes && p->sp && p->kind != KIND_MALLOC)
+		__sync_fetch_and_add(&resource_calls, delta);
+}
+
 /* pending_enter records an acquire call for its return probe. A call made
  * while an outer tracked call is running on this thread (realloc inside
  * reallocarray) is not counted twice: it is deeper on the stack than the
@@ -131,17 +140,17 @@ static __always_inline void stop_until_ranges(void)
  * inside inflateInit2_) is recorded apart, as memory of that resource.
  * A record at or below the current stack pointer is stale (its return was
  * never seen) and is replaced. */
-static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32 op,
+static __always_inline bool pending_enter(struct pt_regs *ctx, __u32 kind, __u32 op,
 					  __u64 size, __u64 old_ptr, __u64 out_ptr)
 {
 	if (probes_only || !is_target())
-		return;
+		return false;
 	if (wait_exec && !stop_sent)
 		stop_until_ranges();
 	struct thread_state *ts = thread_state(true);
 	if (!ts) {
 		stat_add(STAT_PENDING_DROPPED, 1);
-		return;
+		return false;
 	}
 	__u64 sp = PT_REGS_SP(ctx);
 	struct pending n = {
@@ -155,21 +164,51 @@ static __always_inline void pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 	struct pending *p = &ts->outer;
 	if (p->sp && sp < p->sp) {
 		if (p->kind != KIND_MALLOC && kind == KIND_MALLOC) {
+			/* Its bytes are in the resource's computed ones. */
+			if (p->computed)
+				return false;
 			if (ts->inner.sp && sp < ts->inner.sp) {
 				stat_add(STAT_NESTED_CALLS, 1);
-				return;
+				return false;
 			}
 			n.owner = p->out_ptr;
 			n.owner_kind = p->kind;
 			ts->inner = n;
-			return;
+			return true;
 		}
 		stat_add(STAT_NESTED_CALLS, 1);
-		return;
+		return false;
 	}
 	if (kind == KIND_MALLOC)
 		n.owner = zcall_owner(ctx, &ts->zcall, &n.owner_kind);
+	resource_calls_note(p, -1);
+	resource_calls_note(&n, 1);
 	ts->outer = n;
+	return true;
+}
+
+/* pending_computed marks the acquire call just recorded at this entry as
+ * a resource whose bytes were computed from its arguments: the mallocs it
+ * makes are not traced as its blocks. */
+static __always_inline void pending_computed(struct pt_regs *ctx, __u32 kind)
+{
+	struct thread_state *ts = thread_state(false);
+	if (ts && ts->outer.sp == PT_REGS_SP(ctx) && ts->outer.kind == kind)
+		ts->outer.computed = 1;
+}
+
+/* computed_window reports whether a traced (sampled) malloc of size bytes,
+ * now returning, is the window inflate() allocates for a stream whose
+ * bytes are computed (RANGE_ZLIB_COMPUTED): the window is counted into its
+ * stream from the stream's state (zwindows), so the block is not traced.
+ * Every other malloc of such a zlib is made inside an init and is not
+ * traced at all (pending_enter). */
+static __always_inline bool computed_window(struct pt_regs *ctx, __u64 size)
+{
+	if (size < 256 || size > 32768 || (size & (size - 1)))
+		return false;
+	struct exec_range *r = find_range(PT_REGS_IP(ctx));
+	return r && (r->flags & RANGE_ZLIB_COMPUTED);
 }
 
 /* zwindow_pending gives the acquire call just recorded at this entry (an
@@ -253,10 +292,13 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	if (!ts->outer.sp || sp != ts->outer.sp + 8)
 		return;
 	struct pending p = ts->outer;
+	resource_calls_note(&p, -1);
 	ts->outer.sp = 0;
 
 	__u64 addr = result_addr(&p, PT_REGS_RC(ctx));
 	if (!addr)
+		return;
+	if (sample_bytes && !p.owner && p.kind == KIND_MALLOC && computed_window(ctx, p.size_bytes))
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	if (!p.owner && p.kind == KIND_MALLOC && (p.owner = zwindow_owner(ctx, p.size_bytes)))

@@ -146,7 +146,7 @@ func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
 		clear(st.refs[n:])
 	}
 	slot := t.resolveRefLocked(&st.refs[idx], k.stack, k.kind)
-	if !t.mallocTraced() {
+	if t.windowsComputed() {
 		if st.streams == nil {
 			st.streams = map[kernelSite]int32{}
 		}
@@ -194,7 +194,7 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 	if err != nil {
 		return readPoints{}, fmt.Errorf("read site table: %w", err)
 	}
-	if !t.mallocTraced() {
+	if t.windowsComputed() {
 		if err := t.addWindowsLocked(); err != nil {
 			return readPoints{}, err
 		}
@@ -378,7 +378,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	t.warnLossesLocked(c.Lost, preempted)
 	t.warnMapLossLocked()
-	if !t.mallocTraced() {
+	if t.windowsComputed() {
 		t.warnWindowsLocked()
 	}
 	if t.execGen > 0 {

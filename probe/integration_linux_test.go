@@ -589,6 +589,22 @@ func TestZlibStreamsMallocOff(t *testing.T) {
 	}
 }
 
+// Sampling malloc (--sample-bytes) leaves zlib streams exact: a zlib
+// library's are computed from their init arguments, with no probe on
+// inflate() and none of its mallocs traced; a zlib linked into the program
+// counts its mallocs, traced whether sampled or not.
+func TestZlibStreamsSampled(t *testing.T) {
+	testutil.RequireBPF(t)
+	for _, static := range []bool{false, true} {
+		c, _ := launchWith(t, Options{SampleBytes: 4096}, buildZstreams(t, static))
+		checkZstreams(t, c)
+		computed := strings.Contains(c.Probes.ZlibBytes, "zlib 1.2.13: inflate_state 7160 B, deflate_state 5952 B")
+		if computed == static {
+			t.Errorf("static %v: zlib bytes %q; want computed for libz.so only", static, c.Probes.ZlibBytes)
+		}
+	}
+}
+
 // zwindow opens 8 streams with inflateInit_ (windowBits 15) and inflates
 // each once, plus 2 it never inflates: 8 windows and 10 states, whether
 // the bytes come from zlib's mallocs or are computed. A stream that never

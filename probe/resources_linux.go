@@ -91,9 +91,10 @@ func (t *Tracer) attachResources(path, display string) error {
 		if err := open(); err != nil {
 			return err
 		}
-		family := zlibTracedFamily(t.opts.SampleBytes > 0, zlibLibrary(display))
+		family := zlibTracedFamily(zlibLibrary(display))
 		var layout zlibLayout
-		if !t.mallocTraced() {
+		computed := zlibComputed(t.mallocTraced(), t.opts.SampleBytes > 0, zlibLibrary(display))
+		if computed {
 			layout = readZlibLayout(path)
 			if t.jvmTarget() && javaZipZlib(path) {
 				layout.zstream = jniZStreamSize
@@ -105,9 +106,9 @@ func (t *Tracer) attachResources(path, display string) error {
 			return err
 		}
 		if n > 0 {
-			t.view.ProbeZlib(ino)
+			t.view.ProbeZlib(ino, computed)
 			t.probed = append(t.probed, "zlib in "+display)
-			if !t.mallocTraced() {
+			if computed {
 				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())
 				if !layout.known {
 					t.warnOnce(fmt.Sprintf("%s: the struct sizes of zlib %q are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, layout.version, layout.assumed))

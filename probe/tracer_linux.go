@@ -92,8 +92,8 @@ type Tracer struct {
 	noMulti     bool   // no uprobe_multi links: one perf link per probe
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
-	// zlibLayouts describe, with malloc not traced, the zlib copies whose
-	// stream bytes are computed (object: layout).
+	// zlibLayouts describe the zlib copies whose stream bytes are computed
+	// (object: layout; zlibComputed).
 	zlibLayouts []string
 	// windows: the inflate windows the last read found in the target's
 	// memory, not counted by the kernel yet (malloc not traced).
@@ -498,13 +498,13 @@ func (t *Tracer) attachExitHook() error {
 }
 
 // attachExecHook attaches target_exec, which notices the target exec'ing,
-// and, with malloc not traced, target_exit, which counts the windows of
+// and, where windows are computed (windowsComputed), target_exit, which counts the windows of
 // its live inflate streams as it exits.
 func (t *Tracer) attachExecHook() error {
 	progs := []*ebpf.Program{t.objs.Program(kernel.TargetExec), t.objs.Program(kernel.TargetFork)}
 	// Following, it also keeps each process's exit status (its parent
 	// reaps it before leakscope could read it).
-	if (!t.mallocTraced() || t.opts.Follow) && !t.noExitHook {
+	if (t.windowsComputed() || t.opts.Follow) && !t.noExitHook {
 		progs = append(progs, t.objs.Program(kernel.TargetExit))
 		t.exitHooked = true
 	}
@@ -528,6 +528,11 @@ func (t *Tracer) attachTracing(p *ebpf.Program) error {
 
 // mallocTraced reports whether the malloc family is probed (--malloc).
 func (t *Tracer) mallocTraced() bool { return t.opts.Malloc != MallocOff }
+
+// windowsComputed reports whether inflate streams may count their window
+// from their state (zwindows) rather than from its malloc: without the
+// malloc family, or when sampling it (zlibComputed).
+func (t *Tracer) windowsComputed() bool { return !t.mallocTraced() || t.opts.SampleBytes > 0 }
 
 // MallocTraced reports whether the malloc family is traced: when not,
 // leaks of plain malloc are not looked for (Options.Malloc).
@@ -554,13 +559,18 @@ func (t *Tracer) probeSet() *analyze.ProbeSet {
 		}
 		ps.Kinds = append(ps.Kinds, p.Kind)
 	}
-	if ps.Malloc {
-		ps.ZlibBytes = "zlib's mallocs inside each stream's init and inflate() calls"
-	} else {
+	switch {
+	case !ps.Malloc:
 		ps.ZlibBytes = "computed from each stream's init arguments"
-		if len(t.zlibLayouts) > 0 {
-			ps.ZlibBytes += " (" + strings.Join(t.zlibLayouts, "; ") + ")"
-		}
+	case len(t.zlibLayouts) > 0:
+		// Sampling: a zlib library's streams are computed, a zlib built
+		// into a program counts its mallocs.
+		ps.ZlibBytes = "computed from each stream's init arguments where zlib is a library of its own, elsewhere zlib's mallocs inside each stream's init and inflate() calls"
+	default:
+		ps.ZlibBytes = "zlib's mallocs inside each stream's init and inflate() calls"
+	}
+	if len(t.zlibLayouts) > 0 {
+		ps.ZlibBytes += " (" + strings.Join(t.zlibLayouts, "; ") + ")"
 	}
 	return ps
 }

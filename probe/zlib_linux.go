@@ -224,24 +224,34 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 
 // zlibTracedFamily is zlibFamily for the malloc family traced: a stream's
 // bytes are the mallocs zlib makes for it. Its window is allocated inside
-// inflate(). In exact mode every malloc returns through the probes, and in
-// a zlib library (libz.so) the kernel tells the window's apart by its
-// state (zwindow_owner), so inflate() is not probed there (a trap per
-// call). A zlib built into a bigger object (Node.js, a static build, a
-// JDK's libzip.so) comes with that program's build and allocator: Node.js
-// hands zlib its own zalloc (AllocForZlib, 16 B of header per block, its
-// own callee-saved registers over zlib's), and its Chromium zlib asks for
-// the window 16 B bigger, so neither the size nor the registers say
-// window; inflate() is probed there, and a malloc made from that object
-// while inflate() runs is its stream's (zcall_owner). When sampling, a
-// malloc is traced only if sampled or made inside a call known to build a
-// resource: inflate() is probed then too, so that the window is always
-// traced.
-func zlibTracedFamily(sampled, library bool) []probeSpec {
-	if sampled || !library {
+// inflate(). Every malloc returns through the probes, and in a zlib
+// library (libz.so) the kernel tells the window's apart by its state
+// (zwindow_owner), so inflate() is not probed there (a trap per call). A
+// zlib built into a bigger object (Node.js, a static build, a JDK's
+// libzip.so) comes with that program's build and allocator: Node.js hands
+// zlib its own zalloc (AllocForZlib, 16 B of header per block, its own
+// callee-saved registers over zlib's), and its Chromium zlib asks for the
+// window 16 B bigger, so neither the size nor the registers say window;
+// inflate() is probed there, and a malloc made from that object while
+// inflate() runs is its stream's (zcall_owner); when sampling, such a
+// malloc is traced whether sampled or not.
+func zlibTracedFamily(library bool) []probeSpec {
+	if !library {
 		return zlibFamily
 	}
 	return slices.DeleteFunc(slices.Clone(zlibFamily), func(p probeSpec) bool { return p.symbol == "inflate" })
+}
+
+// zlibComputed reports whether a zlib's stream bytes are computed from the
+// init arguments (zlibComputedFamily) rather than taken from its mallocs:
+// without the malloc family, and when sampling with a zlib library, where
+// its mallocs are sampled like any other and its window, allocated inside
+// inflate(), could only be traced by probing every inflate() call. There
+// the kernel traces none of zlib's mallocs (pending_enter,
+// computed_window): each stream counts its computed bytes, and its window
+// once zlib has made it.
+func zlibComputed(mallocTraced, sampled, library bool) bool {
+	return !mallocTraced || (sampled && library)
 }
 
 // zlibLibrary reports whether the object at path is a zlib library of its

@@ -202,13 +202,14 @@ type leakRangeCtl struct {
 type leakRangeFlag uint32
 
 const (
-	leakRangeFlagRANGE_HAS_FP     leakRangeFlag = 1
-	leakRangeFlagRANGE_ZLIB       leakRangeFlag = 2
-	leakRangeFlagRANGE_GO         leakRangeFlag = 4
-	leakRangeFlagRANGE_DWARF      leakRangeFlag = 8
-	leakRangeFlagRANGE_JVM_INTERP leakRangeFlag = 16
-	leakRangeFlagRANGE_JVM_CODE   leakRangeFlag = 32
-	leakRangeFlagRANGE_GO_CGOCALL leakRangeFlag = 64
+	leakRangeFlagRANGE_HAS_FP        leakRangeFlag = 1
+	leakRangeFlagRANGE_ZLIB          leakRangeFlag = 2
+	leakRangeFlagRANGE_GO            leakRangeFlag = 4
+	leakRangeFlagRANGE_DWARF         leakRangeFlag = 8
+	leakRangeFlagRANGE_JVM_INTERP    leakRangeFlag = 16
+	leakRangeFlagRANGE_JVM_CODE      leakRangeFlag = 32
+	leakRangeFlagRANGE_GO_CGOCALL    leakRangeFlag = 64
+	leakRangeFlagRANGE_ZLIB_COMPUTED leakRangeFlag = 128
 )
 
 type leakRangeMiss struct {
@@ -327,7 +328,7 @@ type leakThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		_         [4]byte
+		Computed  uint32
 		Window    leakZwindow
 	}
 	Inner struct {
@@ -340,7 +341,7 @@ type leakThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		_         [4]byte
+		Computed  uint32
 		Window    leakZwindow
 	}
 	Zcall struct {
@@ -493,6 +494,7 @@ const (
 	leakVarMaxSites                   = "max_sites"
 	leakVarPageSize                   = "page_size"
 	leakVarProbesOnly                 = "probes_only"
+	leakVarResourceCalls              = "resource_calls"
 	leakVarSampleBytes                = "sample_bytes"
 	leakVarSiteCount                  = "site_count"
 	leakVarStopOnLoad                 = "stop_on_load"
@@ -526,6 +528,7 @@ const (
 	leakVarUnusedZwindow              = "unused_zwindow"
 	leakVarVmForks                    = "vm_forks"
 	leakVarWaitExec                   = "wait_exec"
+	leakVarZcallsSeen                 = "zcalls_seen"
 )
 
 // loadLeak returns the embedded CollectionSpec for leak.
@@ -657,6 +660,7 @@ type leakVariableSpecs struct {
 	MaxSites            *ebpf.VariableSpec `ebpf:"max_sites"`
 	PageSize            *ebpf.VariableSpec `ebpf:"page_size"`
 	ProbesOnly          *ebpf.VariableSpec `ebpf:"probes_only"`
+	ResourceCalls       *ebpf.VariableSpec `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	SiteCount           *ebpf.VariableSpec `ebpf:"site_count"`
 	StopOnLoad          *ebpf.VariableSpec `ebpf:"stop_on_load"`
@@ -690,6 +694,7 @@ type leakVariableSpecs struct {
 	UnusedZwindow       *ebpf.VariableSpec `ebpf:"unused_zwindow"`
 	VmForks             *ebpf.VariableSpec `ebpf:"vm_forks"`
 	WaitExec            *ebpf.VariableSpec `ebpf:"wait_exec"`
+	ZcallsSeen          *ebpf.VariableSpec `ebpf:"zcalls_seen"`
 }
 
 // leakObjects contains all objects after they have been loaded into the kernel.
@@ -783,6 +788,7 @@ type leakVariables struct {
 	MaxSites            *ebpf.Variable `ebpf:"max_sites"`
 	PageSize            *ebpf.Variable `ebpf:"page_size"`
 	ProbesOnly          *ebpf.Variable `ebpf:"probes_only"`
+	ResourceCalls       *ebpf.Variable `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.Variable `ebpf:"sample_bytes"`
 	SiteCount           *ebpf.Variable `ebpf:"site_count"`
 	StopOnLoad          *ebpf.Variable `ebpf:"stop_on_load"`
@@ -816,6 +822,7 @@ type leakVariables struct {
 	UnusedZwindow       *ebpf.Variable `ebpf:"unused_zwindow"`
 	VmForks             *ebpf.Variable `ebpf:"vm_forks"`
 	WaitExec            *ebpf.Variable `ebpf:"wait_exec"`
+	ZcallsSeen          *ebpf.Variable `ebpf:"zcalls_seen"`
 }
 
 // leakPrograms contains all programs after they have been loaded into the kernel.

@@ -237,13 +237,14 @@ const ZstreamStateOff = uint64(leakZlibOffsetZSTREAM_STATE_OFF)
 
 // Range flags (enum range_flag): how the kernel walks through a range.
 const (
-	RangeHasFP     = uint32(leakRangeFlagRANGE_HAS_FP)
-	RangeZlib      = uint32(leakRangeFlagRANGE_ZLIB)
-	RangeGo        = uint32(leakRangeFlagRANGE_GO)
-	RangeDWARF     = uint32(leakRangeFlagRANGE_DWARF)
-	RangeJVMInterp = uint32(leakRangeFlagRANGE_JVM_INTERP)
-	RangeJVMCode   = uint32(leakRangeFlagRANGE_JVM_CODE)
-	RangeGoCgocall = uint32(leakRangeFlagRANGE_GO_CGOCALL)
+	RangeHasFP        = uint32(leakRangeFlagRANGE_HAS_FP)
+	RangeZlib         = uint32(leakRangeFlagRANGE_ZLIB)
+	RangeZlibComputed = uint32(leakRangeFlagRANGE_ZLIB_COMPUTED)
+	RangeGo           = uint32(leakRangeFlagRANGE_GO)
+	RangeDWARF        = uint32(leakRangeFlagRANGE_DWARF)
+	RangeJVMInterp    = uint32(leakRangeFlagRANGE_JVM_INTERP)
+	RangeJVMCode      = uint32(leakRangeFlagRANGE_JVM_CODE)
+	RangeGoCgocall    = uint32(leakRangeFlagRANGE_GO_CGOCALL)
 )
 
 // MaxRanges is how many executable mappings one slot of exec_ranges

@@ -40,7 +40,7 @@ type Image struct {
 	history []procfs.Mapping
 	fp      map[string]analyze.Object // by path as the target sees it
 	objs    map[string]*symbolize.Object
-	zlib    map[uint64]bool // inodes of objects whose zlib is probed
+	zlib    map[uint64]bool // objects whose zlib is probed, by inode: whether their streams' bytes are computed
 	unwind  map[string]Span // by path: the object's rows in unwind_rows
 	// callback holds, by path of a Go binary, the rows of its crosscall2,
 	// where C calls back into Go.
@@ -202,8 +202,11 @@ func (v *Image) Ranges() []kernel.Range {
 		if v.fpClass(m) != FPNo {
 			r.Flags |= kernel.RangeHasFP
 		}
-		if m.Inode != 0 && v.zlib[m.Inode] {
+		if computed, ok := v.zlib[m.Inode]; ok && m.Inode != 0 {
 			r.Flags |= kernel.RangeZlib
+			if computed {
+				r.Flags |= kernel.RangeZlibComputed
+			}
 		}
 		if v.goCode(m.Path) {
 			r.Flags |= kernel.RangeGo
@@ -370,8 +373,9 @@ func (v *Image) CallbackSpan(path string) (s Span, ok bool) {
 func (v *Image) SetCallbackSpan(path string, s Span) { v.callback[path] = s }
 
 // ProbeZlib records that the zlib of the object of inode ino is probed:
-// its ranges are flagged RANGE_ZLIB.
-func (v *Image) ProbeZlib(ino uint64) { v.zlib[ino] = true }
+// its ranges are flagged RANGE_ZLIB, and RANGE_ZLIB_COMPUTED when its
+// streams' bytes are computed from their init arguments.
+func (v *Image) ProbeZlib(ino uint64, computed bool) { v.zlib[ino] = computed }
 
 // ZlibObjects counts the objects whose zlib is probed.
 func (v *Image) ZlibObjects() int { return len(v.zlib) }

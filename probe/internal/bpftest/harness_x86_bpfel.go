@@ -141,7 +141,7 @@ type HarnessThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		_         [4]byte
+		Computed  uint32
 		Window    HarnessZwindow
 	}
 	Inner struct {
@@ -154,7 +154,7 @@ type HarnessThreadState struct {
 		Op        uint32
 		Owner     uint64
 		OwnerKind uint32
-		_         [4]byte
+		Computed  uint32
 		Window    HarnessZwindow
 	}
 	Zcall struct {
@@ -240,12 +240,14 @@ const (
 	HarnessVarOutZlib            = "out_zlib"
 	HarnessVarPageSize           = "page_size"
 	HarnessVarProbesOnly         = "probes_only"
+	HarnessVarResourceCalls      = "resource_calls"
 	HarnessVarSampleBytes        = "sample_bytes"
 	HarnessVarSiteCount          = "site_count"
 	HarnessVarStopSent           = "stop_sent"
 	HarnessVarTargetTgid         = "target_tgid"
 	HarnessVarTraceMaps          = "trace_maps"
 	HarnessVarWaitExec           = "wait_exec"
+	HarnessVarZcallsSeen         = "zcalls_seen"
 )
 
 // LoadHarness returns the embedded CollectionSpec for Harness.
@@ -336,22 +338,24 @@ type HarnessMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type HarnessVariableSpecs struct {
-	ExecGen     *ebpf.VariableSpec `ebpf:"exec_gen"`
-	ExecSeen    *ebpf.VariableSpec `ebpf:"exec_seen"`
-	FollowForks *ebpf.VariableSpec `ebpf:"follow_forks"`
-	MaxSites    *ebpf.VariableSpec `ebpf:"max_sites"`
-	OutPair     *ebpf.VariableSpec `ebpf:"out_pair"`
-	OutU32      *ebpf.VariableSpec `ebpf:"out_u32"`
-	OutU64      *ebpf.VariableSpec `ebpf:"out_u64"`
-	OutZlib     *ebpf.VariableSpec `ebpf:"out_zlib"`
-	PageSize    *ebpf.VariableSpec `ebpf:"page_size"`
-	ProbesOnly  *ebpf.VariableSpec `ebpf:"probes_only"`
-	SampleBytes *ebpf.VariableSpec `ebpf:"sample_bytes"`
-	SiteCount   *ebpf.VariableSpec `ebpf:"site_count"`
-	StopSent    *ebpf.VariableSpec `ebpf:"stop_sent"`
-	TargetTgid  *ebpf.VariableSpec `ebpf:"target_tgid"`
-	TraceMaps   *ebpf.VariableSpec `ebpf:"trace_maps"`
-	WaitExec    *ebpf.VariableSpec `ebpf:"wait_exec"`
+	ExecGen       *ebpf.VariableSpec `ebpf:"exec_gen"`
+	ExecSeen      *ebpf.VariableSpec `ebpf:"exec_seen"`
+	FollowForks   *ebpf.VariableSpec `ebpf:"follow_forks"`
+	MaxSites      *ebpf.VariableSpec `ebpf:"max_sites"`
+	OutPair       *ebpf.VariableSpec `ebpf:"out_pair"`
+	OutU32        *ebpf.VariableSpec `ebpf:"out_u32"`
+	OutU64        *ebpf.VariableSpec `ebpf:"out_u64"`
+	OutZlib       *ebpf.VariableSpec `ebpf:"out_zlib"`
+	PageSize      *ebpf.VariableSpec `ebpf:"page_size"`
+	ProbesOnly    *ebpf.VariableSpec `ebpf:"probes_only"`
+	ResourceCalls *ebpf.VariableSpec `ebpf:"resource_calls"`
+	SampleBytes   *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SiteCount     *ebpf.VariableSpec `ebpf:"site_count"`
+	StopSent      *ebpf.VariableSpec `ebpf:"stop_sent"`
+	TargetTgid    *ebpf.VariableSpec `ebpf:"target_tgid"`
+	TraceMaps     *ebpf.VariableSpec `ebpf:"trace_maps"`
+	WaitExec      *ebpf.VariableSpec `ebpf:"wait_exec"`
+	ZcallsSeen    *ebpf.VariableSpec `ebpf:"zcalls_seen"`
 }
 
 // HarnessObjects contains all objects after they have been loaded into the kernel.
@@ -433,22 +437,24 @@ func (m *HarnessMaps) Close() error {
 //
 // It can be passed to LoadHarnessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HarnessVariables struct {
-	ExecGen     *ebpf.Variable `ebpf:"exec_gen"`
-	ExecSeen    *ebpf.Variable `ebpf:"exec_seen"`
-	FollowForks *ebpf.Variable `ebpf:"follow_forks"`
-	MaxSites    *ebpf.Variable `ebpf:"max_sites"`
-	OutPair     *ebpf.Variable `ebpf:"out_pair"`
-	OutU32      *ebpf.Variable `ebpf:"out_u32"`
-	OutU64      *ebpf.Variable `ebpf:"out_u64"`
-	OutZlib     *ebpf.Variable `ebpf:"out_zlib"`
-	PageSize    *ebpf.Variable `ebpf:"page_size"`
-	ProbesOnly  *ebpf.Variable `ebpf:"probes_only"`
-	SampleBytes *ebpf.Variable `ebpf:"sample_bytes"`
-	SiteCount   *ebpf.Variable `ebpf:"site_count"`
-	StopSent    *ebpf.Variable `ebpf:"stop_sent"`
-	TargetTgid  *ebpf.Variable `ebpf:"target_tgid"`
-	TraceMaps   *ebpf.Variable `ebpf:"trace_maps"`
-	WaitExec    *ebpf.Variable `ebpf:"wait_exec"`
+	ExecGen       *ebpf.Variable `ebpf:"exec_gen"`
+	ExecSeen      *ebpf.Variable `ebpf:"exec_seen"`
+	FollowForks   *ebpf.Variable `ebpf:"follow_forks"`
+	MaxSites      *ebpf.Variable `ebpf:"max_sites"`
+	OutPair       *ebpf.Variable `ebpf:"out_pair"`
+	OutU32        *ebpf.Variable `ebpf:"out_u32"`
+	OutU64        *ebpf.Variable `ebpf:"out_u64"`
+	OutZlib       *ebpf.Variable `ebpf:"out_zlib"`
+	PageSize      *ebpf.Variable `ebpf:"page_size"`
+	ProbesOnly    *ebpf.Variable `ebpf:"probes_only"`
+	ResourceCalls *ebpf.Variable `ebpf:"resource_calls"`
+	SampleBytes   *ebpf.Variable `ebpf:"sample_bytes"`
+	SiteCount     *ebpf.Variable `ebpf:"site_count"`
+	StopSent      *ebpf.Variable `ebpf:"stop_sent"`
+	TargetTgid    *ebpf.Variable `ebpf:"target_tgid"`
+	TraceMaps     *ebpf.Variable `ebpf:"trace_maps"`
+	WaitExec      *ebpf.Variable `ebpf:"wait_exec"`
+	ZcallsSeen    *ebpf.Variable `ebpf:"zcalls_seen"`
 }
 
 // HarnessPrograms contains all programs after they have been loaded into the kernel.
