@@ -27,14 +27,17 @@
 #   OUT=bench/results-<UTC date>-<commit>.md   where the summary goes (-2,
 #                      -3, ... added when that file exists: an earlier run
 #                      is kept)
-#   PHASES="timed fixed memory stats stacks kafka go maps"   the parts to run;
+#   PHASES="timed fixed memory stats stacks kafka redis go maps"   the parts to run;
 #                      "stacks" is leakscope's own memory at 1M live
 #                      allocations on 100k stacks (bench/stacks.sh with
 #                      --save, then leakscope report in every format), its
 #                      default --memory-limit and --memory-limit 0
 #                      alternated, STACKS_REPS times each (default 3);
 #                      "kafka" is the JVM throughput comparison (KAFKA_MS,
-#                      KAFKA_RECORDS); "maps" is what --maps costs on the
+#                      KAFKA_RECORDS); "redis" is Debian's redis-server under
+#                      redis-benchmark with leakscope attached in each mode
+#                      (bench/redis.sh, REDIS_REPS rounds, default REPS, of
+#                      REDIS_REQUESTS); "maps" is what --maps costs on the
 #                      allocation storm and a mapping storm (bench/maps.sh,
 #                      MAPS_REPS times, default REPS)
 #   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
@@ -50,7 +53,7 @@ GOBENCH=${GOBENCH:-1}
 BPF_STATS=${BPF_STATS:-1}
 INSTALL=${INSTALL:-1}
 
-PHASES=${PHASES:-"timed fixed memory stats stacks kafka go maps"}
+PHASES=${PHASES:-"timed fixed memory stats stacks kafka redis go maps"}
 STACKS_REPS=${STACKS_REPS:-3}
 [ "$GOBENCH" = 1 ] || PHASES=${PHASES/go/}
 [ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
@@ -85,6 +88,11 @@ command -v gcc >/dev/null || need+=(gcc)
 [ -f /usr/include/zlib.h ] || need+=(zlib1g-dev)
 case " $TOOLS " in *" heaptrack "*) command -v heaptrack >/dev/null || need+=(heaptrack) ;; esac
 case " $TOOLS " in *" bpftrace "*) command -v bpftrace >/dev/null || need+=(bpftrace) ;; esac
+case " $PHASES " in *" redis "*)
+	command -v redis-server >/dev/null || need+=(redis-server)
+	command -v redis-benchmark >/dev/null || need+=(redis-tools)
+	command -v bpftrace >/dev/null || need+=(bpftrace) ;;
+esac
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ]; then
 		echo "== apt-get install ${need[*]}"
@@ -352,6 +360,15 @@ fi
 
 # ---------------------------------------------------------------- mappings
 # What --maps costs: bench/maps.sh, its table appended to the results.
+if phase redis; then
+	if ! command -v redis-server >/dev/null || [ "$(id -u)" != 0 ]; then
+		note "skip redis: needs redis-server (apt-get install redis-server redis-tools) and root"
+	else
+		echo "== redis: bench/redis.sh, ${REDIS_REPS:-$REPS} rounds of ${REDIS_REQUESTS:-200000} requests"
+		SAMPLE_BYTES=$SAMPLE_BYTES bash bench/redis.sh "$RAW" "${REDIS_REPS:-$REPS}" || note "redis failed (exit $?)"
+	fi
+fi
+
 if phase maps; then
 	echo "== --maps: bench/maps.sh, ${MAPS_REPS:-$REPS} repetitions"
 	LEAKSCOPE=bin/leakscope REPS=${MAPS_REPS:-$REPS} RAW="$RAW/maps" bash bench/maps.sh >"$RAW/maps.md"
