@@ -31,9 +31,7 @@
  */
 #include <zlib.h>
 
-#include <sys/resource.h>
-
-#include "../c/common.h"
+#include "storm.h"
 
 #define PLAIN_BYTES 8192
 #define OUT_STEP 4096      /* bytes per inflate() call */
@@ -89,24 +87,6 @@ static EXAMPLE_NOINLINE void leak_inflate_stream(z_stream *s)
 		abort();
 	inflate_all(s);
 	g_sink_ptr = s;
-}
-
-static long elapsed_ns(const struct timespec *a, const struct timespec *b)
-{
-	return (b->tv_sec - a->tv_sec) * 1000000000L + (b->tv_nsec - a->tv_nsec);
-}
-
-/* line_add_rusage appends this process's CPU time (all threads, including
- * the kernel's time in probes that fire in them) and peak RSS. */
-static void line_add_rusage(struct line *l)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru))
-		return;
-	line_add(l, "; cpu_user_us %ld cpu_sys_us %ld maxrss_kb %ld",
-		 (long)ru.ru_utime.tv_sec * 1000000L + (long)ru.ru_utime.tv_usec,
-		 (long)ru.ru_stime.tv_sec * 1000000L + (long)ru.ru_stime.tv_usec,
-		 (long)ru.ru_maxrss);
 }
 
 static const char usage[] =
