@@ -42,7 +42,7 @@ type linkCreateUprobeMulti struct {
 // (enum alloc_fn); free stays a plain entry probe.
 var sessionFamily = []struct {
 	symbol string
-	fn     uint64 // its cookie
+	fn     uint32 // its cookie
 }{
 	{"malloc", kernel.FnMalloc},
 	{"calloc", kernel.FnCalloc},
@@ -75,7 +75,7 @@ func (t *Tracer) attachSession() error {
 		// the stack pointer (probeSiteOffset).
 		at := probeSiteOffset(t.alloc.Path, vaddr, off, probeSpec{symbol: f.symbol, ret: true})
 		offsets = append(offsets, off+at.Off)
-		cookies = append(cookies, f.fn)
+		cookies = append(cookies, uint64(f.fn))
 		t.probed = append(t.probed, f.symbol+at.String())
 	}
 	allocPath, display, prog := t.alloc.Path, t.alloc.Display, t.objs.Program(kernel.AllocSession)
