@@ -9,10 +9,11 @@
 # Prints one line per run: storm allocator tool rep storm_ns cpu_us calls;
 # then, per storm and allocator, the medians' CPU cost per allocator call
 # each tool adds to the bare run: summary storm allocator tool us_per_call.
-#   REPS=5  PAIRS=200000  ALIGN_PAIRS=300000
+#   REPS=5  PAIRS=200000  ALIGN_PAIRS=300000  THREADS=2 (storm threads;
+#   with 2, musl's single malloc lock makes its CPU time vary run to run)
 set -euo pipefail
 old=$1 new=$2
-REPS=${REPS:-5} PAIRS=${PAIRS:-200000} ALIGN_PAIRS=${ALIGN_PAIRS:-300000}
+REPS=${REPS:-5} PAIRS=${PAIRS:-200000} ALIGN_PAIRS=${ALIGN_PAIRS:-300000} THREADS=${THREADS:-2}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$(dirname "$0")/.."
@@ -29,10 +30,10 @@ fi
 run() { # storm allocator tool rep args...
 	local storm=$1 alloc=$2 tool=$3 rep=$4
 	shift 4
-	local cmd=("$dir/alloc_storm" "$@")
+	local cmd=("$dir/alloc_storm" --threads "$THREADS" "$@")
 	case $alloc in
 	glibc) ;;
-	musl) cmd=("$dir/alloc_storm-musl" "$@") ;;
+	musl) cmd=("$dir/alloc_storm-musl" --threads "$THREADS" "$@") ;;
 	*) cmd=(env "LD_PRELOAD=$lib/${alloc#*:}" "${cmd[@]}") ;;
 	esac
 	case $tool in
