@@ -59,7 +59,10 @@ cross:
 ## the examples the --track presets and zlib tests build; debuginfod (elfutils'
 ## server) probe/symbolize/debuginfod_test.go and cmd/leakscope/debuginfod_linux_test.go;
 ## nodejs and gdb (its ground truth) probe/nodezlib_linux_test.go;
-## prometheus cmd/leakscope/agent_linux_test.go (the agent scraped by a real one).
+## prometheus cmd/leakscope/agent_linux_test.go (the agent scraped by a real one);
+## libjemalloc2, libgoogle-perftools4 (tcmalloc), libmimalloc2.0 and musl-tools
+## probe/allocators_linux_test.go and probe/probesite_linux_test.go (each allocator's
+## probe sites) and bench/probesites.sh.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed; deps and test use it.
 define MISSING
@@ -81,6 +84,8 @@ command -v man >/dev/null || need="$$need man-db"; \
 [ -f /usr/share/bash-completion/bash_completion ] || need="$$need bash-completion"; \
 command -v musl-gcc >/dev/null || need="$$need musl-tools"; \
 [ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need="$$need libjemalloc2"; \
+[ -f /usr/lib/x86_64-linux-gnu/libtcmalloc.so.4 ] || need="$$need libgoogle-perftools4"; \
+[ -f /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 ] || need="$$need libmimalloc2.0"; \
 command -v debuginfod >/dev/null || need="$$need debuginfod"; \
 command -v node >/dev/null || need="$$need nodejs"; \
 command -v gdb >/dev/null || need="$$need gdb"; \

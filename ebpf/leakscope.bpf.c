@@ -62,6 +62,8 @@ const enum range_flag *unused_range_flag __attribute__((unused));
 const enum unwind_cfa *unused_unwind_cfa __attribute__((unused));
 const enum unwind_rbp *unused_unwind_rbp __attribute__((unused));
 const enum alloc_fn *unused_alloc_fn __attribute__((unused));
+const enum arg_reg *unused_arg_reg __attribute__((unused));
+const struct alloc_cookie *unused_alloc_cookie __attribute__((unused));
 const enum alloc_kind *unused_alloc_kind __attribute__((unused));
 const enum slot_state *unused_slot_state __attribute__((unused));
 const enum stat_index *unused_stat_index __attribute__((unused));
@@ -223,7 +225,9 @@ static __always_inline bool in_resource_call(struct pt_regs *ctx)
 /* alloc_session serves every malloc-family function when sampling: one
  * probe per call, whose return part runs only for traced calls (returning
  * 1 at entry skips it), where a uprobe and a uretprobe would both trap on
- * every call. The cookie is the function (enum alloc_fn). */
+ * every call. The cookie (struct alloc_cookie) is the function (enum
+ * alloc_fn) and where its arguments are at the probe's site, which may lie
+ * past instructions that copied them to other registers. */
 SEC("uprobe.session")
 int alloc_session(struct pt_regs *ctx)
 {
@@ -235,10 +239,11 @@ int alloc_session(struct pt_regs *ctx)
 	}
 	if (!is_target())
 		return 1;
-	volatile __u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
+	struct alloc_cookie ac = alloc_cookie_decode(bpf_get_attach_cookie(ctx));
+	__u64 a1 = site_arg(ctx, ac.reg[0]), a2 = site_arg(ctx, ac.reg[1]), a3 = site_arg(ctx, ac.reg[2]);
 	__u64 size = 0, old = 0, out = 0;
 	__u32 op = OP_RET_PTR;
-	switch (bpf_get_attach_cookie(ctx)) {
+	switch (ac.fn) {
 	case FN_MALLOC:
 	case FN_VALLOC:
 		size = a1;

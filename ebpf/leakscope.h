@@ -30,6 +30,29 @@ enum alloc_fn {
 	FN_PVALLOC = 8,
 };
 
+/* Which register of struct pt_regs holds an argument at a session
+ * probe's site (ACOOKIE_ARG*): the probe may sit past instructions that
+ * copied the argument out of its own register (probe/probesite_linux.go).
+ * Every general register but the stack pointer. Read by site_arg
+ * (cookie.bpf.h). Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum arg_reg {
+	ARG_REG_DI = 0,
+	ARG_REG_SI = 1,
+	ARG_REG_DX = 2,
+	ARG_REG_CX = 3,
+	ARG_REG_R8 = 4,
+	ARG_REG_R9 = 5,
+	ARG_REG_AX = 6,
+	ARG_REG_BX = 7,
+	ARG_REG_BP = 8,
+	ARG_REG_R10 = 9,
+	ARG_REG_R11 = 10,
+	ARG_REG_R12 = 11,
+	ARG_REG_R13 = 12,
+	ARG_REG_R14 = 13,
+	ARG_REG_R15 = 14,
+};
+
 /* What an allocation is. Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum alloc_kind {
 	KIND_MALLOC = 0,
@@ -367,6 +390,10 @@ enum exit_status_bit {
  * (preset jvm) has its bytes in bits 32-55, and bit 28 says the handle is
  * an inflate z_stream whose window is looked for (zwindows), 32 KiB
  * (java.util.zip always asks for 15 bits). Decoded by pair_cookie_decode.
+ *
+ * alloc_session's cookie: bits 0-7 the function (enum alloc_fn), 8-11,
+ * 12-15 and 16-19 the register (enum arg_reg) holding its arguments 1, 2
+ * and 3 at the probe's site. Decoded by alloc_cookie_decode.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum cookie_layout {
 	ZCOOKIE_STATE_SHIFT = 0,
@@ -385,6 +412,12 @@ enum cookie_layout {
 	COOKIE_ZWINDOW_BITS = 1,
 	COOKIE_BYTES_SHIFT = 32,
 	COOKIE_BYTES_BITS = 24,
+	ACOOKIE_FN_SHIFT = 0,
+	ACOOKIE_FN_BITS = 8,
+	ACOOKIE_ARG1_SHIFT = 8,
+	ACOOKIE_ARG2_SHIFT = 12,
+	ACOOKIE_ARG3_SHIFT = 16,
+	ACOOKIE_ARG_BITS = 4,
 };
 
 /* Which init function a zlib init program is on (ZCOOKIE_INIT).
@@ -402,6 +435,13 @@ enum zinit {
 struct zlib_cookie {
 	__u32 state; /* bytes of the stream's state (0: malloc traced) */
 	__u32 init;  /* enum zinit */
+};
+
+/* alloc_session's cookie, decoded.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct alloc_cookie {
+	__u32 fn;     /* enum alloc_fn */
+	__u32 reg[3]; /* enum arg_reg of arguments 1-3 */
 };
 
 /* A pair program's cookie, decoded.

@@ -30,6 +30,7 @@ struct {
 
 struct pair_cookie out_pair = {};
 struct zlib_cookie out_zlib = {};
+struct alloc_cookie out_alloc = {};
 __u64 out_u64 = 0;
 __u32 out_u32 = 0;
 
@@ -46,6 +47,28 @@ SEC("raw_tp/test")
 int BPF_PROG(test_zlib_cookie, __u64 c)
 {
 	out_zlib = zlib_cookie_decode(c);
+	return 0;
+}
+
+/* test_alloc_cookie decodes cookie c into out_alloc. */
+SEC("raw_tp/test")
+int BPF_PROG(test_alloc_cookie, __u64 c)
+{
+	out_alloc = alloc_cookie_decode(c);
+	return 0;
+}
+
+/* test_site_arg is site_arg for register reg on registers each holding its own
+ * byte offset in struct pt_regs: out_u64 names the field reg reads. */
+SEC("raw_tp/test")
+int BPF_PROG(test_site_arg, __u64 reg)
+{
+	typedef __u64 __attribute__((may_alias)) word;
+	struct pt_regs regs = {};
+	word *w = (word *)&regs;
+	for (__u32 i = 0; i < sizeof(regs) / sizeof(__u64); i++)
+		w[i] = i * sizeof(__u64);
+	out_u64 = site_arg(&regs, (__u32)reg);
 	return 0;
 }
 

@@ -132,7 +132,7 @@ func doctorTarget(pid int) []Check {
 		cs = append(cs, Check{"allocator", false, err.Error()})
 	default:
 		cs = append(cs, Check{"allocator", true, "malloc family traced in " + alloc.Display})
-		cs = append(cs, siteCheck(alloc.Path, alloc.Display, alloc.Obj.Lookup, mallocFamily))
+		cs = append(cs, siteCheck(alloc.Path, alloc.Display, alloc.Obj.Lookup, mallocFamily, mallocSite))
 	}
 	var mapped []string
 	for _, m := range maps {
@@ -152,7 +152,7 @@ func doctorTarget(pid int) []Check {
 		path := procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path})
 		if obj, err := cache.Object(path); err == nil {
 			if _, ok := obj.Lookup("inflateInit2_"); ok {
-				cs = append(cs, siteCheck(path, o.Path, obj.Lookup, zlibFamily))
+				cs = append(cs, siteCheck(path, o.Path, obj.Lookup, zlibFamily, probeSiteOffset))
 			}
 		}
 	}
@@ -276,10 +276,21 @@ func effectiveCaps() (uint64, error) {
 	return 0, fmt.Errorf("no CapEff in /proc/self/status")
 }
 
+// mallocSite is where a malloc-family function is probed on a kernel with
+// uprobe sessions (alloc_session: its arguments may have moved to other
+// registers); free is a plain probe.
+func mallocSite(path string, vaddr, off uint64, p probeSpec) probeSite {
+	if p.ret {
+		return sessionSite(path, vaddr, off, p.symbol)
+	}
+	return probeSiteOffset(path, vaddr, off, p)
+}
+
 // siteCheck names where each function of a family would be probed in an
-// object, and whether the kernel emulates the instruction there (~0.7 µs a
-// hit) or single-steps it (~7 µs).
-func siteCheck(path, display string, lookup func(string) (uint64, bool), family []probeSpec) Check {
+// object (by site), and whether the kernel emulates the instruction there
+// (~0.7 µs a hit) or single-steps it (~7 µs).
+func siteCheck(path, display string, lookup func(string) (uint64, bool), family []probeSpec,
+	site func(path string, vaddr, off uint64, p probeSpec) probeSite) Check {
 	var sites []string
 	stepped := 0
 	seen := map[uint64]string{}
@@ -297,7 +308,7 @@ func siteCheck(path, display string, lookup func(string) (uint64, bool), family 
 		if err != nil {
 			continue
 		}
-		s := probeSiteOffset(path, vaddr, off, p)
+		s := site(path, vaddr, off, p)
 		if !s.Emulated {
 			stepped++
 		}
@@ -305,7 +316,7 @@ func siteCheck(path, display string, lookup func(string) (uint64, bool), family 
 	}
 	d := fmt.Sprintf("%s: %s", display, strings.Join(sites, ", "))
 	if stepped > 0 {
-		d += fmt.Sprintf("; %d single-stepped (~7 µs a call instead of ~0.7 µs): no emulated instruction before an argument or the stack pointer changes", stepped)
+		d += fmt.Sprintf("; %d single-stepped (~7 µs a call instead of ~0.7 µs): no emulated instruction before an argument the probe reads is lost or the stack pointer changes", stepped)
 	}
 	return Check{"probe sites", true, d}
 }

@@ -261,6 +261,13 @@ func TestLaunchCleanControl(t *testing.T) {
 	testutil.RequireBPF(t)
 	bin := buildExample(t, "clean", true)
 	c, _ := launch(t, bin)
+	checkClean(t, c, bin)
+}
+
+// checkClean checks a capture of the clean example bin: nothing lost,
+// allocations seen, none of them outstanding.
+func checkClean(t *testing.T, c *analyze.Capture, bin string) {
+	t.Helper()
 	checkNoLoss(t, c)
 	var allocs uint64
 	for _, s := range c.Sites {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -45,6 +46,12 @@ import (
 //     the site be a jump target inside the function (the probe would run
 //     again, or on a path that skipped the entry);
 //   - anything else ends the walk at the entry (site 0).
+//
+// A program told where its arguments are (alloc_session, through its
+// cookie: siteNeeds.follow) lets them move: the walk follows each argument
+// through 64-bit register-to-register copies (mov %rdi,%rbx makes %rbx
+// hold it too) and goes on while every argument the program reads is in
+// some register, whichever that is at the site (probeSite.Args).
 //
 // Every program of ebpf/leakscope.bpf.c reads %rsp (pending and release
 // records compare stack pointers; zcall_owner reads *(%rsp)), and a return
@@ -109,13 +116,25 @@ func args(ns ...int) regSet {
 type siteNeeds struct {
 	reads regSet // registers the entry program reads; regRSP if it reads the stack pointer or the stack
 	ret   bool   // a return probe shares the site: *(%rsp) must still be the return address
+	// follow: the program reads arguments 1-3 among reads from whichever
+	// register holds them at the site (its cookie says which), so they
+	// may have moved.
+	follow bool
 }
+
+// followArgs are the arguments whose register a program can be told.
+const followArgs = 3
 
 // probeSite is where a function's probe goes.
 type probeSite struct {
 	Off      uint64 // bytes past the function's entry
 	Emulated bool   // the kernel emulates the instruction there instead of single-stepping it
 	Inst     string // the instruction there, GNU syntax; "" if it did not decode
+	// Args are the 64-bit registers holding arguments 1-3 at the site: 0
+	// for one no register holds any more, which the program does not
+	// read. Only a walk that follows the arguments (siteNeeds.follow)
+	// finds one outside its own register.
+	Args [followArgs]x86asm.Reg
 }
 
 func (s probeSite) String() string {
@@ -123,10 +142,93 @@ func (s probeSite) String() string {
 	if s.Emulated {
 		how = "emulated"
 	}
+	for i, r := range s.Args {
+		if r != 0 && r != argReg64(i+1) {
+			how += fmt.Sprintf("; arg%d in %%%s", i+1, strings.ToLower(r.String()))
+		}
+	}
 	if s.Inst == "" {
 		return fmt.Sprintf("+%d (%s)", s.Off, how)
 	}
 	return fmt.Sprintf("+%d %s (%s)", s.Off, s.Inst, how)
+}
+
+// argReg64 is the register System V passes the 1-based argument n in.
+func argReg64(n int) x86asm.Reg {
+	return reg64(argRegs[n])
+}
+
+// reg64 is the 64-bit register of the one register in s (the lowest if
+// several), 0 if s is empty.
+func reg64(s regSet) x86asm.Reg {
+	for i, f := range regFamilies {
+		if s&(1<<i) != 0 {
+			return f[len(f)-1]
+		}
+	}
+	return 0
+}
+
+// is64 reports whether r is a 64-bit general register.
+func is64(r x86asm.Reg) bool {
+	b := reg(r)
+	return b != 0 && reg64(b) == r
+}
+
+// argHolders tracks which registers hold each of arguments 1-3 while the
+// walk goes past instructions.
+type argHolders [followArgs + 1]regSet // 1-based
+
+func newArgHolders() argHolders {
+	var h argHolders
+	for n := 1; n <= followArgs; n++ {
+		h[n] = argRegs[n]
+	}
+	return h
+}
+
+// step updates h past inst, which writes the registers w and nothing
+// else: a 64-bit mov or xchg between registers copies what they hold, any
+// other write loses it.
+func (h *argHolders) step(inst x86asm.Inst, w regSet) {
+	dst, dok := inst.Args[0].(x86asm.Reg)
+	src, sok := inst.Args[1].(x86asm.Reg)
+	copyRegs := dok && sok && is64(dst) && is64(src)
+	for n := 1; n <= followArgs; n++ {
+		switch {
+		case copyRegs && inst.Op == x86asm.MOV:
+			if h[n]&reg(src) != 0 {
+				h[n] |= reg(dst)
+			} else {
+				h[n] &^= reg(dst)
+			}
+		case copyRegs && inst.Op == x86asm.XCHG:
+			d, s := h[n]&reg(dst) != 0, h[n]&reg(src) != 0
+			h[n] &^= reg(dst) | reg(src)
+			if d {
+				h[n] |= reg(src)
+			}
+			if s {
+				h[n] |= reg(dst)
+			}
+		default:
+			h[n] &^= w
+		}
+	}
+}
+
+// at is where each argument is: its own register if it still holds it,
+// else the lowest register that does, 0 if none.
+func (h argHolders) at() [followArgs]x86asm.Reg {
+	var r [followArgs]x86asm.Reg
+	for n := 1; n <= followArgs; n++ {
+		if h[n]&argRegs[n] != 0 {
+			r[n-1] = argReg64(n)
+		} else {
+			r[n-1] = reg64(h[n])
+		}
+	}
+	return r
 }
 
 const (
@@ -148,6 +250,14 @@ func selectSite(code []byte, size uint64, needs siteNeeds) probeSite {
 	if needs.ret {
 		reads |= regRSP
 	}
+	// fixed must stay where they are; followed (arguments 1-3 the program
+	// reads) only in some register.
+	fixed, followed := reads, regSet(0)
+	if needs.follow {
+		followed = reads & args(1, 2, 3)
+		fixed &^= followed
+	}
+	holders := newArgHolders()
 	firstTarget, ok := firstJumpTarget(code)
 	if !ok {
 		return entry
@@ -166,10 +276,14 @@ func selectSite(code []byte, size uint64, needs siteNeeds) probeSite {
 			break
 		}
 		if emulated(b[:inst.Len]) {
-			return probeSite{Off: uint64(off), Emulated: true, Inst: x86asm.GNUSyntax(inst, 0, nil)}
+			return probeSite{Off: uint64(off), Emulated: true, Inst: x86asm.GNUSyntax(inst, 0, nil), Args: holders.at()}
 		}
 		w, ok := writes(inst)
-		if !ok || w&reads != 0 {
+		if !ok || w&fixed != 0 {
+			break
+		}
+		holders.step(inst, w)
+		if !holders.hold(followed) {
 			break
 		}
 		off += inst.Len
@@ -177,16 +291,31 @@ func selectSite(code []byte, size uint64, needs siteNeeds) probeSite {
 	return entry
 }
 
-// describe is the site at the entry itself.
+// hold reports whether every argument among the registers need is still
+// in some register.
+func (h argHolders) hold(need regSet) bool {
+	for n := 1; n <= followArgs; n++ {
+		if need&argRegs[n] != 0 && h[n] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// describe is the site at the entry itself, every argument in its own
+// register.
 func describe(code []byte) probeSite {
+	s := probeSite{Args: newArgHolders().at()}
 	if endbr(code) > 0 {
-		return probeSite{Inst: "endbr64"}
+		s.Inst = "endbr64"
+		return s
 	}
 	inst, err := decode(code)
 	if err != nil {
-		return probeSite{}
+		return s
 	}
-	return probeSite{Emulated: emulated(code[:inst.Len]), Inst: x86asm.GNUSyntax(inst, 0, nil)}
+	s.Emulated, s.Inst = emulated(code[:inst.Len]), x86asm.GNUSyntax(inst, 0, nil)
+	return s
 }
 
 // decode decodes the instruction at the start of b. x86asm returns an
@@ -402,12 +531,13 @@ func funcSize(path string, vaddr uint64) uint64 {
 }
 
 // builtinReads are the argument registers each built-in entry program of
-// ebpf/leakscope.bpf.c reads, by probed function. The malloc family's
-// uprobe session (alloc_session) loads the first three for every function.
+// ebpf/leakscope.bpf.c reads, by probed function: the malloc family's
+// (alloc_session, or malloc_enter, calloc_enter, ...) the arguments the
+// bytes, the old block or the result's pointer come from.
 var builtinReads = map[string]regSet{
-	"malloc": args(1, 2, 3), "calloc": args(1, 2, 3), "realloc": args(1, 2, 3),
-	"reallocarray": args(1, 2, 3), "posix_memalign": args(1, 2, 3), "aligned_alloc": args(1, 2, 3),
-	"memalign": args(1, 2, 3), "valloc": args(1, 2, 3), "pvalloc": args(1, 2, 3),
+	"malloc": args(1), "calloc": args(1, 2), "realloc": args(1, 2),
+	"reallocarray": args(1, 2, 3), "posix_memalign": args(1, 3), "aligned_alloc": args(2),
+	"memalign": args(2), "valloc": args(1), "pvalloc": args(1),
 	"free": args(1), // free_enter
 	// zlib: every program reads the z_stream, the first argument; the
 	// init programs also the arguments they compute the bytes from

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/probe/kernel"
@@ -38,11 +39,11 @@ type linkCreateUprobeMulti struct {
 	_             uint32
 }
 
-// sessionFamily maps the malloc family to alloc_session's cookies
-// (enum alloc_fn); free stays a plain entry probe.
+// sessionFamily maps the malloc family to the functions of
+// alloc_session's cookies (enum alloc_fn); free stays a plain entry probe.
 var sessionFamily = []struct {
 	symbol string
-	fn     uint64 // its cookie
+	fn     uint32
 }{
 	{"malloc", kernel.FnMalloc},
 	{"calloc", kernel.FnCalloc},
@@ -72,10 +73,10 @@ func (t *Tracer) attachSession() error {
 			return err
 		}
 		// Entry and return share the site: it lies before any change of
-		// the stack pointer (probeSiteOffset).
-		at := probeSiteOffset(t.alloc.Path, vaddr, off, probeSpec{symbol: f.symbol, ret: true})
+		// the stack pointer (sessionSite).
+		at := sessionSite(t.alloc.Path, vaddr, off, f.symbol)
 		offsets = append(offsets, off+at.Off)
-		cookies = append(cookies, f.fn)
+		cookies = append(cookies, allocCookie(f.fn, at))
 		t.probed = append(t.probed, f.symbol+at.String())
 	}
 	allocPath, display, prog := t.alloc.Path, t.alloc.Display, t.objs.Program(kernel.AllocSession)
@@ -87,6 +88,40 @@ func (t *Tracer) attachSession() error {
 	}
 	t.links = append(t.links, l)
 	return nil
+}
+
+// sessionSite is where alloc_session probes the malloc-family function
+// symbol at vaddr, file offset off, of the object at path. Its cookie says
+// where the arguments are (allocCookie), so the site may lie past copies
+// of them into other registers.
+func sessionSite(path string, vaddr, off uint64, symbol string) probeSite {
+	n := specNeeds(probeSpec{symbol: symbol, ret: true})
+	n.follow = true
+	return findSite(path, vaddr, off, n)
+}
+
+// argRegCodes are the cookie's names (enum arg_reg) of the registers an
+// argument can be in.
+var argRegCodes = map[x86asm.Reg]uint32{
+	x86asm.RDI: kernel.ArgRegDI, x86asm.RSI: kernel.ArgRegSI, x86asm.RDX: kernel.ArgRegDX,
+	x86asm.RCX: kernel.ArgRegCX, x86asm.R8: kernel.ArgRegR8, x86asm.R9: kernel.ArgRegR9,
+	x86asm.RAX: kernel.ArgRegAX, x86asm.RBX: kernel.ArgRegBX, x86asm.RBP: kernel.ArgRegBP,
+	x86asm.R10: kernel.ArgRegR10, x86asm.R11: kernel.ArgRegR11, x86asm.R12: kernel.ArgRegR12,
+	x86asm.R13: kernel.ArgRegR13, x86asm.R14: kernel.ArgRegR14, x86asm.R15: kernel.ArgRegR15,
+}
+
+// allocCookie is alloc_session's cookie for function fn probed at site
+// s: an argument no register holds there (which fn does not read) is
+// named by its own register.
+func allocCookie(fn uint32, s probeSite) uint64 {
+	c := kernel.AllocCookie{Fn: fn}
+	for i, r := range s.Args {
+		if r == 0 {
+			r = argReg64(i + 1)
+		}
+		c.Reg[i] = argRegCodes[r]
+	}
+	return c.Encode()
 }
 
 // attachSessionLink makes the uprobe-session link of prog on the offsets

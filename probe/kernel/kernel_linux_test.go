@@ -208,6 +208,55 @@ func TestCookiesDecodeAsKernel(t *testing.T) {
 			t.Errorf("zlib cookie %#x of %+v: kernel decodes %+v, Go %+v", c, z, kern, decodeZlibCookie(c))
 		}
 	}
+
+	for _, a := range []AllocCookie{
+		{Fn: FnMalloc, Reg: [3]uint32{ArgRegDI, ArgRegSI, ArgRegDX}},
+		{Fn: FnCalloc, Reg: [3]uint32{ArgRegAX, ArgRegSI, ArgRegDX}},
+		{Fn: FnRealloc, Reg: [3]uint32{ArgRegSI, ArgRegDX, ArgRegDX}},
+		{Fn: FnReallocarray, Reg: [3]uint32{ArgRegR15, ArgRegR14, ArgRegBX}},
+		{Fn: FnPvalloc, Reg: [3]uint32{ArgRegBP, ArgRegR10, ArgRegR8}},
+		{Fn: 0xff, Reg: [3]uint32{0xf, 0xf, 0xf}},
+	} {
+		c := a.Encode()
+		run(t, objs.TestAllocCookie, c)
+		var kern leakAllocCookie
+		if err := objs.OutAlloc.Get(&kern); err != nil {
+			t.Fatal(err)
+		}
+		if kern != a || DecodeAllocCookie(c) != a {
+			t.Errorf("alloc cookie %#x of %+v: kernel decodes %+v, Go %+v", c, a, kern, DecodeAllocCookie(c))
+		}
+	}
+}
+
+// TestSiteArgRegisters runs site_arg on registers that each hold their
+// own offset in struct pt_regs, the layout of the x86-64 user_regs_struct
+// that unix.PtraceRegs mirrors: each ArgReg* reads the field it names.
+func TestSiteArgRegisters(t *testing.T) {
+	objs := harness(t, 0)
+	var r unix.PtraceRegs
+	for _, c := range []struct {
+		reg   uint32
+		field uintptr
+	}{
+		{ArgRegDI, unsafe.Offsetof(r.Rdi)}, {ArgRegSI, unsafe.Offsetof(r.Rsi)},
+		{ArgRegDX, unsafe.Offsetof(r.Rdx)}, {ArgRegCX, unsafe.Offsetof(r.Rcx)},
+		{ArgRegR8, unsafe.Offsetof(r.R8)}, {ArgRegR9, unsafe.Offsetof(r.R9)},
+		{ArgRegAX, unsafe.Offsetof(r.Rax)}, {ArgRegBX, unsafe.Offsetof(r.Rbx)},
+		{ArgRegBP, unsafe.Offsetof(r.Rbp)}, {ArgRegR10, unsafe.Offsetof(r.R10)},
+		{ArgRegR11, unsafe.Offsetof(r.R11)}, {ArgRegR12, unsafe.Offsetof(r.R12)},
+		{ArgRegR13, unsafe.Offsetof(r.R13)}, {ArgRegR14, unsafe.Offsetof(r.R14)},
+		{ArgRegR15, unsafe.Offsetof(r.R15)},
+	} {
+		run(t, objs.TestSiteArg, uint64(c.reg))
+		var got uint64
+		if err := objs.OutU64.Get(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != uint64(c.field) {
+			t.Errorf("site_arg(%d) read pt_regs+%d, want +%d", c.reg, got, c.field)
+		}
+	}
 }
 
 // setRanges writes ranges (sorted by start) and rows into the range and

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type leakAllocCookie struct {
+	_   structs.HostLayout
+	Fn  uint32
+	Reg [3]uint32
+}
+
 type leakAllocFn uint32
 
 const (
@@ -59,6 +65,26 @@ const (
 	leakAllocOpOP_REALLOC_RELEASE leakAllocOp = 4
 )
 
+type leakArgReg uint32
+
+const (
+	leakArgRegARG_REG_DI  leakArgReg = 0
+	leakArgRegARG_REG_SI  leakArgReg = 1
+	leakArgRegARG_REG_DX  leakArgReg = 2
+	leakArgRegARG_REG_CX  leakArgReg = 3
+	leakArgRegARG_REG_R8  leakArgReg = 4
+	leakArgRegARG_REG_R9  leakArgReg = 5
+	leakArgRegARG_REG_AX  leakArgReg = 6
+	leakArgRegARG_REG_BX  leakArgReg = 7
+	leakArgRegARG_REG_BP  leakArgReg = 8
+	leakArgRegARG_REG_R10 leakArgReg = 9
+	leakArgRegARG_REG_R11 leakArgReg = 10
+	leakArgRegARG_REG_R12 leakArgReg = 11
+	leakArgRegARG_REG_R13 leakArgReg = 12
+	leakArgRegARG_REG_R14 leakArgReg = 13
+	leakArgRegARG_REG_R15 leakArgReg = 14
+)
+
 type leakCookieLayout uint32
 
 const (
@@ -78,6 +104,12 @@ const (
 	leakCookieLayoutCOOKIE_ZWINDOW_BITS   leakCookieLayout = 1
 	leakCookieLayoutCOOKIE_BYTES_SHIFT    leakCookieLayout = 32
 	leakCookieLayoutCOOKIE_BYTES_BITS     leakCookieLayout = 24
+	leakCookieLayoutACOOKIE_FN_SHIFT      leakCookieLayout = 0
+	leakCookieLayoutACOOKIE_FN_BITS       leakCookieLayout = 8
+	leakCookieLayoutACOOKIE_ARG1SHIFT     leakCookieLayout = 8
+	leakCookieLayoutACOOKIE_ARG2SHIFT     leakCookieLayout = 12
+	leakCookieLayoutACOOKIE_ARG3SHIFT     leakCookieLayout = 16
+	leakCookieLayoutACOOKIE_ARG_BITS      leakCookieLayout = 4
 )
 
 type leakExecRange struct {
@@ -501,9 +533,11 @@ const (
 	leakVarStopSent                   = "stop_sent"
 	leakVarTargetTgid                 = "target_tgid"
 	leakVarTraceMaps                  = "trace_maps"
+	leakVarUnusedAllocCookie          = "unused_alloc_cookie"
 	leakVarUnusedAllocFn              = "unused_alloc_fn"
 	leakVarUnusedAllocKind            = "unused_alloc_kind"
 	leakVarUnusedAllocOp              = "unused_alloc_op"
+	leakVarUnusedArgReg               = "unused_arg_reg"
 	leakVarUnusedCookieLayout         = "unused_cookie_layout"
 	leakVarUnusedExitStatusBit        = "unused_exit_status_bit"
 	leakVarUnusedJvmHeap              = "unused_jvm_heap"
@@ -667,9 +701,11 @@ type leakVariableSpecs struct {
 	StopSent            *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid          *ebpf.VariableSpec `ebpf:"target_tgid"`
 	TraceMaps           *ebpf.VariableSpec `ebpf:"trace_maps"`
+	UnusedAllocCookie   *ebpf.VariableSpec `ebpf:"unused_alloc_cookie"`
 	UnusedAllocFn       *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind     *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
 	UnusedAllocOp       *ebpf.VariableSpec `ebpf:"unused_alloc_op"`
+	UnusedArgReg        *ebpf.VariableSpec `ebpf:"unused_arg_reg"`
 	UnusedCookieLayout  *ebpf.VariableSpec `ebpf:"unused_cookie_layout"`
 	UnusedExitStatusBit *ebpf.VariableSpec `ebpf:"unused_exit_status_bit"`
 	UnusedJvmHeap       *ebpf.VariableSpec `ebpf:"unused_jvm_heap"`
@@ -795,9 +831,11 @@ type leakVariables struct {
 	StopSent            *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid          *ebpf.Variable `ebpf:"target_tgid"`
 	TraceMaps           *ebpf.Variable `ebpf:"trace_maps"`
+	UnusedAllocCookie   *ebpf.Variable `ebpf:"unused_alloc_cookie"`
 	UnusedAllocFn       *ebpf.Variable `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind     *ebpf.Variable `ebpf:"unused_alloc_kind"`
 	UnusedAllocOp       *ebpf.Variable `ebpf:"unused_alloc_op"`
+	UnusedArgReg        *ebpf.Variable `ebpf:"unused_arg_reg"`
 	UnusedCookieLayout  *ebpf.Variable `ebpf:"unused_cookie_layout"`
 	UnusedExitStatusBit *ebpf.Variable `ebpf:"unused_exit_status_bit"`
 	UnusedJvmHeap       *ebpf.Variable `ebpf:"unused_jvm_heap"`

@@ -322,16 +322,36 @@ const (
 	OpArgHandle = uint32(leakAllocOpOP_ARG_HANDLE)
 )
 
-// The malloc family's cookies of alloc_session (enum alloc_fn).
+// The malloc-family functions of alloc_session's cookie (enum alloc_fn).
 const (
-	FnMalloc        = uint64(leakAllocFnFN_MALLOC)
-	FnCalloc        = uint64(leakAllocFnFN_CALLOC)
-	FnRealloc       = uint64(leakAllocFnFN_REALLOC)
-	FnReallocarray  = uint64(leakAllocFnFN_REALLOCARRAY)
-	FnPosixMemalign = uint64(leakAllocFnFN_POSIX_MEMALIGN)
-	FnMemalign      = uint64(leakAllocFnFN_MEMALIGN)
-	FnValloc        = uint64(leakAllocFnFN_VALLOC)
-	FnPvalloc       = uint64(leakAllocFnFN_PVALLOC)
+	FnMalloc        = uint32(leakAllocFnFN_MALLOC)
+	FnCalloc        = uint32(leakAllocFnFN_CALLOC)
+	FnRealloc       = uint32(leakAllocFnFN_REALLOC)
+	FnReallocarray  = uint32(leakAllocFnFN_REALLOCARRAY)
+	FnPosixMemalign = uint32(leakAllocFnFN_POSIX_MEMALIGN)
+	FnMemalign      = uint32(leakAllocFnFN_MEMALIGN)
+	FnValloc        = uint32(leakAllocFnFN_VALLOC)
+	FnPvalloc       = uint32(leakAllocFnFN_PVALLOC)
+)
+
+// The registers alloc_session's cookie can name for an argument (enum
+// arg_reg): every general register but %rsp.
+const (
+	ArgRegDI  = uint32(leakArgRegARG_REG_DI)
+	ArgRegSI  = uint32(leakArgRegARG_REG_SI)
+	ArgRegDX  = uint32(leakArgRegARG_REG_DX)
+	ArgRegCX  = uint32(leakArgRegARG_REG_CX)
+	ArgRegR8  = uint32(leakArgRegARG_REG_R8)
+	ArgRegR9  = uint32(leakArgRegARG_REG_R9)
+	ArgRegAX  = uint32(leakArgRegARG_REG_AX)
+	ArgRegBX  = uint32(leakArgRegARG_REG_BX)
+	ArgRegBP  = uint32(leakArgRegARG_REG_BP)
+	ArgRegR10 = uint32(leakArgRegARG_REG_R10)
+	ArgRegR11 = uint32(leakArgRegARG_REG_R11)
+	ArgRegR12 = uint32(leakArgRegARG_REG_R12)
+	ArgRegR13 = uint32(leakArgRegARG_REG_R13)
+	ArgRegR14 = uint32(leakArgRegARG_REG_R14)
+	ArgRegR15 = uint32(leakArgRegARG_REG_R15)
 )
 
 // Which zlib init a zlib init program's cookie says it probes (enum zinit).

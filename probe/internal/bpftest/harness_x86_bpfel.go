@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type HarnessAllocCookie struct {
+	_   structs.HostLayout
+	Fn  uint32
+	Reg [3]uint32
+}
+
 type HarnessAllocInfo struct {
 	_         structs.HostLayout
 	SizeBytes uint64
@@ -220,7 +226,9 @@ const (
 	HarnessMapUnwindRows         = "unwind_rows"
 	HarnessMapVmShared           = "vm_shared"
 	HarnessMapZwindows           = "zwindows"
+	HarnessProgTestAllocCookie   = "test_alloc_cookie"
 	HarnessProgTestPairCookie    = "test_pair_cookie"
+	HarnessProgTestSiteArg       = "test_site_arg"
 	HarnessProgTestSiteFor       = "test_site_for"
 	HarnessProgTestTrackAlloc    = "test_track_alloc"
 	HarnessProgTestTrackOwned    = "test_track_owned"
@@ -234,6 +242,7 @@ const (
 	HarnessVarExecSeen           = "exec_seen"
 	HarnessVarFollowForks        = "follow_forks"
 	HarnessVarMaxSites           = "max_sites"
+	HarnessVarOutAlloc           = "out_alloc"
 	HarnessVarOutPair            = "out_pair"
 	HarnessVarOutU32             = "out_u32"
 	HarnessVarOutU64             = "out_u64"
@@ -292,7 +301,9 @@ type HarnessSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type HarnessProgramSpecs struct {
+	TestAllocCookie   *ebpf.ProgramSpec `ebpf:"test_alloc_cookie"`
 	TestPairCookie    *ebpf.ProgramSpec `ebpf:"test_pair_cookie"`
+	TestSiteArg       *ebpf.ProgramSpec `ebpf:"test_site_arg"`
 	TestSiteFor       *ebpf.ProgramSpec `ebpf:"test_site_for"`
 	TestTrackAlloc    *ebpf.ProgramSpec `ebpf:"test_track_alloc"`
 	TestTrackOwned    *ebpf.ProgramSpec `ebpf:"test_track_owned"`
@@ -342,6 +353,7 @@ type HarnessVariableSpecs struct {
 	ExecSeen      *ebpf.VariableSpec `ebpf:"exec_seen"`
 	FollowForks   *ebpf.VariableSpec `ebpf:"follow_forks"`
 	MaxSites      *ebpf.VariableSpec `ebpf:"max_sites"`
+	OutAlloc      *ebpf.VariableSpec `ebpf:"out_alloc"`
 	OutPair       *ebpf.VariableSpec `ebpf:"out_pair"`
 	OutU32        *ebpf.VariableSpec `ebpf:"out_u32"`
 	OutU64        *ebpf.VariableSpec `ebpf:"out_u64"`
@@ -441,6 +453,7 @@ type HarnessVariables struct {
 	ExecSeen      *ebpf.Variable `ebpf:"exec_seen"`
 	FollowForks   *ebpf.Variable `ebpf:"follow_forks"`
 	MaxSites      *ebpf.Variable `ebpf:"max_sites"`
+	OutAlloc      *ebpf.Variable `ebpf:"out_alloc"`
 	OutPair       *ebpf.Variable `ebpf:"out_pair"`
 	OutU32        *ebpf.Variable `ebpf:"out_u32"`
 	OutU64        *ebpf.Variable `ebpf:"out_u64"`
@@ -461,7 +474,9 @@ type HarnessVariables struct {
 //
 // It can be passed to LoadHarnessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HarnessPrograms struct {
+	TestAllocCookie   *ebpf.Program `ebpf:"test_alloc_cookie"`
 	TestPairCookie    *ebpf.Program `ebpf:"test_pair_cookie"`
+	TestSiteArg       *ebpf.Program `ebpf:"test_site_arg"`
 	TestSiteFor       *ebpf.Program `ebpf:"test_site_for"`
 	TestTrackAlloc    *ebpf.Program `ebpf:"test_track_alloc"`
 	TestTrackOwned    *ebpf.Program `ebpf:"test_track_owned"`
@@ -475,7 +490,9 @@ type HarnessPrograms struct {
 
 func (p *HarnessPrograms) Close() error {
 	return _HarnessClose(
+		p.TestAllocCookie,
 		p.TestPairCookie,
+		p.TestSiteArg,
 		p.TestSiteFor,
 		p.TestTrackAlloc,
 		p.TestTrackOwned,
