@@ -81,6 +81,7 @@ const struct pair_cookie *unused_pair_cookie __attribute__((unused));
 const struct mmap_event *unused_mmap_event __attribute__((unused));
 const enum map_op *unused_map_op __attribute__((unused));
 const enum map_how *unused_map_how __attribute__((unused));
+const enum site_kind_bit *unused_site_kind_bit __attribute__((unused));
 
 /* TWINS(plain, multi, args_of, name, args...) defines program name in
  * section plain and its twin name_multi in section multi, both running the
@@ -207,6 +208,28 @@ static __always_inline bool sampled(__u64 size)
 	return true;
 }
 
+/* exact_budget_take reports whether this call is one of the first
+ * sample_exact of this jiffy on this CPU (state.bpf.h), and counts it. */
+static __always_inline bool exact_budget_take(void)
+{
+	if (!sample_exact)
+		return false;
+	__u32 zero = 0;
+	struct exact_budget *b = bpf_map_lookup_elem(&exact_budgets, &zero);
+	if (!b)
+		return false;
+	__u64 now = bpf_jiffies64();
+	if (b->jiffy != now) {
+		b->jiffy = now;
+		b->used = 0;
+	}
+	if (b->used >= sample_exact)
+		return false;
+	b->used++;
+	stat_add(STAT_EXACT_BUDGET, 1);
+	return true;
+}
+
 /* in_resource_call: a malloc made for a resource being built or used (zlib
  * state, a window inside inflate()) is always traced, sampled or not: its
  * bytes belong to the resource. */
@@ -275,11 +298,14 @@ int alloc_session(struct pt_regs *ctx)
 	default:
 		return 1;
 	}
-	/* A realloc's new block is sampled as any allocation of its size. One
+	/* The exact budget's calls are traced first, without advancing the
+	 * byte countdown, their blocks counted in exact sites.
+	 * A realloc's new block is sampled as any allocation of its size. One
 	 * not sampled still runs its return part when its old block may be
 	 * traced, to release it, and tracks nothing new: tracking it would
 	 * trace every realloc'd block, each then weighted as a sampled one. */
-	if (!sampled(size) && !in_resource_call(ctx)) {
+	bool exact = exact_budget_take();
+	if (!exact && !sampled(size) && !in_resource_call(ctx)) {
 		if (op != OP_REALLOC || !old)
 			return 1;
 		__u32 *n = filter_count(old);
@@ -287,7 +313,7 @@ int alloc_session(struct pt_regs *ctx)
 			return 1;
 		op = OP_REALLOC_RELEASE;
 	}
-	return pending_enter(ctx, KIND_MALLOC, op, size, old, out) ? 0 : 1;
+	return pending_enter_site(ctx, KIND_MALLOC, op, size, old, out, exact ? SITE_KIND_EXACT : 0) ? 0 : 1;
 }
 
 /* zlib streams, keyed by their z_stream. Init functions take strm first.

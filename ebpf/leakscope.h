@@ -90,7 +90,8 @@ enum stat_index {
 	STAT_STACK_CHUNK_FAULTS = 11, /* stack chunks a walk could not read (a page never touched) */
 	STAT_WALKS_PREEMPTED = 12, /* stacks lost: this CPU's walk scratch was held by a preempted walk */
 	STAT_MAP_EVENTS_LOST = 13, /* mmap_events full: a mapping or thread event not sent */
-	STAT_MAX = 14,
+	STAT_EXACT_BUDGET = 14,   /* sampling: malloc-family calls the exact budget traced (sample_exact) */
+	STAT_MAX = 15,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */
@@ -277,6 +278,16 @@ struct site_key {
 	__u64 stack_id;
 	__u32 kind;
 	__u32 pad;
+};
+
+/* Bits of site_key.kind above the kind (enum alloc_kind). Under sampling
+ * the malloc blocks the exact budget traced (sample_exact: weight 1) are
+ * counted in a site of their own, the stack's kind with SITE_KIND_EXACT
+ * set; alloc_info.kind and the handle's kind stay the plain kind. User
+ * space strips the bit when naming the kind and merges both sites.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum site_kind_bit {
+	SITE_KIND_EXACT = 0x40000000,
 };
 
 /* Per-site totals, updated atomically from every CPU.

@@ -29,6 +29,26 @@ const volatile __u32 wait_exec = 0;
  * it (OP_REALLOC_RELEASE). */
 const volatile __u64 sample_bytes = 0;
 
+/* The exact budget under sampling (--sample-exact): on each CPU, the first
+ * sample_exact malloc-family calls of every jiffy are traced whatever
+ * their size (weight 1), counted in sites of their own (SITE_KIND_EXACT);
+ * the byte countdown decides the others and is not advanced by these, so
+ * the sampled calls stay a Poisson process over the rest. 0: none. */
+const volatile __u32 sample_exact = 0;
+
+/* This CPU's exact budget: the jiffy it counts and its calls so far. */
+struct exact_budget {
+	__u64 jiffy;
+	__u64 used;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exact_budget);
+} exact_budgets SEC(".maps");
+
 /* Threads whose pending record is a resource's acquire call in progress
  * (a zlib init, a declared pair): a malloc inside one is the resource's,
  * traced sampled or not. While it is 0 an unsampled malloc needs no
@@ -92,6 +112,8 @@ struct pending {
 	__u64 owner;   /* resource the allocation belongs to, or 0 */
 	__u32 owner_kind;
 	__u32 computed; /* a resource whose bytes were computed at entry: mallocs inside it are not its */
+	__u32 site_flags; /* enum site_kind_bit of the site it goes to (SITE_KIND_EXACT) */
+	__u32 pad;
 	struct zwindow window; /* zlib inflate, malloc not traced: its window, if inflate() makes one */
 };
 

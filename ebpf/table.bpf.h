@@ -271,12 +271,15 @@ static __always_inline struct site_slot *site_for(__u64 stack_id, __u32 kind, __
 }
 
 /* track_alloc records a new live handle under its site; false if the
- * tables were full. */
-static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u64 stack_id,
+ * tables were full. site_kind is the handle's kind, with SITE_KIND_EXACT
+ * set for a block the exact budget traced: its site is of that kind, the
+ * handle of the plain one. */
+static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 site_kind, __u64 stack_id,
 					__u64 ts)
 {
+	__u32 kind = site_kind & ~SITE_KIND_EXACT;
 	__u32 slot;
-	struct site_slot *s = site_for(stack_id, kind, &slot);
+	struct site_slot *s = site_for(stack_id, site_kind, &slot);
 	if (!s) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
 		return false;

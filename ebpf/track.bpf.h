@@ -140,8 +140,8 @@ static __always_inline void resource_calls_note(struct pending *p, __s64 delta)
  * inside inflateInit2_) is recorded apart, as memory of that resource.
  * A record at or below the current stack pointer is stale (its return was
  * never seen) and is replaced. */
-static __always_inline bool pending_enter(struct pt_regs *ctx, __u32 kind, __u32 op,
-					  __u64 size, __u64 old_ptr, __u64 out_ptr)
+static __always_inline bool pending_enter_site(struct pt_regs *ctx, __u32 kind, __u32 op,
+					       __u64 size, __u64 old_ptr, __u64 out_ptr, __u32 site_flags)
 {
 	if (probes_only || !is_target())
 		return false;
@@ -160,6 +160,7 @@ static __always_inline bool pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 		.sp = sp,
 		.kind = kind,
 		.op = op,
+		.site_flags = site_flags,
 	};
 	struct pending *p = &ts->outer;
 	if (p->sp && sp < p->sp) {
@@ -185,6 +186,14 @@ static __always_inline bool pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 	resource_calls_note(&n, 1);
 	ts->outer = n;
 	return true;
+}
+
+/* pending_enter is pending_enter_site for a call whose block goes to its
+ * kind's plain site. */
+static __always_inline bool pending_enter(struct pt_regs *ctx, __u32 kind, __u32 op,
+					  __u64 size, __u64 old_ptr, __u64 out_ptr)
+{
+	return pending_enter_site(ctx, kind, op, size, old_ptr, out_ptr, 0);
 }
 
 /* pending_computed marks the acquire call just recorded at this entry as
@@ -311,7 +320,7 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 		track_release(addr, KIND_MALLOC);
 	}
 	__u64 stack_id = walk_stack(ts, PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
-	if (track_alloc(addr, p.size_bytes, p.kind, stack_id, now) && p.window.bytes) {
+	if (track_alloc(addr, p.size_bytes, p.kind | p.site_flags, stack_id, now) && p.window.bytes) {
 		/* An inflate stream traced without malloc: its window is
 		 * counted once zlib made it (zwindows). */
 		struct handle_key hk = { .addr = addr, .kind = p.kind, .pad = image_pad() };
