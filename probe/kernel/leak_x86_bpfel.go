@@ -112,6 +112,12 @@ const (
 	leakCookieLayoutACOOKIE_ARG_BITS      leakCookieLayout = 4
 )
 
+type leakExactBudget struct {
+	_     structs.HostLayout
+	Jiffy uint64
+	Used  uint64
+}
+
 type leakExecRange struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -268,6 +274,12 @@ type leakSiteKey struct {
 	Pad     uint32
 }
 
+type leakSiteKindBit uint32
+
+const (
+	leakSiteKindBitSITE_KIND_EXACT leakSiteKindBit = 1073741824
+)
+
 type leakSiteSlot struct {
 	_     structs.HostLayout
 	Key   leakSiteKey
@@ -345,7 +357,8 @@ const (
 	leakStatIndexSTAT_STACK_CHUNK_FAULTS leakStatIndex = 11
 	leakStatIndexSTAT_WALKS_PREEMPTED    leakStatIndex = 12
 	leakStatIndexSTAT_MAP_EVENTS_LOST    leakStatIndex = 13
-	leakStatIndexSTAT_MAX                leakStatIndex = 14
+	leakStatIndexSTAT_EXACT_BUDGET       leakStatIndex = 14
+	leakStatIndexSTAT_MAX                leakStatIndex = 15
 )
 
 type leakThreadState struct {
@@ -361,6 +374,8 @@ type leakThreadState struct {
 		Owner     uint64
 		OwnerKind uint32
 		Computed  uint32
+		SiteFlags uint32
+		Pad       uint32
 		Window    leakZwindow
 	}
 	Inner struct {
@@ -374,6 +389,8 @@ type leakThreadState struct {
 		Owner     uint64
 		OwnerKind uint32
 		Computed  uint32
+		SiteFlags uint32
+		Pad       uint32
 		Window    leakZwindow
 	}
 	Zcall struct {
@@ -452,6 +469,7 @@ type leakZwindow struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	leakMapAllocs                     = "allocs"
+	leakMapExactBudgets               = "exact_budgets"
 	leakMapExecRanges                 = "exec_ranges"
 	leakMapFrameCache                 = "frame_cache"
 	leakMapJvmHeaps                   = "jvm_heaps"
@@ -528,6 +546,7 @@ const (
 	leakVarProbesOnly                 = "probes_only"
 	leakVarResourceCalls              = "resource_calls"
 	leakVarSampleBytes                = "sample_bytes"
+	leakVarSampleExact                = "sample_exact"
 	leakVarSiteCount                  = "site_count"
 	leakVarStopOnLoad                 = "stop_on_load"
 	leakVarStopSent                   = "stop_sent"
@@ -550,6 +569,7 @@ const (
 	leakVarUnusedRangeFlag            = "unused_range_flag"
 	leakVarUnusedRangeMiss            = "unused_range_miss"
 	leakVarUnusedRangeMissIp          = "unused_range_miss_ip"
+	leakVarUnusedSiteKindBit          = "unused_site_kind_bit"
 	leakVarUnusedSlotState            = "unused_slot_state"
 	leakVarUnusedStackFlag            = "unused_stack_flag"
 	leakVarUnusedStackJvm             = "unused_stack_jvm"
@@ -653,6 +673,7 @@ type leakProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakMapSpecs struct {
 	Allocs          *ebpf.MapSpec `ebpf:"allocs"`
+	ExactBudgets    *ebpf.MapSpec `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
 	FrameCache      *ebpf.MapSpec `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.MapSpec `ebpf:"jvm_heaps"`
@@ -696,6 +717,7 @@ type leakVariableSpecs struct {
 	ProbesOnly          *ebpf.VariableSpec `ebpf:"probes_only"`
 	ResourceCalls       *ebpf.VariableSpec `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SampleExact         *ebpf.VariableSpec `ebpf:"sample_exact"`
 	SiteCount           *ebpf.VariableSpec `ebpf:"site_count"`
 	StopOnLoad          *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent            *ebpf.VariableSpec `ebpf:"stop_sent"`
@@ -718,6 +740,7 @@ type leakVariableSpecs struct {
 	UnusedRangeFlag     *ebpf.VariableSpec `ebpf:"unused_range_flag"`
 	UnusedRangeMiss     *ebpf.VariableSpec `ebpf:"unused_range_miss"`
 	UnusedRangeMissIp   *ebpf.VariableSpec `ebpf:"unused_range_miss_ip"`
+	UnusedSiteKindBit   *ebpf.VariableSpec `ebpf:"unused_site_kind_bit"`
 	UnusedSlotState     *ebpf.VariableSpec `ebpf:"unused_slot_state"`
 	UnusedStackFlag     *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
 	UnusedStackJvm      *ebpf.VariableSpec `ebpf:"unused_stack_jvm"`
@@ -754,6 +777,7 @@ func (o *leakObjects) Close() error {
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakMaps struct {
 	Allocs          *ebpf.Map `ebpf:"allocs"`
+	ExactBudgets    *ebpf.Map `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
 	FrameCache      *ebpf.Map `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.Map `ebpf:"jvm_heaps"`
@@ -782,6 +806,7 @@ type leakMaps struct {
 func (m *leakMaps) Close() error {
 	return _LeakClose(
 		m.Allocs,
+		m.ExactBudgets,
 		m.ExecRanges,
 		m.FrameCache,
 		m.JvmHeaps,
@@ -826,6 +851,7 @@ type leakVariables struct {
 	ProbesOnly          *ebpf.Variable `ebpf:"probes_only"`
 	ResourceCalls       *ebpf.Variable `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.Variable `ebpf:"sample_bytes"`
+	SampleExact         *ebpf.Variable `ebpf:"sample_exact"`
 	SiteCount           *ebpf.Variable `ebpf:"site_count"`
 	StopOnLoad          *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent            *ebpf.Variable `ebpf:"stop_sent"`
@@ -848,6 +874,7 @@ type leakVariables struct {
 	UnusedRangeFlag     *ebpf.Variable `ebpf:"unused_range_flag"`
 	UnusedRangeMiss     *ebpf.Variable `ebpf:"unused_range_miss"`
 	UnusedRangeMissIp   *ebpf.Variable `ebpf:"unused_range_miss_ip"`
+	UnusedSiteKindBit   *ebpf.Variable `ebpf:"unused_site_kind_bit"`
 	UnusedSlotState     *ebpf.Variable `ebpf:"unused_slot_state"`
 	UnusedStackFlag     *ebpf.Variable `ebpf:"unused_stack_flag"`
 	UnusedStackJvm      *ebpf.Variable `ebpf:"unused_stack_jvm"`

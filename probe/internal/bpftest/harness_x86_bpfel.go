@@ -30,6 +30,12 @@ type HarnessAllocInfo struct {
 	Owner     uint64
 }
 
+type HarnessExactBudget struct {
+	_     structs.HostLayout
+	Jiffy uint64
+	Used  uint64
+}
+
 type HarnessExecRange struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -148,6 +154,8 @@ type HarnessThreadState struct {
 		Owner     uint64
 		OwnerKind uint32
 		Computed  uint32
+		SiteFlags uint32
+		Pad       uint32
 		Window    HarnessZwindow
 	}
 	Inner struct {
@@ -161,6 +169,8 @@ type HarnessThreadState struct {
 		Owner     uint64
 		OwnerKind uint32
 		Computed  uint32
+		SiteFlags uint32
+		Pad       uint32
 		Window    HarnessZwindow
 	}
 	Zcall struct {
@@ -203,6 +213,7 @@ type HarnessZwindow struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	HarnessMapAllocs             = "allocs"
+	HarnessMapExactBudgets       = "exact_budgets"
 	HarnessMapExecRanges         = "exec_ranges"
 	HarnessMapFrameCache         = "frame_cache"
 	HarnessMapJvmHeaps           = "jvm_heaps"
@@ -251,6 +262,7 @@ const (
 	HarnessVarProbesOnly         = "probes_only"
 	HarnessVarResourceCalls      = "resource_calls"
 	HarnessVarSampleBytes        = "sample_bytes"
+	HarnessVarSampleExact        = "sample_exact"
 	HarnessVarSiteCount          = "site_count"
 	HarnessVarStopSent           = "stop_sent"
 	HarnessVarTargetTgid         = "target_tgid"
@@ -320,6 +332,7 @@ type HarnessProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type HarnessMapSpecs struct {
 	Allocs          *ebpf.MapSpec `ebpf:"allocs"`
+	ExactBudgets    *ebpf.MapSpec `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
 	FrameCache      *ebpf.MapSpec `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.MapSpec `ebpf:"jvm_heaps"`
@@ -362,6 +375,7 @@ type HarnessVariableSpecs struct {
 	ProbesOnly    *ebpf.VariableSpec `ebpf:"probes_only"`
 	ResourceCalls *ebpf.VariableSpec `ebpf:"resource_calls"`
 	SampleBytes   *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SampleExact   *ebpf.VariableSpec `ebpf:"sample_exact"`
 	SiteCount     *ebpf.VariableSpec `ebpf:"site_count"`
 	StopSent      *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid    *ebpf.VariableSpec `ebpf:"target_tgid"`
@@ -391,6 +405,7 @@ func (o *HarnessObjects) Close() error {
 // It can be passed to LoadHarnessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HarnessMaps struct {
 	Allocs          *ebpf.Map `ebpf:"allocs"`
+	ExactBudgets    *ebpf.Map `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
 	FrameCache      *ebpf.Map `ebpf:"frame_cache"`
 	JvmHeaps        *ebpf.Map `ebpf:"jvm_heaps"`
@@ -419,6 +434,7 @@ type HarnessMaps struct {
 func (m *HarnessMaps) Close() error {
 	return _HarnessClose(
 		m.Allocs,
+		m.ExactBudgets,
 		m.ExecRanges,
 		m.FrameCache,
 		m.JvmHeaps,
@@ -462,6 +478,7 @@ type HarnessVariables struct {
 	ProbesOnly    *ebpf.Variable `ebpf:"probes_only"`
 	ResourceCalls *ebpf.Variable `ebpf:"resource_calls"`
 	SampleBytes   *ebpf.Variable `ebpf:"sample_bytes"`
+	SampleExact   *ebpf.Variable `ebpf:"sample_exact"`
 	SiteCount     *ebpf.Variable `ebpf:"site_count"`
 	StopSent      *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid    *ebpf.Variable `ebpf:"target_tgid"`
