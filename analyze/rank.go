@@ -61,6 +61,15 @@ type Leak struct {
 	// (Site.Live is empty), so OldestAge means nothing and MinAge was not
 	// applied.
 	AgeKnown bool
+	// Estimate is set on a malloc row of a sampled capture
+	// (Capture.SampleBytes) when Count and Bytes are estimates: some of
+	// its counted allocations were traced by chance, not all by the exact
+	// budget. CountError and BytesError are then their standard errors,
+	// Horvitz–Thompson's sqrt(Σ w(w−1)) and sqrt(Σ w(w−1)·size²) over the
+	// counted allocations of weight w (Site.LiveWeights); both 0 when the
+	// site has no per-allocation weights (an agent's rows: unknown).
+	Estimate               bool
+	CountError, BytesError float64
 	// Trend is how the site's live memory moved across the capture's
 	// snapshots; nil when the capture has fewer than MinTrendPoints
 	// snapshots, so growth is unknown.
@@ -191,6 +200,7 @@ func Rank(c *Capture, opts Options) *Result {
 			if f, ok := culprits.FindOrSite(l.Site); ok {
 				l.Culprit = &f
 			}
+			l.Estimate, l.CountError, l.BytesError = sampleError(l.Site, c.SampleBytes, opts.MinAge)
 			l.Verdict = verdict(l, c, clk, pools, culprits)
 			l.Reasons = reasons(*l, c.Duration, opts.MinAge)
 			l.Reasons = append(l.Reasons, l.Verdict.Evidence...)
@@ -491,6 +501,29 @@ func measure(s *Site, minAge time.Duration) Leak {
 	}
 	l.Count, l.Bytes = uint64(math.Round(count)), uint64(math.Round(bytes))
 	return l
+}
+
+// sampleError says whether what s holds at least minAge old is an
+// estimate under sampling every mean bytes, and its standard errors
+// (Leak.Estimate).
+func sampleError(s *Site, mean uint64, minAge time.Duration) (estimate bool, count, bytes float64) {
+	if mean == 0 || s.Kind != KindMalloc {
+		return false, 0, 0
+	}
+	if len(s.Live) == 0 {
+		return s.LiveCount > 0, 0, 0
+	}
+	for i, a := range s.Live {
+		if a.Age < minAge {
+			continue
+		}
+		if w := s.Weight(i); w > 1 {
+			v := w * (w - 1)
+			count += v
+			bytes += v * float64(a.Size) * float64(a.Size)
+		}
+	}
+	return count > 0, math.Sqrt(count), math.Sqrt(bytes)
 }
 
 // ageWeight is 0.5 for a site whose allocations are all brand new and 1 for

@@ -117,7 +117,7 @@ type htmlLeak struct {
 	Rank                        int
 	Kind                        string
 	Count, Bytes, Allocs, Frees uint64
-	BytesText                   string
+	CountText, BytesText        string // liveText
 	Oldest                      string
 	OldestSort                  int64
 	Growth                      string
@@ -197,6 +197,7 @@ func htmlPageOf(r *analyze.Result) *htmlPage {
 			Reasons:    leakReasons(l, c),
 			Truncated:  s.Stack.Truncated,
 		}
+		hl.CountText, hl.BytesText = liveText(l)
 		if l.AgeKnown {
 			hl.Oldest, hl.OldestSort = analyze.FormatDuration(l.OldestAge), int64(l.OldestAge)
 		}

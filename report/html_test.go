@@ -28,9 +28,9 @@ func renderHTML(t *testing.T, r *analyze.Result) string {
 func TestHTMLGolden(t *testing.T) {
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := analyze.Rank(loadCapture(t, tc.capture), tc.opts)
+			r := analyze.Rank(tc.load(t), tc.opts)
 			got := renderHTML(t, r)
-			if again := renderHTML(t, analyze.Rank(loadCapture(t, tc.capture), tc.opts)); again != got {
+			if again := renderHTML(t, analyze.Rank(tc.load(t), tc.opts)); again != got {
 				t.Error("two renderings of the same capture differ")
 			}
 			testutil.Golden(t, filepath.Join("testdata", tc.name+".html.golden"), []byte(got))

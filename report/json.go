@@ -167,6 +167,15 @@ type V1Leak struct {
 	// most bytes first. Added within v1.
 	Files []V1File `json:"files,omitempty"`
 
+	// Estimate is true on a malloc row of a sampled capture whose counts
+	// are estimates (some of its allocations traced by chance, not all by
+	// the exact budget); CountError and BytesError are then the standard
+	// errors of outstanding_count and outstanding_bytes, omitted when
+	// unknown. Added within v1.
+	Estimate   bool    `json:"estimate,omitempty"`
+	CountError float64 `json:"count_error,omitempty"`
+	BytesError float64 `json:"bytes_error,omitempty"`
+
 	// Growth fields are present only when the capture has enough
 	// snapshots for a trend (analyze.MinTrendPoints).
 	GrowthBytesPerSecond   *float64 `json:"growth_bytes_per_second,omitempty"`
@@ -293,6 +302,9 @@ func toV1(r *analyze.Result) *V1 {
 			Rank:             l.Rank,
 			Kind:             string(s.Kind),
 			OutstandingCount: l.Count,
+			Estimate:         l.Estimate,
+			CountError:       l.CountError,
+			BytesError:       l.BytesError,
 			OutstandingBytes: l.Bytes,
 			Allocs:           s.Allocs,
 			Frees:            s.Frees,

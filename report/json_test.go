@@ -13,7 +13,7 @@ import (
 func TestJSONRoundTrip(t *testing.T) {
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := analyze.Rank(loadCapture(t, tc.capture), tc.opts)
+			r := analyze.Rank(tc.load(t), tc.opts)
 			var buf bytes.Buffer
 			if err := JSON(&buf, r); err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -237,9 +238,10 @@ func writeTable(b *bytes.Buffer, leaks []analyze.Leak, c *analyze.Capture) error
 				top = "asked the pool: " + top // never the holder
 			}
 		}
+		count, bytes := liveText(l)
 		row := []string{
-			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), label(l), strconv.FormatUint(l.Count, 10),
-			analyze.FormatBytes(l.Bytes), strconv.FormatUint(s.Allocs, 10),
+			strconv.Itoa(l.Rank), termtext.Sanitize(string(s.Kind)), label(l), count,
+			bytes, strconv.FormatUint(s.Allocs, 10),
 			strconv.FormatUint(s.Frees, 10), oldest, top,
 		}
 		if multi {
@@ -371,4 +373,20 @@ func command(argv []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// liveText is a row's live count and bytes as shown: "≈N ±E" for an
+// estimate under sampling (analyze.Leak.Estimate), with its standard
+// error when known.
+func liveText(l analyze.Leak) (count, bytes string) {
+	count, bytes = strconv.FormatUint(l.Count, 10), analyze.FormatBytes(l.Bytes)
+	if !l.Estimate {
+		return count, bytes
+	}
+	count, bytes = "≈"+count, "≈"+bytes
+	if l.CountError > 0 {
+		count += fmt.Sprintf(" ±%.0f", l.CountError)
+		bytes += " ±" + analyze.FormatBytes(uint64(math.Round(l.BytesError)))
+	}
+	return count, bytes
 }
