@@ -153,6 +153,7 @@ type captureEnd struct {
 	Warnings    []string      `json:"warnings,omitempty"`
 	Probes      *ProbeSet     `json:"probes,omitempty"`
 	SampleBytes uint64        `json:"sample_bytes,omitempty"`
+	ExactBudget *ExactBudget  `json:"exact_budget,omitempty"`
 	Processes   []Target      `json:"processes,omitempty"`
 }
 
@@ -381,6 +382,7 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 		Warnings:    final.Warnings,
 		Probes:      final.Probes,
 		SampleBytes: final.SampleBytes,
+		ExactBudget: final.ExactBudget,
 		Processes:   final.Processes,
 	}
 	ids := make([]uint64, len(final.Sites))
@@ -570,13 +572,14 @@ func encodeEnd(end *captureEnd, n int, totals func(int) siteTotals, null, newlin
 		return err
 	}
 	tail, err := json.Marshal(struct {
-		Lost        Lost      `json:"lost"`
-		Objects     []Object  `json:"objects,omitempty"`
-		Warnings    []string  `json:"warnings,omitempty"`
-		Probes      *ProbeSet `json:"probes,omitempty"`
-		SampleBytes uint64    `json:"sample_bytes,omitempty"`
-		Processes   []Target  `json:"processes,omitempty"`
-	}{end.Lost, end.Objects, end.Warnings, end.Probes, end.SampleBytes, end.Processes})
+		Lost        Lost         `json:"lost"`
+		Objects     []Object     `json:"objects,omitempty"`
+		Warnings    []string     `json:"warnings,omitempty"`
+		Probes      *ProbeSet    `json:"probes,omitempty"`
+		SampleBytes uint64       `json:"sample_bytes,omitempty"`
+		ExactBudget *ExactBudget `json:"exact_budget,omitempty"`
+		Processes   []Target     `json:"processes,omitempty"`
+	}{end.Lost, end.Objects, end.Warnings, end.Probes, end.SampleBytes, end.ExactBudget, end.Processes})
 	if err != nil {
 		return err
 	}
@@ -970,6 +973,7 @@ func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 		c.Probes = end.Probes
 	}
 	c.SampleBytes = end.SampleBytes
+	c.ExactBudget = end.ExactBudget
 	c.Processes = end.Processes
 	return nil
 }

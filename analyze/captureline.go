@@ -356,6 +356,8 @@ func (s *scanner) end() *captureEnd {
 			s.sub(&e.Probes)
 		case "sample_bytes":
 			s.sub(&e.SampleBytes)
+		case "exact_budget":
+			s.sub(&e.ExactBudget)
 		default:
 			s.ok = false
 		}

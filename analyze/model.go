@@ -125,6 +125,14 @@ func (s *Site) Weight(i int) float64 {
 	return 0
 }
 
+// ExactBudget is a sampled capture's exact budget: PerSecond malloc-family
+// calls a second per CPU traced whatever their size (the first of each
+// kernel tick), of which the capture traced Calls.
+type ExactBudget struct {
+	PerSecond uint32 `json:"per_second"`
+	Calls     uint64 `json:"calls"`
+}
+
 // SitePoint is one site's totals at one snapshot.
 type SitePoint struct {
 	ID        uint64 `json:"id"`
@@ -287,6 +295,9 @@ type Capture struct {
 	// sampled (--sample-bytes); 0 when every allocation was traced. With
 	// sampling, counts and bytes are estimates.
 	SampleBytes uint64 `json:"sample_bytes,omitempty"`
+	// ExactBudget, when sampling with an exact budget (--sample-exact),
+	// is the budget and the calls it traced; nil without one.
+	ExactBudget *ExactBudget `json:"exact_budget,omitempty"`
 	// Probes says what was traced; nil in captures made before it was
 	// recorded (the malloc family, zlib and declared pairs).
 	Probes *ProbeSet `json:"probes,omitempty"`

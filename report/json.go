@@ -28,6 +28,10 @@ type V1 struct {
 	// SampleBytes is the mean sampling gap when allocations were sampled
 	// (--sample-bytes): malloc counts and bytes are then estimates.
 	SampleBytes uint64 `json:"sample_bytes,omitempty"`
+	// ExactBudget, when sampling with an exact budget (--sample-exact), is
+	// the budget in calls a second per CPU and the calls it traced with
+	// weight 1. Added within v1.
+	ExactBudget *V1ExactBudget `json:"exact_budget,omitempty"`
 	// Probes says what was traced; omitted when the capture does not
 	// record it. Added within v1.
 	Probes *V1Probes `json:"probes,omitempty"`
@@ -38,6 +42,12 @@ type V1 struct {
 	// Memory is the target's memory breakdown at the capture's last
 	// snapshot that took one; omitted when none did. Added within v1.
 	Memory *V1Memory `json:"memory,omitempty"`
+}
+
+// V1ExactBudget is a sampled capture's exact budget.
+type V1ExactBudget struct {
+	PerSecond uint32 `json:"per_second"`
+	Calls     uint64 `json:"calls"`
 }
 
 // V1Memory is a process's RSS and the parts it is made of, which add up
@@ -277,6 +287,7 @@ func toV1(r *analyze.Result) *V1 {
 		StartedAt:       c.StartedAt,
 		DurationSeconds: c.Duration.Seconds(),
 		SampleBytes:     c.SampleBytes,
+		ExactBudget:     (*V1ExactBudget)(c.ExactBudget),
 		Totals: V1Totals{
 			OutstandingCount: r.Totals.OutstandingCount,
 			OutstandingBytes: r.Totals.OutstandingBytes,

@@ -135,8 +135,13 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 		line("untraced", u)
 	}
 	if c.SampleBytes > 0 {
-		line("sampling", fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
-			analyze.FormatBytes(c.SampleBytes)))
+		sampling := fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
+			analyze.FormatBytes(c.SampleBytes))
+		if e := c.ExactBudget; e != nil {
+			sampling = fmt.Sprintf("one allocation traced per %s allocated on average, and up to %d calls a second per CPU exactly (%d in all); rows marked ≈ are estimates",
+				analyze.FormatBytes(c.SampleBytes), e.PerSecond, e.Calls)
+		}
+		line("sampling", sampling)
 	}
 	// Unknown frees change no count (a free of memory never seen
 	// allocated: made before tracing began, or glibc freeing its per-thread
