@@ -209,7 +209,9 @@ static __always_inline bool sampled(__u64 size)
 }
 
 /* exact_budget_take reports whether this call is one of the first
- * sample_exact of this jiffy on this CPU (state.bpf.h), and counts it. */
+ * sample_exact of this jiffy on this CPU (state.bpf.h), and counts it in
+ * STAT_EXACT_BUDGET, or in STAT_PAST_BUDGET when it is not: while that is
+ * 0, every call was traced exactly. */
 static __always_inline bool exact_budget_take(void)
 {
 	if (!sample_exact)
@@ -223,8 +225,10 @@ static __always_inline bool exact_budget_take(void)
 		b->jiffy = now;
 		b->used = 0;
 	}
-	if (b->used >= sample_exact)
+	if (b->used >= sample_exact) {
+		stat_add(STAT_PAST_BUDGET, 1);
 		return false;
+	}
 	b->used++;
 	stat_add(STAT_EXACT_BUDGET, 1);
 	return true;

@@ -91,7 +91,8 @@ enum stat_index {
 	STAT_WALKS_PREEMPTED = 12, /* stacks lost: this CPU's walk scratch was held by a preempted walk */
 	STAT_MAP_EVENTS_LOST = 13, /* mmap_events full: a mapping or thread event not sent */
 	STAT_EXACT_BUDGET = 14,   /* sampling: malloc-family calls the exact budget traced (sample_exact) */
-	STAT_MAX = 15,
+	STAT_PAST_BUDGET = 15,    /* sampling with an exact budget: calls past it, left to the byte sampler */
+	STAT_MAX = 16,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */
