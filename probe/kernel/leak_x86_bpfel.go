@@ -358,7 +358,8 @@ const (
 	leakStatIndexSTAT_WALKS_PREEMPTED    leakStatIndex = 12
 	leakStatIndexSTAT_MAP_EVENTS_LOST    leakStatIndex = 13
 	leakStatIndexSTAT_EXACT_BUDGET       leakStatIndex = 14
-	leakStatIndexSTAT_MAX                leakStatIndex = 15
+	leakStatIndexSTAT_PAST_BUDGET        leakStatIndex = 15
+	leakStatIndexSTAT_MAX                leakStatIndex = 16
 )
 
 type leakThreadState struct {
