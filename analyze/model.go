@@ -127,10 +127,13 @@ func (s *Site) Weight(i int) float64 {
 
 // ExactBudget is a sampled capture's exact budget: PerSecond malloc-family
 // calls a second per CPU traced whatever their size (the first of each
-// kernel tick), of which the capture traced Calls.
+// kernel tick), of which the capture traced Calls. Past calls came after
+// the budget was spent, and were sampled: while Past is 0, every call
+// was traced exactly and no count is an estimate.
 type ExactBudget struct {
 	PerSecond uint32 `json:"per_second"`
 	Calls     uint64 `json:"calls"`
+	Past      uint64 `json:"past"`
 }
 
 // SitePoint is one site's totals at one snapshot.

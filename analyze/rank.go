@@ -62,12 +62,14 @@ type Leak struct {
 	// applied.
 	AgeKnown bool
 	// Estimate is set on a malloc row of a sampled capture
-	// (Capture.SampleBytes) when Count and Bytes are estimates: some of
-	// its counted allocations were traced by chance, not all by the exact
-	// budget. CountError and BytesError are then their standard errors,
-	// Horvitz–Thompson's sqrt(Σ w(w−1)) and sqrt(Σ w(w−1)·size²) over the
-	// counted allocations of weight w (Site.LiveWeights); both 0 when the
-	// site has no per-allocation weights (an agent's rows: unknown).
+	// (Capture.SampleBytes) when Count and Bytes are estimates: unless
+	// the exact budget traced every call of the capture
+	// (ExactBudget.Past 0), some of its allocations may have been left
+	// to chance. CountError and BytesError are then their standard
+	// errors, Horvitz–Thompson's sqrt(Σ w(w−1)) and sqrt(Σ w(w−1)·size²)
+	// over the counted allocations of weight w (Site.LiveWeights): 0 when
+	// all of those were traced by the budget (weight 1), and when the site
+	// has no per-allocation weights (an agent's rows: unknown).
 	Estimate               bool
 	CountError, BytesError float64
 	// Trend is how the site's live memory moved across the capture's
@@ -200,7 +202,7 @@ func Rank(c *Capture, opts Options) *Result {
 			if f, ok := culprits.FindOrSite(l.Site); ok {
 				l.Culprit = &f
 			}
-			l.Estimate, l.CountError, l.BytesError = sampleError(l.Site, c.SampleBytes, opts.MinAge)
+			l.Estimate, l.CountError, l.BytesError = sampleError(l.Site, c, opts.MinAge)
 			l.Verdict = verdict(l, c, clk, pools, culprits)
 			l.Reasons = reasons(*l, c.Duration, opts.MinAge)
 			l.Reasons = append(l.Reasons, l.Verdict.Evidence...)
@@ -503,15 +505,11 @@ func measure(s *Site, minAge time.Duration) Leak {
 	return l
 }
 
-// sampleError says whether what s holds at least minAge old is an
-// estimate under sampling every mean bytes, and its standard errors
-// (Leak.Estimate).
-func sampleError(s *Site, mean uint64, minAge time.Duration) (estimate bool, count, bytes float64) {
-	if mean == 0 || s.Kind != KindMalloc {
+// sampleError says whether what s, a site of c, holds at least minAge
+// old is an estimate, and its standard errors (Leak.Estimate).
+func sampleError(s *Site, c *Capture, minAge time.Duration) (estimate bool, count, bytes float64) {
+	if c.SampleBytes == 0 || s.Kind != KindMalloc || (c.ExactBudget != nil && c.ExactBudget.Past == 0) {
 		return false, 0, 0
-	}
-	if len(s.Live) == 0 {
-		return s.LiveCount > 0, 0, 0
 	}
 	for i, a := range s.Live {
 		if a.Age < minAge {
@@ -523,7 +521,7 @@ func sampleError(s *Site, mean uint64, minAge time.Duration) (estimate bool, cou
 			bytes += v * float64(a.Size) * float64(a.Size)
 		}
 	}
-	return count > 0, math.Sqrt(count), math.Sqrt(bytes)
+	return true, math.Sqrt(count), math.Sqrt(bytes)
 }
 
 // ageWeight is 0.5 for a site whose allocations are all brand new and 1 for

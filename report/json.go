@@ -29,8 +29,9 @@ type V1 struct {
 	// (--sample-bytes): malloc counts and bytes are then estimates.
 	SampleBytes uint64 `json:"sample_bytes,omitempty"`
 	// ExactBudget, when sampling with an exact budget (--sample-exact), is
-	// the budget in calls a second per CPU and the calls it traced with
-	// weight 1. Added within v1.
+	// the budget in calls a second per CPU, the calls it traced with
+	// weight 1 and those past it, sampled (0: no row is an estimate).
+	// Added within v1.
 	ExactBudget *V1ExactBudget `json:"exact_budget,omitempty"`
 	// Probes says what was traced; omitted when the capture does not
 	// record it. Added within v1.
@@ -48,6 +49,7 @@ type V1 struct {
 type V1ExactBudget struct {
 	PerSecond uint32 `json:"per_second"`
 	Calls     uint64 `json:"calls"`
+	Past      uint64 `json:"past"` // calls after it was spent, left to the byte sampler
 }
 
 // V1Memory is a process's RSS and the parts it is made of, which add up
@@ -178,10 +180,11 @@ type V1Leak struct {
 	Files []V1File `json:"files,omitempty"`
 
 	// Estimate is true on a malloc row of a sampled capture whose counts
-	// are estimates (some of its allocations traced by chance, not all by
-	// the exact budget); CountError and BytesError are then the standard
-	// errors of outstanding_count and outstanding_bytes, omitted when
-	// unknown. Added within v1.
+	// are estimates (unless the exact budget traced every call);
+	// CountError and BytesError are then the standard errors of
+	// outstanding_count and outstanding_bytes, omitted when 0 (every
+	// allocation of the row was traced by the budget) or unknown. Added
+	// within v1.
 	Estimate   bool    `json:"estimate,omitempty"`
 	CountError float64 `json:"count_error,omitempty"`
 	BytesError float64 `json:"bytes_error,omitempty"`

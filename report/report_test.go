@@ -27,7 +27,7 @@ var goldenCases = []goldenCase{
 	// (weight 1), cache_put without per-allocation weights.
 	{name: "sampled", capture: "leaky", text: TextOptions{Top: 4}, prepare: func(c *analyze.Capture) {
 		c.SampleBytes = 512 << 10
-		c.ExactBudget = &analyze.ExactBudget{PerSecond: 10000, Calls: 1234}
+		c.ExactBudget = &analyze.ExactBudget{PerSecond: 10000, Calls: 1234, Past: 56789}
 		for i := range c.Sites {
 			s := &c.Sites[i]
 			if s.Kind != analyze.KindMalloc || len(s.Live) == 0 {

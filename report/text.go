@@ -137,9 +137,13 @@ func writeHeader(b *bytes.Buffer, r *analyze.Result) {
 	if c.SampleBytes > 0 {
 		sampling := fmt.Sprintf("one allocation traced per %s allocated on average; malloc counts and bytes are estimates",
 			analyze.FormatBytes(c.SampleBytes))
-		if e := c.ExactBudget; e != nil {
-			sampling = fmt.Sprintf("one allocation traced per %s allocated on average, and up to %d calls a second per CPU exactly (%d in all); rows marked ≈ are estimates",
+		switch e := c.ExactBudget; {
+		case e != nil && e.Past == 0:
+			sampling = fmt.Sprintf("one allocation traced per %s allocated on average past an exact budget of %d calls a second per CPU, which traced every call (%d): counts are exact",
 				analyze.FormatBytes(c.SampleBytes), e.PerSecond, e.Calls)
+		case e != nil:
+			sampling = fmt.Sprintf("one allocation traced per %s allocated on average past an exact budget of %d calls a second per CPU (%d traced exactly, %d past it); malloc rows marked ≈ are estimates",
+				analyze.FormatBytes(c.SampleBytes), e.PerSecond, e.Calls, e.Past)
 		}
 		line("sampling", sampling)
 	}
