@@ -42,6 +42,10 @@ type kernelSite struct {
 type siteRef struct {
 	rs   *stacks.Resolved
 	slot int32 // merged site's slot + 1; 0 before the site is first met
+	// weight, for a sampled malloc site, is what its totals were scaled
+	// by at the last read that found it holding blocks
+	// (scaleTotalsLocked); 0 before.
+	weight float32
 }
 
 // mergedSite is one site as reported: kernel sites whose stacks validate
@@ -69,13 +73,20 @@ type siteTable struct {
 	// fallback's).
 	streams map[kernelSite]int32
 	slots   []mergedSite
-	slotOf  map[uint64]int // merged site id to slot
-	order   []int          // slots by ascending id
-	sorted  bool           // order covers every slot
+	// exact holds the kernel sites (by index in site_slots) of the exact
+	// budget under sampling (kernel.Site.Exact): their blocks weigh 1.
+	exact  bitset
+	slotOf map[uint64]int // merged site id to slot
+	order  []int          // slots by ascending id
+	sorted bool           // order covers every slot
 	// Per read: each slot's totals and the read that last set them.
 	acc  []analyze.SitePoint
 	mark []uint32
 	read uint32
+	// traced is each slot's live blocks in the kernel's tables at the
+	// read (acc's LiveCount is an estimate under sampling): how many
+	// Stop lists.
+	traced []uint64
 	// out is readSitesLocked's result, reused by the next read: 100k
 	// points of 48 B were 4.8 MB of garbage at every snapshot.
 	out []int32
@@ -104,6 +115,7 @@ func (st *siteTable) slotFor(id uint64, kind analyze.Kind, rs *stacks.Resolved) 
 	st.slotOf[id] = i
 	st.acc = append(st.acc, analyze.SitePoint{})
 	st.mark = append(st.mark, 0)
+	st.traced = append(st.traced, 0)
 	st.given = append(st.given, false)
 	st.sorted = false
 	return i
@@ -184,7 +196,14 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 		if st.mark[slot] != st.read {
 			st.mark[slot] = st.read
 			*p = analyze.SitePoint{ID: st.slots[slot].id}
+			st.traced[slot] = 0
 			n++
+		}
+		st.traced[slot] += val.LiveCount
+		if key.Exact {
+			st.exact.set(idx)
+		} else if t.opts.SampleBytes > 0 && key.Kind == kernel.KindMalloc {
+			val = t.scaleTotalsLocked(&st.refs[idx], val)
 		}
 		p.LiveCount += val.LiveCount
 		p.LiveBytes += val.LiveBytes
@@ -333,6 +352,11 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	mapSiteOf := t.mapSitesOf(bySlot)
 	bySlot = nil
+	traced := make([]uint64, points.len())
+	for i := range traced {
+		traced[i] = t.sites.traced[points.slot(i)]
+	}
+	exact := t.sites.exact
 	// The capture is built from the points, the slots (kind and stack)
 	// and the series; the tables that resolved and merged them go first
 	// (site and stack maps, frame and line tables: ~20 MB at 100k
@@ -365,12 +389,15 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	c.Snapshots = ser.snapshots() // whole, once the tables are gone
 	c.Memory = t.memory
 	ser = series{}
-	if err := t.readLiveLocked(c, siteOf, nowMono); err != nil {
+	if err := t.readLiveLocked(c, siteOf, traced, exact, nowMono); err != nil {
 		return nil, err
 	}
 	t.mapLiveLocked(c, mapSiteOf, nowMono)
 	if t.opts.SampleBytes > 0 {
 		scaleSampled(c, t.opts.SampleBytes)
+		if c.ExactBudget, err = t.exactBudgetLocked(); err != nil {
+			return nil, err
+		}
 	}
 	preempted, err := t.readLostLocked(&c.Lost)
 	if err != nil {
@@ -426,24 +453,34 @@ func (t *Tracer) releaseLocked() {
 	}
 }
 
-// readLiveLocked lists every live allocation with its age, in batches.
-// siteOf maps a kernel site (its index in site_slots) to its index in
+// readLiveLocked lists every live allocation with its age, in batches,
+// and under sampling its weight (liveWeight; exact: the kernel sites of
+// the exact budget). traced is how many blocks each of c.Sites has in the
+// kernel's tables. siteOf maps a kernel site (its index in site_slots) to its index in
 // c.Sites, or -1: the sites of Stop's last read, which every live
 // allocation's site is in (the kernel makes the site first); one it lacks
 // is skipped, as a site that read did not list was. A block counted in a
 // resource's bytes has no site (NO_SITE) and is skipped: the resource's
 // size holds it.
-func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, nowMono uint64) error {
+func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, traced []uint64, exact bitset, nowMono uint64) error {
 	// One backing array for every site's allocations, each site's part
 	// sized from its live count: no slice grows 1M times.
 	var total uint64
-	for _, s := range c.Sites {
-		total += s.LiveCount
+	for _, n := range traced {
+		total += n
 	}
 	backing := make([]analyze.Alloc, 0, min(total, uint64(t.opts.MaxAllocations)))
+	sampled := t.opts.SampleBytes > 0
+	var weights []float64
+	if sampled {
+		weights = make([]float64, 0, cap(backing))
+	}
 	for i := range c.Sites {
-		n := int(min(c.Sites[i].LiveCount, uint64(cap(backing)-len(backing))))
+		n := int(min(traced[i], uint64(cap(backing)-len(backing))))
 		c.Sites[i].Live = backing[len(backing) : len(backing) : len(backing)+n]
+		if sampled && c.Sites[i].Kind == analyze.KindMalloc {
+			c.Sites[i].LiveWeights = weights[len(backing) : len(backing) : len(backing)+n]
+		}
 		backing = backing[:len(backing)+n]
 	}
 	add := func(key kernel.Handle, info kernel.Alloc) {
@@ -464,13 +501,20 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, nowMono uint
 			size += t.windows.bytes[windowKey{key.Addr, key.Kind}]
 		}
 		s.Live = append(s.Live, analyze.Alloc{Size: size, Age: age})
+		if s.LiveWeights != nil || (sampled && s.Kind == analyze.KindMalloc) {
+			w := analyze.SampleWeight(size, t.opts.SampleBytes)
+			if exact.has(info.Site) {
+				w = 1
+			}
+			s.LiveWeights = append(s.LiveWeights, w)
+		}
 	}
 	if err := t.objs.ForEachAlloc(add); err != nil {
 		return fmt.Errorf("read live allocations: %w", err)
 	}
 	for i := range c.Sites {
 		if len(c.Sites[i].Live) == 0 {
-			c.Sites[i].Live = nil
+			c.Sites[i].Live, c.Sites[i].LiveWeights = nil, nil
 		}
 	}
 	return nil

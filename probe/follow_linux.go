@@ -102,7 +102,7 @@ func (f *follower) takeSpare(opts Options) *Tracer {
 	s := f.spare
 	f.spare = nil
 	f.refillLocked()
-	if s != nil && (s.opts.SampleBytes != opts.SampleBytes || s.opts.ProbesOnly != opts.ProbesOnly) {
+	if s != nil && (s.opts.SampleBytes != opts.SampleBytes || s.opts.SampleExact != opts.SampleExact || s.opts.ProbesOnly != opts.ProbesOnly) {
 		s.closeSpare()
 		return nil
 	}
@@ -442,6 +442,10 @@ func (f *follower) merge(c *analyze.Capture) {
 		c.Lost.StackErrors += pc.Lost.StackErrors
 		c.Lost.FreesMissed += pc.Lost.FreesMissed
 		c.Lost.PendingDropped += pc.Lost.PendingDropped
+		if c.ExactBudget != nil && pc.ExactBudget != nil {
+			c.ExactBudget.Calls += pc.ExactBudget.Calls
+			c.ExactBudget.Past += pc.ExactBudget.Past
+		}
 		for _, o := range pc.Objects {
 			if !known[o.Path] {
 				known[o.Path] = true

@@ -38,6 +38,11 @@ type Options struct {
 	// scaled by the inverse of its chance to be traced. Needs uprobe
 	// sessions (Linux 6.13+). 0 traces every allocation exactly.
 	SampleBytes uint64
+	// SampleExact, when sampling, is the exact budget: on each CPU, up to
+	// this many malloc-family calls a second (the first of every jiffy)
+	// are traced whatever their size, each standing for itself, so a
+	// program that allocates rarely is traced exactly. 0: none.
+	SampleExact uint32
 	// ProbesOnly attaches every probe as configured but makes each of its
 	// programs return at once: the capture holds nothing, and the target
 	// pays only for the probes themselves (the uprobe traps and the
@@ -99,6 +104,10 @@ const (
 	DefaultMaxStacks      = 1 << 16
 	DefaultMaxUnwindRows  = 1 << 20
 	DefaultMaxProcesses   = 16
+	// DefaultSampleExact is the exact budget of --sample-exact: 10,000
+	// calls a second per CPU, at ~1.5 µs an exactly traced call ~1.5% of
+	// a CPU (docs/performance.md).
+	DefaultSampleExact = 10000
 )
 
 // DebuginfodWait bounds how long Stop waits for debug files still being

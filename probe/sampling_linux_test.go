@@ -3,10 +3,17 @@
 package probe
 
 import (
+	"bytes"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
@@ -88,5 +95,174 @@ func TestSampledReallocEstimate(t *testing.T) {
 		if d := math.Abs(float64(bytes) - k.bytes); d > 5*sd/p*float64(k.size) {
 			t.Errorf("%s: estimated %d bytes, want %.0f +- %.0f (5 sd)", k.fn, bytes, k.bytes, 5*sd/p*float64(k.size))
 		}
+	}
+}
+
+// leakyCounts is leaky's summary line: what leak_request_buffer and
+// leak_small_tag leaked.
+func leakyCounts(t *testing.T, stderr string) (reqBlocks, reqBytes, tagBlocks, tagBytes uint64) {
+	t.Helper()
+	m := regexp.MustCompile(`leaked (\d+) blocks, (\d+) bytes in leak_request_buffer; leaked (\d+) blocks, (\d+) bytes in leak_small_tag`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no summary line from leaky: %s", stderr)
+	}
+	n := func(s string) uint64 { v, _ := strconv.ParseUint(s, 10, 64); return v }
+	return n(m[1]), n(m[2]), n(m[3]), n(m[4])
+}
+
+// launchFor launches argv, lets it run for d, stops it with SIGTERM and
+// returns its capture and standard error.
+func launchFor(t *testing.T, opts Options, d time.Duration, argv ...string) (*analyze.Capture, string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	opts.Warnf = t.Logf
+	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: &stderr}, opts)
+	if err != nil {
+		t.Fatalf("launch %s: %v", argv[0], err)
+	}
+	time.Sleep(d)
+	proc.Signal(syscall.SIGTERM)
+	select {
+	case <-proc.Done():
+	case <-time.After(30 * time.Second):
+		proc.Signal(syscall.SIGKILL)
+		t.Fatalf("%s did not exit within 30s of SIGTERM", argv[0])
+	}
+	c, err := tr.Stop()
+	if err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	return c, stderr.String()
+}
+
+// leakRow is the ranked row of the site whose first frame is fn.
+func leakRow(t *testing.T, res *analyze.Result, fn string) *analyze.Leak {
+	t.Helper()
+	for i := range res.Leaks {
+		if f := res.Leaks[i].Site.Stack.Frames; len(f) > 0 && f[0].Function == fn {
+			return &res.Leaks[i]
+		}
+	}
+	return nil
+}
+
+// A program that allocates rarely, sampled every 512 KiB, is traced
+// exactly by the default exact budget: leaky leaking a few 4096-byte
+// request buffers and 48-byte tags a round (each traced by the byte
+// sampler alone with a chance of 0.8% and 0.01%) is reported with its
+// own counts and bytes, its rows not estimates, no call past the budget.
+// With the budget off the same leaks are estimates, held to the bound of
+// TestSampledReallocEstimate: 5 standard deviations of the binomial
+// count of traced blocks.
+func TestSampledExactBudgetSmallLeaks(t *testing.T) {
+	testutil.RequireBPF(t)
+	const mean = 512 << 10
+	bin := buildExample(t, "leaky", true)
+	args := []string{bin, "--forever", "--interval", "100", "--messages", "2", "--requests", "2", "--tags", "1"}
+
+	c, stderr := launchFor(t, Options{SampleBytes: mean, SampleExact: DefaultSampleExact}, 1500*time.Millisecond, args...)
+	reqBlocks, reqBytes, tagBlocks, tagBytes := leakyCounts(t, stderr)
+	e := c.ExactBudget
+	t.Logf("exact budget %+v; leaky leaked %d + %d blocks", e, reqBlocks, tagBlocks)
+	if e == nil || e.Past != 0 || e.Calls < 2*reqBlocks+tagBlocks {
+		t.Fatalf("exact budget %+v: want every call within it (past 0), at least %d calls", e, 2*reqBlocks+tagBlocks)
+	}
+	res := analyze.Rank(c, analyze.Options{})
+	for _, k := range []struct {
+		fn            string
+		blocks, bytes uint64
+	}{{"leak_request_buffer", reqBlocks, reqBytes}, {"leak_small_tag", tagBlocks, tagBytes}} {
+		l := leakRow(t, res, k.fn)
+		if l == nil {
+			t.Errorf("%s: no row", k.fn)
+			continue
+		}
+		if l.Count != k.blocks || l.Bytes != k.bytes || l.Estimate || l.CountError != 0 {
+			t.Errorf("%s: %d blocks, %d bytes (estimate %v ±%.1f); want exactly %d, %d", k.fn, l.Count, l.Bytes, l.Estimate, l.CountError, k.blocks, k.bytes)
+		}
+	}
+
+	c, stderr = launchFor(t, Options{SampleBytes: mean}, 1500*time.Millisecond, args...)
+	reqBlocks, reqBytes, tagBlocks, tagBytes = leakyCounts(t, stderr)
+	if c.ExactBudget != nil {
+		t.Errorf("budget off: exact budget %+v", c.ExactBudget)
+	}
+	res = analyze.Rank(c, analyze.Options{})
+	for _, k := range []struct {
+		fn            string
+		blocks, bytes float64
+		size          uint64
+	}{{"leak_request_buffer", float64(reqBlocks), float64(reqBytes), 4096}, {"leak_small_tag", float64(tagBlocks), float64(tagBytes), 48}} {
+		var count, bytes uint64
+		if l := leakRow(t, res, k.fn); l != nil {
+			count, bytes = l.Count, l.Bytes
+			if !l.Estimate {
+				t.Errorf("budget off: %s is not an estimate", k.fn)
+			}
+		}
+		p := 1 / analyze.SampleWeight(k.size, mean)
+		sd := math.Sqrt(k.blocks * p * (1 - p))
+		t.Logf("budget off: %s: %.0f blocks, estimated %d (bound ±%.0f)", k.fn, k.blocks, count, 5*sd/p)
+		if d := math.Abs(float64(count) - k.blocks); d > 5*sd/p {
+			t.Errorf("budget off: %s: estimated %d blocks, want %.0f ± %.0f (5 sd)", k.fn, count, k.blocks, 5*sd/p)
+		}
+		if d := math.Abs(float64(bytes) - k.bytes); d > 5*sd/p*float64(k.size) {
+			t.Errorf("budget off: %s: estimated %d bytes, want %.0f ± %.0f (5 sd)", k.fn, bytes, k.bytes, 5*sd/p*float64(k.size))
+		}
+	}
+}
+
+// An allocation storm sampled every 512 KiB with the default exact
+// budget: the known leak (1000 × 64 B from leak_storm_block, made in a
+// burst before the storm threads start) is reported, partly traced by the
+// budget (weight 1) and the rest left to the byte sampler, whose 64-byte
+// blocks weigh 8192 each; its estimate is held to 5 standard deviations
+// of the sampled part, and the budget traced at most its calls per
+// second on each CPU over the capture, plus one jiffy's worth per CPU
+// for the jiffy under way at the start.
+func TestSampledExactBudgetStorm(t *testing.T) {
+	testutil.RequireBPF(t)
+	const mean = 512 << 10
+	bin := filepath.Join(t.TempDir(), "alloc_storm")
+	src := filepath.Join("..", "examples", "bench", "alloc_storm.c")
+	if b, err := exec.Command("gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc alloc_storm: %v\n%s", err, b)
+	}
+	c, _ := launchWith(t, Options{SampleBytes: mean, SampleExact: DefaultSampleExact}, bin, "--pairs", "300000")
+	e := c.ExactBudget
+	if e == nil {
+		t.Fatal("no exact budget in the capture")
+	}
+	perJiffy := float64(exactPerJiffy(mean, DefaultSampleExact))
+	cpus := float64(runtime.NumCPU())
+	bound := float64(e.PerSecond)*c.Duration.Seconds()*cpus + perJiffy*cpus
+	t.Logf("exact budget %+v over %s on %.0f CPUs: bound %.0f", e, c.Duration, cpus, bound)
+	if float64(e.Calls) > bound || e.Calls == 0 || e.Past == 0 {
+		t.Errorf("exact budget traced %d calls (%d past it): want 1 to %.0f, some past it", e.Calls, e.Past, bound)
+	}
+	res := analyze.Rank(c, analyze.Options{})
+	l := leakRow(t, res, "leak_storm_block")
+	if l == nil {
+		t.Fatal("leak_storm_block not reported")
+	}
+	var exact int
+	for _, s := range siteOf(c, "leak_storm_block") {
+		for i := range s.Live {
+			if s.Weight(i) == 1 {
+				exact++
+			}
+		}
+	}
+	p := 1 / analyze.SampleWeight(64, mean)
+	sd := math.Sqrt(float64(1000-exact) * p * (1 - p))
+	t.Logf("leak_storm_block: %d blocks (≈ ±%.0f), %d bytes; %d traced by the budget", l.Count, l.CountError, l.Bytes, exact)
+	if !l.Estimate || exact == 0 {
+		t.Errorf("leak_storm_block: estimate %v, %d blocks traced by the budget; want an estimate with some exact", l.Estimate, exact)
+	}
+	if d := math.Abs(float64(l.Count) - 1000); d > 5*sd/p {
+		t.Errorf("leak_storm_block: estimated %d blocks, want 1000 ± %.0f (5 sd)", l.Count, 5*sd/p)
+	}
+	if d := math.Abs(float64(l.Bytes) - 64000); d > 5*sd/p*64 {
+		t.Errorf("leak_storm_block: estimated %d bytes, want 64000 ± %.0f (5 sd)", l.Bytes, 5*sd/p*64)
 	}
 }

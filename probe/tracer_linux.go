@@ -335,6 +335,7 @@ func (t *Tracer) load(mode tracerMode) error {
 		Follow:         t.opts.Follow,
 		ExecSeen:       mode == modeChild,
 		SampleBytes:    t.opts.SampleBytes,
+		SampleExact:    exactPerJiffy(t.opts.SampleBytes, t.opts.SampleExact),
 		ProbesOnly:     t.opts.ProbesOnly,
 		Maps:           t.opts.Maps,
 		MaxAllocations: t.opts.MaxAllocations,
@@ -1034,15 +1035,20 @@ func (ns *newSites) Site(i int) analyze.Site {
 func (t *Tracer) Header() *analyze.Capture {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return &analyze.Capture{
+	h := &analyze.Capture{
 		Target:    t.target(),
 		StartedAt: t.started,
 		Objects:   t.view.Objects(t.allocDisplay()),
 		Probes:    t.probeSet(),
-		// Counts become estimates only at the end (scaleSampled); a
-		// capture cut short says it was sampled all the same.
+		// Snapshots read sampled malloc sites as estimates
+		// (scaleTotalsLocked); a capture cut short says it was sampled
+		// all the same.
 		SampleBytes: t.opts.SampleBytes,
 	}
+	if !t.stopped {
+		h.ExactBudget, _ = t.exactBudgetLocked() // so far: an agent's rows say whether they are exact
+	}
+	return h
 }
 
 // Pid is the traced process.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -53,8 +52,9 @@ func newAgentTarget(pid int, comm, cgroup string, budget int, tiers []analyze.Ti
 
 // add takes a snapshot: the sites no earlier call was given, and every
 // site's totals. A site past the budget is counted into its kind's
-// "other" site. Under sampling (header.SampleBytes), malloc totals are
-// scaled to estimates by the site's mean allocation size.
+// "other" site. Under sampling (header.SampleBytes) the tracer's points
+// of malloc sites are estimates already (probe scales each sampled kernel
+// site as it reads it; the exact budget's are exact), taken as they are.
 func (a *agentTarget) add(news analyze.SiteList, snap analyze.Snapshot) {
 	for i := range news.Len() {
 		id := news.ID(i)
@@ -78,10 +78,6 @@ func (a *agentTarget) add(news analyze.SiteList, snap analyze.Snapshot) {
 		a.index[id] = j
 		a.folded++
 	}
-	var mean uint64
-	if a.header != nil {
-		mean = a.header.SampleBytes
-	}
 	byIdx := make(map[int32]int, len(snap.Sites))
 	points := make([]analyze.SitePoint, 0, len(snap.Sites))
 	for _, p := range snap.Sites {
@@ -90,11 +86,6 @@ func (a *agentTarget) add(news analyze.SiteList, snap analyze.Snapshot) {
 			continue // defined in a snapshot the agent missed: never happens
 		}
 		s := &a.sites[j]
-		if mean > 0 && s.Kind == analyze.KindMalloc && p.LiveCount > 0 {
-			w := analyze.SampleWeight(p.LiveBytes/p.LiveCount, mean)
-			scale := func(n uint64) uint64 { return uint64(math.Round(float64(n) * w)) }
-			p.LiveCount, p.LiveBytes, p.Allocs, p.Frees = scale(p.LiveCount), scale(p.LiveBytes), scale(p.Allocs), scale(p.Frees)
-		}
 		p.ID = s.ID
 		if k, ok := byIdx[j]; ok {
 			q := &points[k]
@@ -118,7 +109,7 @@ func (a *agentTarget) capture() *analyze.Capture {
 	c := &analyze.Capture{}
 	if a.header != nil {
 		h := a.header
-		c.Target, c.StartedAt, c.Objects, c.Probes, c.SampleBytes = h.Target, h.StartedAt, h.Objects, h.Probes, h.SampleBytes
+		c.Target, c.StartedAt, c.Objects, c.Probes, c.SampleBytes, c.ExactBudget = h.Target, h.StartedAt, h.Objects, h.Probes, h.SampleBytes, h.ExactBudget
 		c.Warnings = h.Warnings
 	}
 	c.Target.Pid = a.pid

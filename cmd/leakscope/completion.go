@@ -57,7 +57,7 @@ var completionValues = map[string][]string{
 }
 
 // noFileFlags take a value that is not a file name.
-var noFileFlags = []string{"http", "fail-on", "focus", "ignore", "culprit-skip", "pool-frame", "sample-bytes", "max-input", "memory-limit", "select", "listen", "max-history"}
+var noFileFlags = []string{"http", "fail-on", "focus", "ignore", "culprit-skip", "pool-frame", "sample-bytes", "sample-exact", "max-input", "memory-limit", "select", "listen", "max-history"}
 
 // captureExt is the file name extension completed for a capture; the
 // docs name captures *.capture, and any other name can still be typed.

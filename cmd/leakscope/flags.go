@@ -34,6 +34,7 @@ type captureOptions struct {
 	MaxUnwindRows  uint32
 	SampleBytes    string
 	sampleBytes    uint64
+	SampleExact    uint32 // --sample-exact: the exact budget under sampling, calls a second per CPU
 	ProbesOnly     bool   // --probes-only (hidden): measure the probes' own cost
 	Maps           bool   // --maps: trace mmap.anon, mmap.file and thread
 	Progress       string // auto, always, never
@@ -87,6 +88,7 @@ func (o *captureOptions) addProbeFlags(fs *pflag.FlagSet, interval time.Duration
 	fs.Uint32Var(&o.MaxSites, "max-sites", probe.DefaultMaxSites, "size of the kernel's per-stack table")
 	fs.Uint32Var(&o.MaxStacks, "max-stacks", probe.DefaultMaxStacks, "size of the kernel's stack table")
 	fs.StringVar(&o.SampleBytes, "sample-bytes", sampleBytes, "sample allocations: trace one per SIZE allocated on average (e.g. 512KiB); counts become estimates. off or '': trace every allocation")
+	fs.Uint32Var(&o.SampleExact, "sample-exact", probe.DefaultSampleExact, "with --sample-bytes, trace up to N malloc-family calls a second per CPU exactly (the first of each kernel tick), whatever their size: a program that allocates rarely is reported exactly; 0: none")
 	fs.StringVar(&o.Malloc, "malloc", probe.MallocAuto, "trace the malloc family: auto (on, except for a JVM target), on, or off (no allocator probes: zlib streams, declared pairs and JVM direct memory only; malloc leaks are not looked for)")
 	fs.StringVar(&o.Unwind, "unwind", probe.UnwindAuto, "how stacks are walked per object: auto (frame pointers where kept, .eh_frame tables elsewhere), fp or dwarf")
 	fs.Uint32Var(&o.MaxUnwindRows, "max-unwind-rows", probe.DefaultMaxUnwindRows, "size of the kernel's unwind table shared by all objects (8 bytes a row)")
@@ -301,6 +303,7 @@ func (o *captureOptions) probeOptions(ctx context.Context, warnf func(string, ..
 		Unwind:         o.Unwind,
 		Malloc:         o.Malloc,
 		SampleBytes:    o.sampleBytes,
+		SampleExact:    o.SampleExact,
 		ProbesOnly:     o.ProbesOnly,
 		Maps:           o.Maps,
 		MaxUnwindRows:  o.MaxUnwindRows,

@@ -27,6 +27,9 @@ type Config struct {
 	ExecSeen bool
 	// SampleBytes is the sampling period in bytes, 0 for every call.
 	SampleBytes uint64
+	// SampleExact is the exact budget under sampling: calls traced with
+	// weight 1 per jiffy on each CPU (sample_exact), 0 for none.
+	SampleExact uint32
 	// ProbesOnly: every program returns at once (probes_only).
 	ProbesOnly bool
 	// Maps traces mappings and threads (trace_maps, mmap_events).
@@ -82,6 +85,7 @@ func Load(c Config) (*Objects, error) {
 	set("wait_exec", flag(c.Wait))
 	set("stop_on_load", flag(c.Wait))
 	set("sample_bytes", c.SampleBytes)
+	set("sample_exact", c.SampleExact)
 	set("probes_only", flag(c.ProbesOnly))
 	set("page_size", uint64(os.Getpagesize()))
 	set("trace_maps", flag(c.Maps))

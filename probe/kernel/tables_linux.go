@@ -120,6 +120,8 @@ const (
 	StatStackChunkFaults = Stat(leakStatIndexSTAT_STACK_CHUNK_FAULTS)
 	StatWalksPreempted   = Stat(leakStatIndexSTAT_WALKS_PREEMPTED)
 	StatMapEventsLost    = Stat(leakStatIndexSTAT_MAP_EVENTS_LOST)
+	StatExactBudget      = Stat(leakStatIndexSTAT_EXACT_BUDGET)
+	StatPastBudget       = Stat(leakStatIndexSTAT_PAST_BUDGET)
 )
 
 // Stat is counter i summed over every CPU.
@@ -157,9 +159,16 @@ func handleOf(k *leakHandleKey) Handle {
 // Site is a kernel site: a stack and kind, of one image.
 type Site struct {
 	Stack uint64 // stack id in stacks
-	Kind  uint32
+	Kind  uint32 // enum alloc_kind, without SITE_KIND_EXACT
 	Gen   uint32 // exec generation of the image
+	// Exact: the site of the blocks the exact budget traced under
+	// sampling (SITE_KIND_EXACT), each standing for itself.
+	Exact bool
 }
+
+// siteKindExact is SITE_KIND_EXACT, the bit of site_key.kind that marks
+// an exact budget's site.
+const siteKindExact = uint32(leakSiteKindBitSITE_KIND_EXACT)
 
 // Totals are a site's counters.
 type Totals struct {
@@ -187,7 +196,7 @@ func (o *Objects) ForEachSite(max uint32, fn func(idx uint32, s Site, t Totals))
 		got, err := o.objs.SiteSlots.BatchLookup(&cursor, keys, o.siteBuf, nil)
 		for i := 0; i < got && keys[i] < n; i++ {
 			if s := &o.siteBuf[i]; s.State == uint64(leakSlotStateSLOT_USED) {
-				fn(keys[i], Site{s.Key.StackId, s.Key.Kind, s.Key.Pad},
+				fn(keys[i], Site{s.Key.StackId, s.Key.Kind &^ siteKindExact, s.Key.Pad, s.Key.Kind&siteKindExact != 0},
 					Totals{s.Stats.LiveCount, s.Stats.LiveBytes, s.Stats.Allocs, s.Stats.Frees})
 			}
 		}
