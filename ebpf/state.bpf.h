@@ -31,6 +31,9 @@ const volatile __u64 sample_bytes = 0;
 
 /* Slots in site_slots (--max-sites). */
 const volatile __u32 max_sites = 1 << 16;
+/* Copies of each site's totals in site_counts: a power of two, at most
+ * SITE_COPIES (user space sets it from the number of CPUs). */
+const volatile __u32 site_copies = SITE_COPIES;
 /* Slots handed out so far; may pass max_sites by a few when it is full. */
 __u64 site_count = 0; /* 64 bits: BPF v1 has 64-bit compare-and-swap only */
 
@@ -124,6 +127,18 @@ struct {
 	__type(key, __u32);
 	__type(value, struct site_slot);
 } site_slots SEC(".maps");
+
+/* The totals of site slot i: site_copies copies at i * site_copies, a
+ * CPU updating copy cpu % site_copies (struct site_stats). Mappable, so
+ * its values start on a page and each copy is a cache line of its own.
+ * Sized by probe/ to max_sites * site_copies. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, (1 << 16) * SITE_COPIES);
+	__type(key, __u32);
+	__type(value, struct site_stats);
+} site_counts SEC(".maps");
 
 #define STACK_SEEN_BITS 12
 
