@@ -144,6 +144,7 @@ const (
 	leakLimitsMAX_STACK_DEPTH leakLimits = 64
 	leakLimitsMAX_RANGES      leakLimits = 2048
 	leakLimitsMAX_JVM_HEAPS   leakLimits = 4
+	leakLimitsSITE_COPIES     leakLimits = 4
 )
 
 type leakMapHow uint32
@@ -239,7 +240,6 @@ type leakSiteSlot struct {
 	_     structs.HostLayout
 	Key   leakSiteKey
 	State uint64
-	Stats leakSiteStats
 }
 
 type leakSiteStats struct {
@@ -249,6 +249,7 @@ type leakSiteStats struct {
 	Allocs      uint64
 	Frees       uint64
 	LiveTsSumNs uint64
+	Pad         [3]uint64
 }
 
 type leakSlotState uint32
@@ -429,6 +430,7 @@ const (
 	leakMapRangeMisses                = "range_misses"
 	leakMapSampleCountdown            = "sample_countdown"
 	leakMapSampledFilter              = "sampled_filter"
+	leakMapSiteCounts                 = "site_counts"
 	leakMapSiteSeen                   = "site_seen"
 	leakMapSiteSlots                  = "site_slots"
 	leakMapSites                      = "sites"
@@ -494,6 +496,7 @@ const (
 	leakVarPageSize                   = "page_size"
 	leakVarProbesOnly                 = "probes_only"
 	leakVarSampleBytes                = "sample_bytes"
+	leakVarSiteCopies                 = "site_copies"
 	leakVarSiteCount                  = "site_count"
 	leakVarStopOnLoad                 = "stop_on_load"
 	leakVarStopSent                   = "stop_sent"
@@ -626,6 +629,7 @@ type leakMapSpecs struct {
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.MapSpec `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.MapSpec `ebpf:"site_counts"`
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
@@ -658,6 +662,7 @@ type leakVariableSpecs struct {
 	PageSize            *ebpf.VariableSpec `ebpf:"page_size"`
 	ProbesOnly          *ebpf.VariableSpec `ebpf:"probes_only"`
 	SampleBytes         *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SiteCopies          *ebpf.VariableSpec `ebpf:"site_copies"`
 	SiteCount           *ebpf.VariableSpec `ebpf:"site_count"`
 	StopOnLoad          *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent            *ebpf.VariableSpec `ebpf:"stop_sent"`
@@ -723,6 +728,7 @@ type leakMaps struct {
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.Map `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.Map `ebpf:"site_counts"`
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
@@ -751,6 +757,7 @@ func (m *leakMaps) Close() error {
 		m.RangeMisses,
 		m.SampleCountdown,
 		m.SampledFilter,
+		m.SiteCounts,
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
@@ -784,6 +791,7 @@ type leakVariables struct {
 	PageSize            *ebpf.Variable `ebpf:"page_size"`
 	ProbesOnly          *ebpf.Variable `ebpf:"probes_only"`
 	SampleBytes         *ebpf.Variable `ebpf:"sample_bytes"`
+	SiteCopies          *ebpf.Variable `ebpf:"site_copies"`
 	SiteCount           *ebpf.Variable `ebpf:"site_count"`
 	StopOnLoad          *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent            *ebpf.Variable `ebpf:"stop_sent"`

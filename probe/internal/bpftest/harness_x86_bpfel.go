@@ -104,14 +104,16 @@ type HarnessSiteSlot struct {
 	_     structs.HostLayout
 	Key   HarnessSiteKey
 	State uint64
-	Stats struct {
-		_           structs.HostLayout
-		LiveCount   uint64
-		LiveBytes   uint64
-		Allocs      uint64
-		Frees       uint64
-		LiveTsSumNs uint64
-	}
+}
+
+type HarnessSiteStats struct {
+	_           structs.HostLayout
+	LiveCount   uint64
+	LiveBytes   uint64
+	Allocs      uint64
+	Frees       uint64
+	LiveTsSumNs uint64
+	Pad         [3]uint64
 }
 
 type HarnessStack struct {
@@ -207,6 +209,7 @@ const (
 	HarnessMapRangeMisses        = "range_misses"
 	HarnessMapSampleCountdown    = "sample_countdown"
 	HarnessMapSampledFilter      = "sampled_filter"
+	HarnessMapSiteCounts         = "site_counts"
 	HarnessMapSiteSeen           = "site_seen"
 	HarnessMapSiteSlots          = "site_slots"
 	HarnessMapSites              = "sites"
@@ -241,6 +244,7 @@ const (
 	HarnessVarPageSize           = "page_size"
 	HarnessVarProbesOnly         = "probes_only"
 	HarnessVarSampleBytes        = "sample_bytes"
+	HarnessVarSiteCopies         = "site_copies"
 	HarnessVarSiteCount          = "site_count"
 	HarnessVarStopSent           = "stop_sent"
 	HarnessVarTargetTgid         = "target_tgid"
@@ -317,6 +321,7 @@ type HarnessMapSpecs struct {
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.MapSpec `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.MapSpec `ebpf:"site_counts"`
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
@@ -347,6 +352,7 @@ type HarnessVariableSpecs struct {
 	PageSize    *ebpf.VariableSpec `ebpf:"page_size"`
 	ProbesOnly  *ebpf.VariableSpec `ebpf:"probes_only"`
 	SampleBytes *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SiteCopies  *ebpf.VariableSpec `ebpf:"site_copies"`
 	SiteCount   *ebpf.VariableSpec `ebpf:"site_count"`
 	StopSent    *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid  *ebpf.VariableSpec `ebpf:"target_tgid"`
@@ -385,6 +391,7 @@ type HarnessMaps struct {
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.Map `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.Map `ebpf:"site_counts"`
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
@@ -413,6 +420,7 @@ func (m *HarnessMaps) Close() error {
 		m.RangeMisses,
 		m.SampleCountdown,
 		m.SampledFilter,
+		m.SiteCounts,
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
@@ -444,6 +452,7 @@ type HarnessVariables struct {
 	PageSize    *ebpf.Variable `ebpf:"page_size"`
 	ProbesOnly  *ebpf.Variable `ebpf:"probes_only"`
 	SampleBytes *ebpf.Variable `ebpf:"sample_bytes"`
+	SiteCopies  *ebpf.Variable `ebpf:"site_copies"`
 	SiteCount   *ebpf.Variable `ebpf:"site_count"`
 	StopSent    *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid  *ebpf.Variable `ebpf:"target_tgid"`
