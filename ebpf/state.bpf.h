@@ -172,6 +172,11 @@ struct thread_state {
 	 * a stack walk reads the stack in chunks up to its end (stack_window),
 	 * or up to the page where a chunk once faulted (stack_read). */
 	__u64 stack_lo, stack_hi;
+	/* Bytes of the stack the last walk read, from the start of its
+	 * lowest chunk to the end of its highest word (0: no walk yet): the
+	 * size of the next walk's first chunk (walk_stack_held). */
+	__u32 stack_need;
+	__u32 pad;
 };
 
 struct {
@@ -219,12 +224,18 @@ struct {
 } stack_seen SEC(".maps");
 
 /* Where a stack walk keeps the chunk of the target's stack it read last
- * (stack_read). BPF-only. */
+ * (stack_read). BPF-only. A chunk is at most STACK_CHUNK bytes; a
+ * thread's first walk reads STACK_FIRST_CHUNK first, a later walk as
+ * much as its last one needed (thread_state.stack_need), and a word past
+ * the chunk read reads the next STACK_CHUNK bytes. */
 #define STACK_CHUNK 4096
+#define STACK_FIRST_CHUNK 512
 struct stack_window {
 	__u64 lo;   /* target address of data[0] */
 	__u64 len;  /* bytes held; 0: none */
 	__u64 busy; /* a walk on this CPU holds the per-CPU scratch (walk_stack) */
+	__u64 chunk; /* bytes the next chunk read reads, at most */
+	__u64 low, reach; /* this walk's lowest chunk start and highest word end read from chunks; low 0: none */
 	__u8 data[STACK_CHUNK];
 };
 
