@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -363,6 +364,71 @@ func TestWalkStackSyntheticStack(t *testing.T) {
 				t.Errorf("flags %#x, want %#x", st.Flags, c.wantFlags)
 			}
 		})
+	}
+}
+
+// The walker reads a thread's stack in chunks sized to what its last walk
+// needed (512 bytes on its first), and a frame past the chunk read reads
+// the next: frames beyond the first chunk, a word straddling its end and
+// a frame beyond the second are all found, and each walk records the
+// bytes it read for the next.
+func TestWalkStackChunkGrowth(t *testing.T) {
+	objs := harness(t, 0)
+	m := newMem(t, 8)
+	s := m.base + 2*uint64(os.Getpagesize()) // the stack pointer at the return probe
+	const fp = 0x400000
+	setRanges(t, objs, 1, []leakExecRange{{Start: fp, End: fp + 0x100000, Flags: uint32(leakRangeFlagRANGE_HAS_FP)}}, nil)
+
+	// A long stack: a frame in the first 512 bytes, one whose return
+	// address lies past them (the word straddles the chunk's end), one
+	// further up and one past the next 4 KiB chunk too.
+	m.put(s+0x20, s+0x218, fp+0x21)
+	m.put(s+0x218, s+0x700, fp+0x22)
+	m.put(s+0x700, s+0x1800, fp+0x23)
+	m.put(s+0x1800, 0, fp+0x24)
+	long := []uint64{fp + 0x10, fp + 0x21, fp + 0x22, fp + 0x23, fp + 0x24}
+	// A short stack elsewhere: 144 bytes from its first frame to the end
+	// of its last.
+	short := s + 0x3000
+	m.put(short, short+0x80, fp+0x31)
+	m.put(short+0x80, 0, fp+0x32)
+	shortIPs := []uint64{fp + 0x10, fp + 0x31, fp + 0x32}
+
+	for _, c := range []struct {
+		name    string
+		fp      uint64
+		wantIPs []uint64
+		need    uint32
+	}{
+		{"first walk: 512 bytes, then more", s + 0x20, long, 4096 /* 0x17f0, at most a chunk */},
+		{"a short stack: one chunk", short, shortIPs, 0x90},
+		{"the long stack with a short stack's chunk", s + 0x20, long, 4096},
+		{"the short stack with a long stack's chunk", short, shortIPs, 0x90},
+	} {
+		if ret := run(t, objs.TestWalkStack, fp+0x10, c.fp, s); ret != 0 {
+			t.Fatalf("%s: test_walk_stack returned %d", c.name, ret)
+		}
+		var id uint64
+		var need uint32
+		if err := objs.OutU64.Get(&id); err != nil {
+			t.Fatal(err)
+		}
+		if err := objs.OutU32.Get(&need); err != nil {
+			t.Fatal(err)
+		}
+		var st leakStack
+		if err := objs.Stacks.Lookup(id, &st); err != nil {
+			t.Fatalf("%s: stacks[%#x]: %v", c.name, id, err)
+		}
+		if got := st.Ips[:st.Depth]; !slices.Equal(got, c.wantIPs) || st.Flags != 0 || id != stackID(c.wantIPs, 0) {
+			t.Errorf("%s: frames %#x flags %#x, want %#x, 0", c.name, got, st.Flags, c.wantIPs)
+		}
+		if need != c.need {
+			t.Errorf("%s: the walk read %d bytes, want %d", c.name, need, c.need)
+		}
+	}
+	if n := statSum(t, objs.Stats, leakStatIndexSTAT_STACK_CHUNK_FAULTS); n != 0 {
+		t.Errorf("%d chunk faults, want 0", n)
 	}
 }
 

@@ -124,11 +124,14 @@ type HarnessStack struct {
 }
 
 type HarnessStackWindow struct {
-	_    structs.HostLayout
-	Lo   uint64
-	Len  uint64
-	Busy uint64
-	Data [4096]uint8
+	_     structs.HostLayout
+	Lo    uint64
+	Len   uint64
+	Busy  uint64
+	Chunk uint64
+	Low   uint64
+	Reach uint64
+	Data  [4096]uint8
 }
 
 type HarnessThreadState struct {
@@ -167,8 +170,10 @@ type HarnessThreadState struct {
 		Kind    uint32
 		Pad     uint32
 	}
-	StackLo uint64
-	StackHi uint64
+	StackLo   uint64
+	StackHi   uint64
+	StackNeed uint32
+	Pad       uint32
 }
 
 type HarnessUnwindRow struct {
