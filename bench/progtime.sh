@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/progtime.sh [OLD] NEW - the BPF programs' own time per run on the
 # alloc storm (docs/performance.md, "Where a call's cost goes"), under one
-# or two leakscope builds, alternated.
+# or two leakscope builds (or more, each as NAME=BUILD), alternated.
 #
 # Each repetition runs, for each storm thread count (THREADS), the storm under
 # `leakscope run` of every build given, in an order rotated by repetition,
@@ -11,17 +11,24 @@
 # the storm holds after its work, and the programs named with bpftool.
 # Prints one line per run:
 #   build threads rep alloc_session_ns_per_run free_ns_per_run ns_per_pair load
-# (ns_per_pair: both programs' time over the storm's malloc/free pairs) and,
+# (ns_per_pair: both programs' time over the frees counted) and,
 # at the end, the medians per build and thread count.
-#   REPS=5  PAIRS=1000000  THREADS="1 2"  HOLD_MS=1500
+#   REPS=5  PAIRS=1000000  THREADS="1 2"  HOLD_MS=2000
 # Needs root and bpftool.
 set -euo pipefail
-[ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 [OLD] NEW" >&2; exit 2; }
-builds=()
-for b in "$@"; do builds+=("$(realpath "$b")"); done
-names=(new)
-[ $# = 2 ] && names=(old new)
-REPS=${REPS:-5} PAIRS=${PAIRS:-1000000} THREADS=${THREADS:-"1 2"} HOLD_MS=${HOLD_MS:-1500}
+[ $# -ge 1 ] || { echo "usage: $0 [OLD] NEW | NAME=BUILD..." >&2; exit 2; }
+builds=() names=()
+for b in "$@"; do
+	name=""
+	case $b in *=*) name=${b%%=*} b=${b#*=} ;; esac
+	builds+=("$(realpath "$b")")
+	names+=("$name")
+done
+# Unnamed: old and new, or new alone.
+if [ -z "${names[0]}" ]; then
+	case $# in 1) names=(new) ;; 2) names=(old new) ;; *) for i in "${!names[@]}"; do names[i]=b$i; done ;; esac
+fi
+REPS=${REPS:-5} PAIRS=${PAIRS:-1000000} THREADS=${THREADS:-"1 2"} HOLD_MS=${HOLD_MS:-2000}
 command -v bpftool >/dev/null || { echo "progtime: needs bpftool" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "progtime: needs root" >&2; exit 2; }
 for b in "${builds[@]}"; do [ -x "$b" ] || { echo "progtime: $b is not executable" >&2; exit 2; }; done
@@ -44,10 +51,10 @@ progs() {
 }
 
 # name_progs SNAPSHOT: append "prog_id name" to $dir/names for each
-# program of SNAPSHOT not named yet, while its id is live.
+# program of SNAPSHOT that ran and is not named yet, while its id is live.
 name_progs() {
 	local id
-	for id in $(printf '%s\n' "$1" | awk '{print $1}'); do
+	for id in $(printf '%s\n' "$1" | awk '$2 > 0 {print $1}'); do
 		grep -q "^$id " "$dir/names" 2>/dev/null && continue
 		bpftool prog show id "$id" 2>/dev/null |
 			awk -v id="$id" 'NR==1{for(i=1;i<=NF;i++) if($i=="name") print id, $(i+1)}' >>"$dir/names"
@@ -72,7 +79,7 @@ run() {
 		sleep 0.3
 	done
 	wait "$lpid" || true
-	[ -n "$snap" ] || { echo "progtime: no program counters read ($name, $threads threads)" >&2; return; }
+	[ -n "$snap" ] || { echo "progtime: no program counters read ($name, $threads threads): $(tail -3 "$dir/err")" >&2; return; }
 	printf '%s\n' "$snap" | python3 -c '
 import sys
 names = dict((int(i), n) for i, n in (l.split() for l in open(sys.argv[1]) if l.strip()))
@@ -87,9 +94,10 @@ for line in sys.stdin:
 def per(k):
     c, t = got.get(k, [0, 0])
     return t / c if c else float("nan")
-pairs = int(sys.argv[3]) * int(sys.argv[4])
+# Per pair: one free and the two session runs (entry, return) of a malloc.
 total = sum(t for c, t in got.values())
-print(sys.argv[2], sys.argv[3], sys.argv[5], "%.1f" % per("alloc"), "%.1f" % per("free"), "%.1f" % (total / pairs), sys.argv[6])
+frees = got.get("free", [0, 0])[0]
+print(sys.argv[2], sys.argv[3], sys.argv[5], "%.1f" % per("alloc"), "%.1f" % per("free"), "%.1f" % (total / frees if frees else float("nan")), sys.argv[6])
 ' "$dir/names" "$name" "$threads" "$PAIRS" "$rep" "$load" | tee -a "$dir/lines"
 }
 
@@ -110,7 +118,9 @@ rows = {}
 for line in open(sys.argv[1]):
     b, t, r, a, f, p, l = line.split()
     rows.setdefault((b, int(t)), []).append((float(a), float(f), float(p)))
-for (b, t), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0] != "old")):
+order = sys.argv[2].split()
+for (b, t), v in sorted(rows.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0]))):
     m = [statistics.median(x[i] for x in v) for i in range(3)]
     print(b, t, "%.1f %.1f %.1f" % tuple(m), "(%d)" % len(v))
-' "$dir/lines"
+' "$dir/lines" "${names[*]}"
+
