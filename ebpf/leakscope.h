@@ -260,17 +260,15 @@ struct site_key {
  * copy cpu % site_copies of its site, atomically, so two threads
  * allocating from one site on two CPUs do not bounce one cache line. A
  * block freed on another CPU than the one that allocated it comes out of
- * that CPU's copy, whose fields may wrap below zero: only the sum of the
- * copies, which user space takes at each snapshot, is the site's. One
- * copy is a cache line.
+ * that CPU's copy, whose live bytes may wrap below zero: only the sum of
+ * the copies, which user space takes at each snapshot, is the site's.
+ * The live count is allocs - frees. One copy is a cache line.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct site_stats {
-	__u64 live_count;      /* allocations not yet released */
 	__u64 live_bytes;
-	__u64 allocs;          /* allocations ever made from this site */
-	__u64 frees;           /* of those, released */
-	__u64 live_ts_sum_ns;  /* sum of ts_ns over live allocations (mean age) */
-	__u64 pad[3];
+	__u64 allocs; /* allocations ever made from this site */
+	__u64 frees;  /* of those, released: allocs - frees are live */
+	__u64 pad[5];
 };
 
 /* alloc_info.site of a block that counts in a resource's bytes, not in a

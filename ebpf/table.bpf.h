@@ -42,9 +42,7 @@ static __always_inline void site_release(struct alloc_info *info)
 	struct site_stats *s = site_stats_of(info->site);
 	if (!s)
 		return;
-	__sync_fetch_and_add(&s->live_count, -1);
 	__sync_fetch_and_add(&s->live_bytes, -info->size_bytes);
-	__sync_fetch_and_add(&s->live_ts_sum_ns, -info->ts_ns);
 	__sync_fetch_and_add(&s->frees, 1);
 }
 
@@ -300,9 +298,7 @@ static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 kind, __u6
 		return false;
 	struct site_stats *c = site_stats_of(slot);
 	if (c) {
-		__sync_fetch_and_add(&c->live_count, 1);
 		__sync_fetch_and_add(&c->live_bytes, size);
-		__sync_fetch_and_add(&c->live_ts_sum_ns, ts);
 		__sync_fetch_and_add(&c->allocs, 1);
 	}
 	stat_add(STAT_ALLOCS, 1);
