@@ -243,13 +243,11 @@ type leakSiteSlot struct {
 }
 
 type leakSiteStats struct {
-	_           structs.HostLayout
-	LiveCount   uint64
-	LiveBytes   uint64
-	Allocs      uint64
-	Frees       uint64
-	LiveTsSumNs uint64
-	Pad         [3]uint64
+	_         structs.HostLayout
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Pad       [5]uint64
 }
 
 type leakSlotState uint32

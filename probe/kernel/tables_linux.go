@@ -206,11 +206,11 @@ func (o *Objects) ForEachSite(max uint32, fn func(idx uint32, s Site, t Totals))
 			if s := &o.siteBuf[i]; s.State == uint64(leakSlotStateSLOT_USED) {
 				var t Totals
 				for _, c := range o.countBuf[i*copies : (i+1)*copies] {
-					t.LiveCount += c.LiveCount
 					t.LiveBytes += c.LiveBytes
 					t.Allocs += c.Allocs
 					t.Frees += c.Frees
 				}
+				t.LiveCount = t.Allocs - t.Frees
 				fn(keys[i], Site{s.Key.StackId, s.Key.Kind, s.Key.Pad}, t)
 			}
 		}

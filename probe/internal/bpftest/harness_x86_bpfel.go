@@ -107,13 +107,11 @@ type HarnessSiteSlot struct {
 }
 
 type HarnessSiteStats struct {
-	_           structs.HostLayout
-	LiveCount   uint64
-	LiveBytes   uint64
-	Allocs      uint64
-	Frees       uint64
-	LiveTsSumNs uint64
-	Pad         [3]uint64
+	_         structs.HostLayout
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Pad       [5]uint64
 }
 
 type HarnessStack struct {
