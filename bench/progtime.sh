@@ -13,7 +13,7 @@
 #   build threads rep alloc_session_ns_per_run free_ns_per_run ns_per_pair load
 # (ns_per_pair: both programs' time over the frees counted) and,
 # at the end, the medians per build and thread count.
-#   REPS=5  PAIRS=1000000  THREADS="1 2"  HOLD_MS=2000
+#   REPS=5  PAIRS=1000000  THREADS="1 2"  HOLD_MS=3000
 # Needs root and bpftool.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 [OLD] NEW | NAME=BUILD..." >&2; exit 2; }
@@ -28,7 +28,7 @@ done
 if [ -z "${names[0]}" ]; then
 	case $# in 1) names=(new) ;; 2) names=(old new) ;; *) for i in "${!names[@]}"; do names[i]=b$i; done ;; esac
 fi
-REPS=${REPS:-5} PAIRS=${PAIRS:-1000000} THREADS=${THREADS:-"1 2"} HOLD_MS=${HOLD_MS:-2000}
+REPS=${REPS:-5} PAIRS=${PAIRS:-1000000} THREADS=${THREADS:-"1 2"} HOLD_MS=${HOLD_MS:-3000}
 command -v bpftool >/dev/null || { echo "progtime: needs bpftool" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "progtime: needs root" >&2; exit 2; }
 for b in "${builds[@]}"; do [ -x "$b" ] || { echo "progtime: $b is not executable" >&2; exit 2; }; done
@@ -40,14 +40,13 @@ old_stats=$(sysctl -n kernel.bpf_stats_enabled)
 trap 'sysctl -qw kernel.bpf_stats_enabled="$old_stats"; rm -rf "$dir"' EXIT
 sysctl -qw kernel.bpf_stats_enabled=1
 
-# progs PID: "prog_id run_cnt run_time_ns" for every BPF program fd of PID.
+# progs PID: "prog_id run_cnt run_time_ns" for every BPF program fd of PID
+# (a program's fdinfo has run_cnt; a link's names its program but has
+# none). One awk over them all: the storm keeps both CPUs busy, and a
+# process per fd would take seconds to start.
 progs() {
-	local fd
-	for fd in /proc/"$1"/fd/*; do
-		[ "$(readlink "$fd" 2>/dev/null)" = "anon_inode:bpf-prog" ] || continue
-		awk '/^prog_id:/{id=$2} /^run_cnt:/{c=$2} /^run_time_ns:/{t=$2} END{if (id) print id, c, t}' \
-			/proc/"$1"/fdinfo/"${fd##*/}" 2>/dev/null || true
-	done
+	awk '/^prog_id:/{id[FILENAME]=$2} /^run_cnt:/{c[FILENAME]=$2} /^run_time_ns:/{t[FILENAME]=$2}
+		END{for (f in c) if (f in id) print id[f], c[f], t[f]}' /proc/"$1"/fdinfo/* 2>/dev/null || true
 }
 
 # name_progs SNAPSHOT: append "prog_id name" to $dir/names for each
