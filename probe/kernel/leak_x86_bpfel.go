@@ -176,6 +176,7 @@ const (
 	leakLimitsMAX_STACK_DEPTH leakLimits = 64
 	leakLimitsMAX_RANGES      leakLimits = 2048
 	leakLimitsMAX_JVM_HEAPS   leakLimits = 4
+	leakLimitsSITE_COPIES     leakLimits = 4
 )
 
 type leakMapHow uint32
@@ -272,16 +273,14 @@ type leakSiteSlot struct {
 	_     structs.HostLayout
 	Key   leakSiteKey
 	State uint64
-	Stats leakSiteStats
 }
 
 type leakSiteStats struct {
-	_           structs.HostLayout
-	LiveCount   uint64
-	LiveBytes   uint64
-	Allocs      uint64
-	Frees       uint64
-	LiveTsSumNs uint64
+	_         structs.HostLayout
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Pad       [5]uint64
 }
 
 type leakSlotState uint32
@@ -321,11 +320,14 @@ const (
 )
 
 type leakStackWindow struct {
-	_    structs.HostLayout
-	Lo   uint64
-	Len  uint64
-	Busy uint64
-	Data [4096]uint8
+	_     structs.HostLayout
+	Lo    uint64
+	Len   uint64
+	Busy  uint64
+	Chunk uint64
+	Low   uint64
+	Reach uint64
+	Data  [4096]uint8
 }
 
 type leakStatIndex uint32
@@ -384,8 +386,10 @@ type leakThreadState struct {
 		Kind    uint32
 		Pad     uint32
 	}
-	StackLo uint64
-	StackHi uint64
+	StackLo   uint64
+	StackHi   uint64
+	StackNeed uint32
+	Pad       uint32
 }
 
 type leakUnwindCfa uint32
@@ -462,6 +466,7 @@ const (
 	leakMapRangeMisses                = "range_misses"
 	leakMapSampleCountdown            = "sample_countdown"
 	leakMapSampledFilter              = "sampled_filter"
+	leakMapSiteCounts                 = "site_counts"
 	leakMapSiteSeen                   = "site_seen"
 	leakMapSiteSlots                  = "site_slots"
 	leakMapSites                      = "sites"
@@ -528,6 +533,7 @@ const (
 	leakVarProbesOnly                 = "probes_only"
 	leakVarResourceCalls              = "resource_calls"
 	leakVarSampleBytes                = "sample_bytes"
+	leakVarSiteCopies                 = "site_copies"
 	leakVarSiteCount                  = "site_count"
 	leakVarStopOnLoad                 = "stop_on_load"
 	leakVarStopSent                   = "stop_sent"
@@ -663,6 +669,7 @@ type leakMapSpecs struct {
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.MapSpec `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.MapSpec `ebpf:"site_counts"`
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
@@ -696,6 +703,7 @@ type leakVariableSpecs struct {
 	ProbesOnly          *ebpf.VariableSpec `ebpf:"probes_only"`
 	ResourceCalls       *ebpf.VariableSpec `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SiteCopies          *ebpf.VariableSpec `ebpf:"site_copies"`
 	SiteCount           *ebpf.VariableSpec `ebpf:"site_count"`
 	StopOnLoad          *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent            *ebpf.VariableSpec `ebpf:"stop_sent"`
@@ -764,6 +772,7 @@ type leakMaps struct {
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.Map `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.Map `ebpf:"site_counts"`
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
@@ -792,6 +801,7 @@ func (m *leakMaps) Close() error {
 		m.RangeMisses,
 		m.SampleCountdown,
 		m.SampledFilter,
+		m.SiteCounts,
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
@@ -826,6 +836,7 @@ type leakVariables struct {
 	ProbesOnly          *ebpf.Variable `ebpf:"probes_only"`
 	ResourceCalls       *ebpf.Variable `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.Variable `ebpf:"sample_bytes"`
+	SiteCopies          *ebpf.Variable `ebpf:"site_copies"`
 	SiteCount           *ebpf.Variable `ebpf:"site_count"`
 	StopOnLoad          *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent            *ebpf.Variable `ebpf:"stop_sent"`

@@ -110,14 +110,14 @@ type HarnessSiteSlot struct {
 	_     structs.HostLayout
 	Key   HarnessSiteKey
 	State uint64
-	Stats struct {
-		_           structs.HostLayout
-		LiveCount   uint64
-		LiveBytes   uint64
-		Allocs      uint64
-		Frees       uint64
-		LiveTsSumNs uint64
-	}
+}
+
+type HarnessSiteStats struct {
+	_         structs.HostLayout
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Pad       [5]uint64
 }
 
 type HarnessStack struct {
@@ -128,11 +128,14 @@ type HarnessStack struct {
 }
 
 type HarnessStackWindow struct {
-	_    structs.HostLayout
-	Lo   uint64
-	Len  uint64
-	Busy uint64
-	Data [4096]uint8
+	_     structs.HostLayout
+	Lo    uint64
+	Len   uint64
+	Busy  uint64
+	Chunk uint64
+	Low   uint64
+	Reach uint64
+	Data  [4096]uint8
 }
 
 type HarnessThreadState struct {
@@ -171,8 +174,10 @@ type HarnessThreadState struct {
 		Kind    uint32
 		Pad     uint32
 	}
-	StackLo uint64
-	StackHi uint64
+	StackLo   uint64
+	StackHi   uint64
+	StackNeed uint32
+	Pad       uint32
 }
 
 type HarnessUnwindRow struct {
@@ -213,6 +218,7 @@ const (
 	HarnessMapRangeMisses        = "range_misses"
 	HarnessMapSampleCountdown    = "sample_countdown"
 	HarnessMapSampledFilter      = "sampled_filter"
+	HarnessMapSiteCounts         = "site_counts"
 	HarnessMapSiteSeen           = "site_seen"
 	HarnessMapSiteSlots          = "site_slots"
 	HarnessMapSites              = "sites"
@@ -251,6 +257,7 @@ const (
 	HarnessVarProbesOnly         = "probes_only"
 	HarnessVarResourceCalls      = "resource_calls"
 	HarnessVarSampleBytes        = "sample_bytes"
+	HarnessVarSiteCopies         = "site_copies"
 	HarnessVarSiteCount          = "site_count"
 	HarnessVarStopSent           = "stop_sent"
 	HarnessVarTargetTgid         = "target_tgid"
@@ -330,6 +337,7 @@ type HarnessMapSpecs struct {
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.MapSpec `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.MapSpec `ebpf:"site_counts"`
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
@@ -362,6 +370,7 @@ type HarnessVariableSpecs struct {
 	ProbesOnly    *ebpf.VariableSpec `ebpf:"probes_only"`
 	ResourceCalls *ebpf.VariableSpec `ebpf:"resource_calls"`
 	SampleBytes   *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SiteCopies    *ebpf.VariableSpec `ebpf:"site_copies"`
 	SiteCount     *ebpf.VariableSpec `ebpf:"site_count"`
 	StopSent      *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid    *ebpf.VariableSpec `ebpf:"target_tgid"`
@@ -401,6 +410,7 @@ type HarnessMaps struct {
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.Map `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.Map `ebpf:"site_counts"`
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
@@ -429,6 +439,7 @@ func (m *HarnessMaps) Close() error {
 		m.RangeMisses,
 		m.SampleCountdown,
 		m.SampledFilter,
+		m.SiteCounts,
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
@@ -462,6 +473,7 @@ type HarnessVariables struct {
 	ProbesOnly    *ebpf.Variable `ebpf:"probes_only"`
 	ResourceCalls *ebpf.Variable `ebpf:"resource_calls"`
 	SampleBytes   *ebpf.Variable `ebpf:"sample_bytes"`
+	SiteCopies    *ebpf.Variable `ebpf:"site_copies"`
 	SiteCount     *ebpf.Variable `ebpf:"site_count"`
 	StopSent      *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid    *ebpf.Variable `ebpf:"target_tgid"`
