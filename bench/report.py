@@ -518,6 +518,19 @@ def main():
             print("| %s | %d | %.0f |" % (name, cnt, ns / cnt))
         print()
 
+    pt = read(os.path.join(RAW, "progtime.txt"))
+    if "# medians" in pt:
+        print("## BPF program time per run (bench/progtime.sh)\n")
+        print("alloc storm under `leakscope run` with `kernel.bpf_stats_enabled=1`, 1 and 2 storm threads;")
+        print("medians of the repetitions (builds alternated when two). A pair is a malloc (two")
+        print("`alloc_session` runs, entry and return) and a free.\n")
+        print("| build | storm threads | alloc_session ns/run | free ns/run | ns per pair | repetitions |\n|---|---|---|---|---|---|")
+        for line in pt.split("# medians", 1)[1].splitlines()[1:]:
+            p = line.split()
+            if len(p) == 6:
+                print("| %s | %s | %s | %s | %s | %s |" % (p[0], p[1], p[2], p[3], p[4], p[5].strip("()")))
+        print()
+
     gb = gobench()
     if gb:
         print("## Go benchmarks (user space)\n")

@@ -27,7 +27,7 @@
 #   OUT=bench/results-<UTC date>-<commit>.md   where the summary goes (-2,
 #                      -3, ... added when that file exists: an earlier run
 #                      is kept)
-#   PHASES="timed fixed memory stats stacks kafka redis go maps"   the parts to run;
+#   PHASES="timed fixed memory stats progtime stacks kafka redis go maps"   the parts to run;
 #                      "stacks" is leakscope's own memory at 1M live
 #                      allocations on 100k stacks (bench/stacks.sh with
 #                      --save, then leakscope report in every format), its
@@ -40,6 +40,10 @@
 #                      REDIS_REQUESTS); "maps" is what --maps costs on the
 #                      allocation storm and a mapping storm (bench/maps.sh,
 #                      MAPS_REPS times, default REPS)
+#   "progtime" is the BPF programs' own ns per run of alloc_session and
+#                      the free program on the alloc storm, 1 and 2 threads
+#                      (bench/progtime.sh, PROGTIME_REPS times, default 3;
+#                      PROGTIME_OLD=BINARY also runs that build, alternated)
 #   RAW=bin/bench/run-<stamp>   the raw-results directory; point it at an
 #                      earlier run with a subset of PHASES to complete it
 set -euo pipefail
@@ -53,7 +57,7 @@ GOBENCH=${GOBENCH:-1}
 BPF_STATS=${BPF_STATS:-1}
 INSTALL=${INSTALL:-1}
 
-PHASES=${PHASES:-"timed fixed memory stats stacks kafka redis go maps"}
+PHASES=${PHASES:-"timed fixed memory stats progtime stacks kafka redis go maps"}
 STACKS_REPS=${STACKS_REPS:-3}
 [ "$GOBENCH" = 1 ] || PHASES=${PHASES/go/}
 [ "$BPF_STATS" = 1 ] || PHASES=${PHASES/stats/}
@@ -284,6 +288,15 @@ if phase stats && [[ " ${active[*]} " == *" leakscope "* ]] && [[ " $STORMS " ==
 	wait "$lpid" || true
 	sysctl -qw kernel.bpf_stats_enabled="$old_stats"
 	trap - EXIT
+fi
+
+# ---------------------------------------------------------------- program time
+# The programs' own ns per run, 1 and 2 storm threads (bench/progtime.sh).
+if phase progtime && [[ " ${active[*]} " == *" leakscope "* ]]; then
+	echo "== BPF program time per run (bench/progtime.sh, ${PROGTIME_REPS:-3} repetitions)"
+	REPS=${PROGTIME_REPS:-3} bash bench/progtime.sh ${PROGTIME_OLD:+"$PROGTIME_OLD"} bin/leakscope >"$RAW/progtime.txt" 2>&1 ||
+		note "bench/progtime.sh failed (see $RAW/progtime.txt)"
+	sed -n '/^# medians/,$p' "$RAW/progtime.txt"
 fi
 
 phase timed && echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/context.txt"

@@ -12,6 +12,7 @@ enum limits {
 	MAX_STACK_DEPTH = 64,
 	MAX_RANGES = 2048, /* executable mappings per slot of exec_ranges */
 	MAX_JVM_HEAPS = 4, /* entries of jvm_heaps */
+	SITE_COPIES = 4,   /* most copies of a site's totals in site_counts */
 };
 
 #define RANGE_SEARCH_STEPS 12  /* > log2(MAX_RANGES) */
@@ -291,14 +292,19 @@ enum site_kind_bit {
 	SITE_KIND_EXACT = 0x40000000,
 };
 
-/* Per-site totals, updated atomically from every CPU.
+/* A site's totals, in SITE_COPIES copies (site_counts): a CPU updates
+ * copy cpu % site_copies of its site, atomically, so two threads
+ * allocating from one site on two CPUs do not bounce one cache line. A
+ * block freed on another CPU than the one that allocated it comes out of
+ * that CPU's copy, whose live bytes may wrap below zero: only the sum of
+ * the copies, which user space takes at each snapshot, is the site's.
+ * The live count is allocs - frees. One copy is a cache line.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct site_stats {
-	__u64 live_count;      /* allocations not yet released */
 	__u64 live_bytes;
-	__u64 allocs;          /* allocations ever made from this site */
-	__u64 frees;           /* of those, released */
-	__u64 live_ts_sum_ns;  /* sum of ts_ns over live allocations (mean age) */
+	__u64 allocs; /* allocations ever made from this site */
+	__u64 frees;  /* of those, released: allocs - frees are live */
+	__u64 pad[5];
 };
 
 /* alloc_info.site of a block that counts in a resource's bytes, not in a
@@ -312,13 +318,12 @@ enum slot_state {
 	SLOT_UNUSED = 2,  /* handed out, but another CPU made the same site first */
 };
 
-/* One site in site_slots: its key and totals, a cache line each (atomic
- * updates from two CPUs to two sites never share one).
+/* One site in site_slots: its key, written once when the site is made;
+ * its totals are in site_counts.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct site_slot {
 	struct site_key key;
 	__u64 state; /* enum slot_state; set after the key */
-	struct site_stats stats;
 };
 
 /* A user stack, leaf (the allocator's caller) first.

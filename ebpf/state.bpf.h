@@ -62,6 +62,9 @@ __u32 zcalls_seen = 0;
 
 /* Slots in site_slots (--max-sites). */
 const volatile __u32 max_sites = 1 << 16;
+/* Copies of each site's totals in site_counts: a power of two, at most
+ * SITE_COPIES (user space sets it from the number of CPUs). */
+const volatile __u32 site_copies = SITE_COPIES;
 /* Slots handed out so far; may pass max_sites by a few when it is full. */
 __u64 site_count = 0; /* 64 bits: BPF v1 has 64-bit compare-and-swap only */
 
@@ -159,6 +162,18 @@ struct {
 	__type(value, struct site_slot);
 } site_slots SEC(".maps");
 
+/* The totals of site slot i: site_copies copies at i * site_copies, a
+ * CPU updating copy cpu % site_copies (struct site_stats). Mappable, so
+ * its values start on a page and each copy is a cache line of its own.
+ * Sized by probe/ to max_sites * site_copies. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, (1 << 16) * SITE_COPIES);
+	__type(key, __u32);
+	__type(value, struct site_stats);
+} site_counts SEC(".maps");
+
 #define STACK_SEEN_BITS 12
 
 /* The slot of the site of each stack and kind this CPU saw last (direct-
@@ -191,6 +206,11 @@ struct thread_state {
 	 * a stack walk reads the stack in chunks up to its end (stack_window),
 	 * or up to the page where a chunk once faulted (stack_read). */
 	__u64 stack_lo, stack_hi;
+	/* Bytes of the stack the last walk read, from the start of its
+	 * lowest chunk to the end of its highest word (0: no walk yet): the
+	 * size of the next walk's first chunk (walk_stack_held). */
+	__u32 stack_need;
+	__u32 pad;
 };
 
 struct {
@@ -238,12 +258,18 @@ struct {
 } stack_seen SEC(".maps");
 
 /* Where a stack walk keeps the chunk of the target's stack it read last
- * (stack_read). BPF-only. */
+ * (stack_read). BPF-only. A chunk is at most STACK_CHUNK bytes; a
+ * thread's first walk reads STACK_FIRST_CHUNK first, a later walk as
+ * much as its last one needed (thread_state.stack_need), and a word past
+ * the chunk read reads the next STACK_CHUNK bytes. */
 #define STACK_CHUNK 4096
+#define STACK_FIRST_CHUNK 512
 struct stack_window {
 	__u64 lo;   /* target address of data[0] */
 	__u64 len;  /* bytes held; 0: none */
 	__u64 busy; /* a walk on this CPU holds the per-CPU scratch (walk_stack) */
+	__u64 chunk; /* bytes the next chunk read reads, at most */
+	__u64 low, reach; /* this walk's lowest chunk start and highest word end read from chunks; low 0: none */
 	__u8 data[STACK_CHUNK];
 };
 

@@ -1,10 +1,20 @@
 /* The live-allocation table (allocs) and the per-site totals (sites,
- * site_slots): inserting and releasing handles, resources' owned blocks
+ * site_slots, site_counts): inserting and releasing handles, resources' owned blocks
  * and inflate windows (zwindows). BPF-only. */
 #ifndef TABLE_BPF_H
 #define TABLE_BPF_H
 
 #include "state.bpf.h"
+
+/* site_stats_of returns this CPU's copy of the totals of site slot
+ * (site_counts); NULL for no site. */
+static __always_inline struct site_stats *site_stats_of(__u32 slot)
+{
+	if (slot >= max_sites)
+		return NULL;
+	__u32 idx = slot * site_copies + (bpf_get_smp_processor_id() & (site_copies - 1));
+	return bpf_map_lookup_elem(&site_counts, &idx);
+}
 
 /* owner_add moves bytes into (or, negative, out of) a live resource and
  * its site. Returns false if the owner is not live. */
@@ -15,10 +25,9 @@ static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes
 	if (!o)
 		return false;
 	__sync_fetch_and_add(&o->size_bytes, bytes);
-	__u32 slot = o->site;
-	struct site_slot *s = bpf_map_lookup_elem(&site_slots, &slot);
+	struct site_stats *s = site_stats_of(o->site);
 	if (s)
-		__sync_fetch_and_add(&s->stats.live_bytes, bytes);
+		__sync_fetch_and_add(&s->live_bytes, bytes);
 	return true;
 }
 
@@ -30,14 +39,11 @@ static __always_inline void site_release(struct alloc_info *info)
 		owner_add(info->owner, info->owner_kind, -(__s64)info->size_bytes);
 		return;
 	}
-	__u32 slot = info->site;
-	struct site_slot *s = bpf_map_lookup_elem(&site_slots, &slot);
+	struct site_stats *s = site_stats_of(info->site);
 	if (!s)
 		return;
-	__sync_fetch_and_add(&s->stats.live_count, -1);
-	__sync_fetch_and_add(&s->stats.live_bytes, -info->size_bytes);
-	__sync_fetch_and_add(&s->stats.live_ts_sum_ns, -info->ts_ns);
-	__sync_fetch_and_add(&s->stats.frees, 1);
+	__sync_fetch_and_add(&s->live_bytes, -info->size_bytes);
+	__sync_fetch_and_add(&s->frees, 1);
 }
 
 /* filter_count returns the sampled_filter counter of heap block addr. */
@@ -293,10 +299,11 @@ static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 site_kind,
 	};
 	if (!insert_alloc(addr, kind, &info))
 		return false;
-	__sync_fetch_and_add(&s->stats.live_count, 1);
-	__sync_fetch_and_add(&s->stats.live_bytes, size);
-	__sync_fetch_and_add(&s->stats.live_ts_sum_ns, ts);
-	__sync_fetch_and_add(&s->stats.allocs, 1);
+	struct site_stats *c = site_stats_of(slot);
+	if (c) {
+		__sync_fetch_and_add(&c->live_bytes, size);
+		__sync_fetch_and_add(&c->allocs, 1);
+	}
 	stat_add(STAT_ALLOCS, 1);
 	return true;
 }

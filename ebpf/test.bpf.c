@@ -74,7 +74,8 @@ int BPF_PROG(test_site_arg, __u64 reg)
 
 /* test_walk_stack walks the stack of the calling thread from return
  * address ip with frame pointer fp and stack pointer sp (the test's
- * synthetic stack): the stack id in out_u64, the frames in stacks. */
+ * synthetic stack): the stack id in out_u64, the frames in stacks, the
+ * bytes of stack it read (thread_state.stack_need) in out_u32. */
 SEC("raw_tp/test")
 int BPF_PROG(test_walk_stack, __u64 ip, __u64 fp, __u64 sp)
 {
@@ -83,6 +84,7 @@ int BPF_PROG(test_walk_stack, __u64 ip, __u64 fp, __u64 sp)
 	if (!ts)
 		return -1;
 	out_u64 = walk_stack(ts, ip, fp, sp);
+	out_u32 = ts->stack_need;
 	return 0;
 }
 

@@ -27,13 +27,15 @@ struct walk_ctx {
 };
 
 /* stack_read reads size bytes of the target's stack at addr. Each user
- * memory read costs ~100 ns here whatever its size (a 2 KiB one ~150 ns),
- * and a walk reads two or three words a frame: so a word of the thread's
- * stack comes from the chunk of up to STACK_CHUNK bytes last read, read
- * again from addr (never past the stack mapping's end: a read that faults
- * costs ~1.2 us) when addr lies outside it. Elsewhere (a goroutine's
- * stack) it reads addr alone, as it does when a chunk faults anyway (a
- * page above never touched: a big local array never written). */
+ * memory read costs ~100 ns here whatever its size (a 4 KiB one ~60 ns
+ * more), and a walk reads two or three words a frame: so a word of the
+ * thread's stack comes from the chunk last read, read again from addr
+ * (never past the stack mapping's end: a read that faults costs ~1.2 us)
+ * when addr lies outside it. A walk's first chunk is as long as this
+ * thread's last walk needed (win->chunk), the next ones STACK_CHUNK.
+ * Elsewhere (a goroutine's stack) it reads addr alone, as it does when a
+ * chunk faults anyway (a page above never touched: a big local array
+ * never written). */
 static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size, __u64 addr)
 {
 	struct stack_window *win = w->win;
@@ -45,8 +47,11 @@ static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size
 		 * below addr: a page below the deepest call so far may never
 		 * have been touched.) */
 		__u64 n = w->stack_hi - addr;
+		if (n > win->chunk)
+			n = win->chunk;
 		if (n > STACK_CHUNK)
 			n = STACK_CHUNK;
+		win->chunk = STACK_CHUNK;
 		win->len = 0;
 		if (bpf_probe_read_user(win->data, n, (void *)addr)) {
 			/* A page above addr was never touched: a big local
@@ -61,7 +66,11 @@ static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size
 		}
 		win->lo = addr;
 		win->len = n;
+		if (!win->low || addr < win->low)
+			win->low = addr;
 	}
+	if (addr + size > win->reach)
+		win->reach = addr + size;
 	__u64 off = (addr - win->lo) & (STACK_CHUNK - 1);
 	if (off > STACK_CHUNK - size)
 		return -1;
@@ -489,6 +498,10 @@ static __always_inline __u64 walk_stack_held(struct thread_state *ts, struct sta
 {
 	__u32 zero = 0;
 	win->len = 0;
+	/* What the last walk needed and a little more: the same call path
+	 * reads the same words. */
+	win->chunk = ts->stack_need ? (ts->stack_need + 127) & ~63ULL : STACK_FIRST_CHUNK;
+	win->low = win->reach = 0;
 	if (sp < ts->stack_lo || sp >= ts->stack_hi) {
 		/* First walk on this thread, or its stack grew: find the
 		 * mapping (once: a thread's stack does not move). */
@@ -515,6 +528,8 @@ static __always_inline __u64 walk_stack_held(struct thread_state *ts, struct sta
 		.stack_hi = ts->stack_hi,
 	};
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
+	if (win->low && win->reach > win->low)
+		ts->stack_need = win->reach - win->low > STACK_CHUNK ? STACK_CHUNK : (__u32)(win->reach - win->low);
 	/* ips past depth keep stale frames; readers use depth only. */
 	__u64 h = (w.hash ^ st->flags) * 1099511628211ULL;
 	if (h == 0)

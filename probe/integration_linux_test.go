@@ -143,6 +143,17 @@ func TestLaunchLeakyExact(t *testing.T) {
 	if f := first.Site.Stack.Frames[0]; !strings.HasSuffix(f.File, "leaky.c") || f.Line == 0 || f.Module != bin {
 		t.Errorf("rank 1 frame 0 = %+v, want leaky.c:line in %s", f, bin)
 	}
+	// The allocator the dynamic linker named before the start is marked
+	// among the objects the kernel mapped: one, libc.
+	var allocators []string
+	for _, o := range c.Objects {
+		if o.Allocator {
+			allocators = append(allocators, o.Path)
+		}
+	}
+	if len(allocators) != 1 || !strings.Contains(allocators[0], "libc.so") {
+		t.Errorf("objects marked allocator = %q, want libc's mapping", allocators)
+	}
 	// Nothing else from the example's own functions is outstanding.
 	for _, l := range res.Leaks[2:] {
 		if l.Site.Stack.Frames[0].Module == bin {

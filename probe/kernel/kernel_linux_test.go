@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -36,6 +37,7 @@ func harness(t *testing.T, maxSites uint32) *bpftest.HarnessObjects {
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}
 	spec.Maps["site_slots"].MaxEntries = 1 << 10
+	spec.Maps["site_counts"].MaxEntries = 1 << 10 * harnessCopies
 	spec.Maps["unwind_rows"].MaxEntries = 1 << 10
 	if maxSites != 0 {
 		if err := spec.Variables["max_sites"].Set(maxSites); err != nil {
@@ -59,6 +61,10 @@ func harness(t *testing.T, maxSites uint32) *bpftest.HarnessObjects {
 	t.Cleanup(func() { objs.Close() })
 	return &objs
 }
+
+// harnessCopies is the harness's site_copies: its default, SITE_COPIES,
+// whatever the CPUs.
+const harnessCopies = uint32(leakLimitsSITE_COPIES)
 
 // run test-runs prog with args as its context words and returns its
 // return value.
@@ -139,13 +145,16 @@ func TestHarnessSharesProbeState(t *testing.T) {
 				hm.Type, hm.KeySize, hm.ValueSize, hm.MaxEntries, hm.Flags, pm.Type, pm.KeySize, pm.ValueSize, pm.MaxEntries, pm.Flags)
 		}
 	}
-	for _, name := range []string{"allocs", "sites", "site_slots", "stacks", "exec_ranges", "range_ctls", "unwind_rows", "zwindows", "stats"} {
+	for _, name := range []string{"allocs", "sites", "site_slots", "site_counts", "stacks", "exec_ranges", "range_ctls", "unwind_rows", "zwindows", "stats"} {
 		if h.Maps[name] == nil {
 			t.Errorf("harness lacks map %s", name)
 		}
 	}
 	if n := len(leakStack{}.Ips); n != int(leakLimitsMAX_STACK_DEPTH) {
 		t.Errorf("struct stack holds %d frames, MAX_STACK_DEPTH is %d", n, leakLimitsMAX_STACK_DEPTH)
+	}
+	if n := unsafe.Sizeof(leakSiteStats{}); n != 64 {
+		t.Errorf("a copy of a site's totals is %d bytes, not a cache line", n)
 	}
 	if n := probes.Maps["jvm_heaps"].MaxEntries; n != uint32(leakLimitsMAX_JVM_HEAPS) {
 		t.Errorf("jvm_heaps has %d entries, MAX_JVM_HEAPS is %d", n, leakLimitsMAX_JVM_HEAPS)
@@ -407,6 +416,108 @@ func TestWalkStackSyntheticStack(t *testing.T) {
 	}
 }
 
+// The walker reads a thread's stack in chunks sized to what its last walk
+// needed (512 bytes on its first), and a frame past the chunk read reads
+// the next: frames beyond the first chunk, a word straddling its end and
+// a frame beyond the second are all found, and each walk records the
+// bytes it read for the next.
+func TestWalkStackChunkGrowth(t *testing.T) {
+	objs := harness(t, 0)
+	m := newMem(t, 8)
+	s := m.base + 2*uint64(os.Getpagesize()) // the stack pointer at the return probe
+	const fp = 0x400000
+	setRanges(t, objs, 1, []leakExecRange{{Start: fp, End: fp + 0x100000, Flags: uint32(leakRangeFlagRANGE_HAS_FP)}}, nil)
+
+	// A long stack: a frame in the first 512 bytes, one whose return
+	// address lies past them (the word straddles the chunk's end), one
+	// further up and one past the next 4 KiB chunk too.
+	m.put(s+0x20, s+0x218, fp+0x21)
+	m.put(s+0x218, s+0x700, fp+0x22)
+	m.put(s+0x700, s+0x1800, fp+0x23)
+	m.put(s+0x1800, 0, fp+0x24)
+	long := []uint64{fp + 0x10, fp + 0x21, fp + 0x22, fp + 0x23, fp + 0x24}
+	// A short stack elsewhere: 144 bytes from its first frame to the end
+	// of its last.
+	short := s + 0x3000
+	m.put(short, short+0x80, fp+0x31)
+	m.put(short+0x80, 0, fp+0x32)
+	shortIPs := []uint64{fp + 0x10, fp + 0x31, fp + 0x32}
+
+	for _, c := range []struct {
+		name    string
+		fp      uint64
+		wantIPs []uint64
+		need    uint32
+	}{
+		{"first walk: 512 bytes, then more", s + 0x20, long, 4096 /* 0x17f0, at most a chunk */},
+		{"a short stack: one chunk", short, shortIPs, 0x90},
+		{"the long stack with a short stack's chunk", s + 0x20, long, 4096},
+		{"the short stack with a long stack's chunk", short, shortIPs, 0x90},
+	} {
+		if ret := run(t, objs.TestWalkStack, fp+0x10, c.fp, s); ret != 0 {
+			t.Fatalf("%s: test_walk_stack returned %d", c.name, ret)
+		}
+		var id uint64
+		var need uint32
+		if err := objs.OutU64.Get(&id); err != nil {
+			t.Fatal(err)
+		}
+		if err := objs.OutU32.Get(&need); err != nil {
+			t.Fatal(err)
+		}
+		var st leakStack
+		if err := objs.Stacks.Lookup(id, &st); err != nil {
+			t.Fatalf("%s: stacks[%#x]: %v", c.name, id, err)
+		}
+		if got := st.Ips[:st.Depth]; !slices.Equal(got, c.wantIPs) || st.Flags != 0 || id != stackID(c.wantIPs, 0) {
+			t.Errorf("%s: frames %#x flags %#x, want %#x, 0", c.name, got, st.Flags, c.wantIPs)
+		}
+		if need != c.need {
+			t.Errorf("%s: the walk read %d bytes, want %d", c.name, need, c.need)
+		}
+	}
+	if n := statSum(t, objs.Stats, leakStatIndexSTAT_STACK_CHUNK_FAULTS); n != 0 {
+		t.Errorf("%d chunk faults, want 0", n)
+	}
+}
+
+// runOn test-runs prog on CPU cpu, as run does.
+func runOn(t *testing.T, cpu uint32, prog *ebpf.Program, args ...uint64) int32 {
+	t.Helper()
+	ret, err := prog.Run(&ebpf.RunOptions{Context: args, CPU: cpu, Flags: unix.BPF_F_TEST_RUN_ON_CPU})
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		testutil.SkipOrFail(t, "BPF_PROG_TEST_RUN on a CPU not supported: "+err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(ret)
+}
+
+// siteCopy reads copy c of the totals of slot i (site_counts).
+func siteCopy(t *testing.T, objs *bpftest.HarnessObjects, i, c uint32) leakSiteStats {
+	t.Helper()
+	var s leakSiteStats
+	if err := objs.SiteCounts.Lookup(i*harnessCopies+c, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// siteTotals is the totals of slot i: its copies summed, as ForEachSite
+// sums them.
+func siteTotals(t *testing.T, objs *bpftest.HarnessObjects, i uint32) leakSiteStats {
+	t.Helper()
+	var sum leakSiteStats
+	for c := range harnessCopies {
+		s := siteCopy(t, objs, i, c)
+		sum.LiveBytes += s.LiveBytes
+		sum.Allocs += s.Allocs
+		sum.Frees += s.Frees
+	}
+	return sum
+}
+
 // siteSlot reads slot i of site_slots.
 func siteSlot(t *testing.T, objs *bpftest.HarnessObjects, i uint32) leakSiteSlot {
 	t.Helper()
@@ -497,7 +608,7 @@ func TestTrackAllocRelease(t *testing.T) {
 	}
 	stats := func(slot uint32, want leakSiteStats) {
 		t.Helper()
-		if got := siteSlot(t, objs, slot).Stats; got != want {
+		if got := siteTotals(t, objs, slot); got != want {
 			t.Errorf("slot %d: %+v, want %+v", slot, got, want)
 		}
 	}
@@ -507,7 +618,7 @@ func TestTrackAllocRelease(t *testing.T) {
 		t.Errorf("allocs[0x1000] = %+v (%v)", info, ok)
 	}
 	alloc(0x2000, 32, malloc, 7, 3000)
-	stats(0, leakSiteStats{LiveCount: 2, LiveBytes: 96, Allocs: 2, LiveTsSumNs: 4000})
+	stats(0, leakSiteStats{LiveBytes: 96, Allocs: 2})
 
 	if !release(0x1000, malloc) {
 		t.Error("release of a live block not found")
@@ -518,17 +629,17 @@ func TestTrackAllocRelease(t *testing.T) {
 	if release(0x1000, malloc) {
 		t.Error("double release counted")
 	}
-	stats(0, leakSiteStats{LiveCount: 1, LiveBytes: 32, Allocs: 2, Frees: 1, LiveTsSumNs: 3000})
+	stats(0, leakSiteStats{LiveBytes: 32, Allocs: 2, Frees: 1})
 
 	alloc(0x2000, 48, malloc, 7, 5000) // its free was missed
-	stats(0, leakSiteStats{LiveCount: 1, LiveBytes: 48, Allocs: 3, Frees: 2, LiveTsSumNs: 5000})
+	stats(0, leakSiteStats{LiveBytes: 48, Allocs: 3, Frees: 2})
 	if n := statSum(t, objs.Stats, leakStatIndexSTAT_FREES_MISSED); n != 1 {
 		t.Errorf("frees missed %d, want 1", n)
 	}
 
 	alloc(0x3000, 100, inflate, 8, 6000)
 	alloc(0x3000, 100, inflate, 8, 7000) // initialised again without inflateEnd
-	stats(1, leakSiteStats{LiveCount: 2, LiveBytes: 200, Allocs: 2, LiveTsSumNs: 13000})
+	stats(1, leakSiteStats{LiveBytes: 200, Allocs: 2})
 	var k leakHandleKey
 	var info leakAllocInfo
 	var orphans, current int
@@ -559,7 +670,7 @@ func TestTrackAllocRelease(t *testing.T) {
 	if info, _ := entry(0x3000, inflate); info.SizeBytes != 84 {
 		t.Errorf("stream holds %d bytes after its block's release, want 84", info.SizeBytes)
 	}
-	stats(1, leakSiteStats{LiveCount: 2, LiveBytes: 184, Allocs: 2, LiveTsSumNs: 13000})
+	stats(1, leakSiteStats{LiveBytes: 184, Allocs: 2})
 
 	for idx, want := range map[leakStatIndex]uint64{
 		leakStatIndexSTAT_ALLOCS:         5,
@@ -570,6 +681,63 @@ func TestTrackAllocRelease(t *testing.T) {
 		if n := statSum(t, objs.Stats, idx); n != want {
 			t.Errorf("stat %d = %d, want %d", idx, n, want)
 		}
+	}
+}
+
+// A site's totals are kept in copies, one per CPU (modulo site_copies): a
+// block allocated on one CPU and released on another leaves the first
+// copy up and the second below zero, and their sum is exact; so are a
+// resource's bytes moved by its blocks on another CPU (owner_add).
+func TestSiteCountsAcrossCPUs(t *testing.T) {
+	n, err := ebpf.PossibleCPU()
+	if err != nil || n < 2 {
+		testutil.SkipOptional(t, "needs two CPUs")
+	}
+	objs := harness(t, 0)
+	malloc, inflate := uint64(leakAllocKindKIND_MALLOC), uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	alloc := func(cpu uint32, addr, size, kind, stack, ts uint64) {
+		t.Helper()
+		if runOn(t, cpu, objs.TestTrackAlloc, addr, size, kind, stack, ts) != 1 {
+			t.Fatalf("track_alloc(%#x) on CPU %d failed", addr, cpu)
+		}
+	}
+	release := func(cpu uint32, addr, kind uint64) {
+		t.Helper()
+		if runOn(t, cpu, objs.TestTrackRelease, addr, kind) != 1 {
+			t.Fatalf("track_release(%#x) on CPU %d: not live", addr, cpu)
+		}
+	}
+	// Slot 0: three blocks on CPU 0, two of them freed on CPU 1, one
+	// more made and freed on CPU 1.
+	alloc(0, 0x1000, 64, malloc, 7, 1000)
+	alloc(0, 0x2000, 32, malloc, 7, 2000)
+	alloc(0, 0x3000, 16, malloc, 7, 3000)
+	release(1, 0x1000, malloc)
+	release(1, 0x3000, malloc)
+	alloc(1, 0x4000, 8, malloc, 7, 4000)
+	release(1, 0x4000, malloc)
+	if got, want := siteCopy(t, objs, 0, 0), (leakSiteStats{LiveBytes: 112, Allocs: 3}); got != want {
+		t.Errorf("slot 0, copy 0: %+v, want %+v", got, want)
+	}
+	below := func(n int64) uint64 { return uint64(-n) } // n below zero, as a copy wraps
+	if got, want := siteCopy(t, objs, 0, 1), (leakSiteStats{LiveBytes: below(80), Allocs: 1, Frees: 3}); got != want {
+		t.Errorf("slot 0, copy 1: %+v, want %+v (below zero: freed here, allocated elsewhere)", got, want)
+	}
+	if got, want := siteTotals(t, objs, 0), (leakSiteStats{LiveBytes: 32, Allocs: 4, Frees: 3}); got != want {
+		t.Errorf("slot 0: %+v, want %+v", got, want)
+	}
+	// Slot 1: a stream made on CPU 0; a block it owns made and freed on
+	// CPU 1 takes its bytes out of the stream's site on CPU 1's copy.
+	alloc(0, 0x5000, 100, inflate, 8, 5000)
+	if runOn(t, 1, objs.TestTrackOwned, 0x6000, 16, 0x5000, inflate, 6000) != 1 {
+		t.Fatal("track_owned failed")
+	}
+	release(1, 0x6000, malloc)
+	if got, want := siteTotals(t, objs, 1), (leakSiteStats{LiveBytes: 84, Allocs: 1}); got != want {
+		t.Errorf("stream's slot: %+v, want %+v", got, want)
+	}
+	if got := siteCopy(t, objs, 1, 1).LiveBytes; got != below(16) {
+		t.Errorf("stream's slot, copy 1: live bytes %d, want -16", int64(got))
 	}
 }
 
@@ -694,7 +862,7 @@ func TestZwindowSettle(t *testing.T) {
 		if err := objs.Allocs.Lookup(key, &info); err != nil || info.SizeBytes != bytes {
 			t.Errorf("%s: stream holds %d bytes (%v), want %d", name, info.SizeBytes, err, bytes)
 		}
-		if s := siteSlot(t, objs, info.Site).Stats; s.LiveBytes != bytes {
+		if s := siteTotals(t, objs, info.Site); s.LiveBytes != bytes {
 			t.Errorf("%s: its site holds %d bytes, want %d", name, s.LiveBytes, bytes)
 		}
 		var got leakZwindow

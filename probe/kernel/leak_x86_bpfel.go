@@ -182,6 +182,7 @@ const (
 	leakLimitsMAX_STACK_DEPTH leakLimits = 64
 	leakLimitsMAX_RANGES      leakLimits = 2048
 	leakLimitsMAX_JVM_HEAPS   leakLimits = 4
+	leakLimitsSITE_COPIES     leakLimits = 4
 )
 
 type leakMapHow uint32
@@ -284,16 +285,14 @@ type leakSiteSlot struct {
 	_     structs.HostLayout
 	Key   leakSiteKey
 	State uint64
-	Stats leakSiteStats
 }
 
 type leakSiteStats struct {
-	_           structs.HostLayout
-	LiveCount   uint64
-	LiveBytes   uint64
-	Allocs      uint64
-	Frees       uint64
-	LiveTsSumNs uint64
+	_         structs.HostLayout
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Pad       [5]uint64
 }
 
 type leakSlotState uint32
@@ -333,11 +332,14 @@ const (
 )
 
 type leakStackWindow struct {
-	_    structs.HostLayout
-	Lo   uint64
-	Len  uint64
-	Busy uint64
-	Data [4096]uint8
+	_     structs.HostLayout
+	Lo    uint64
+	Len   uint64
+	Busy  uint64
+	Chunk uint64
+	Low   uint64
+	Reach uint64
+	Data  [4096]uint8
 }
 
 type leakStatIndex uint32
@@ -402,8 +404,10 @@ type leakThreadState struct {
 		Kind    uint32
 		Pad     uint32
 	}
-	StackLo uint64
-	StackHi uint64
+	StackLo   uint64
+	StackHi   uint64
+	StackNeed uint32
+	Pad       uint32
 }
 
 type leakUnwindCfa uint32
@@ -481,6 +485,7 @@ const (
 	leakMapRangeMisses                = "range_misses"
 	leakMapSampleCountdown            = "sample_countdown"
 	leakMapSampledFilter              = "sampled_filter"
+	leakMapSiteCounts                 = "site_counts"
 	leakMapSiteSeen                   = "site_seen"
 	leakMapSiteSlots                  = "site_slots"
 	leakMapSites                      = "sites"
@@ -548,6 +553,7 @@ const (
 	leakVarResourceCalls              = "resource_calls"
 	leakVarSampleBytes                = "sample_bytes"
 	leakVarSampleExact                = "sample_exact"
+	leakVarSiteCopies                 = "site_copies"
 	leakVarSiteCount                  = "site_count"
 	leakVarStopOnLoad                 = "stop_on_load"
 	leakVarStopSent                   = "stop_sent"
@@ -685,6 +691,7 @@ type leakMapSpecs struct {
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.MapSpec `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.MapSpec `ebpf:"site_counts"`
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
@@ -719,6 +726,7 @@ type leakVariableSpecs struct {
 	ResourceCalls       *ebpf.VariableSpec `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	SampleExact         *ebpf.VariableSpec `ebpf:"sample_exact"`
+	SiteCopies          *ebpf.VariableSpec `ebpf:"site_copies"`
 	SiteCount           *ebpf.VariableSpec `ebpf:"site_count"`
 	StopOnLoad          *ebpf.VariableSpec `ebpf:"stop_on_load"`
 	StopSent            *ebpf.VariableSpec `ebpf:"stop_sent"`
@@ -789,6 +797,7 @@ type leakMaps struct {
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.Map `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.Map `ebpf:"site_counts"`
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
@@ -818,6 +827,7 @@ func (m *leakMaps) Close() error {
 		m.RangeMisses,
 		m.SampleCountdown,
 		m.SampledFilter,
+		m.SiteCounts,
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
@@ -853,6 +863,7 @@ type leakVariables struct {
 	ResourceCalls       *ebpf.Variable `ebpf:"resource_calls"`
 	SampleBytes         *ebpf.Variable `ebpf:"sample_bytes"`
 	SampleExact         *ebpf.Variable `ebpf:"sample_exact"`
+	SiteCopies          *ebpf.Variable `ebpf:"site_copies"`
 	SiteCount           *ebpf.Variable `ebpf:"site_count"`
 	StopOnLoad          *ebpf.Variable `ebpf:"stop_on_load"`
 	StopSent            *ebpf.Variable `ebpf:"stop_sent"`

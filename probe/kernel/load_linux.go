@@ -53,10 +53,14 @@ type Objects struct {
 	objs     leakObjects
 	features Features
 	// siteBuf and siteKeys are the buffers ForEachSite reads site_slots
-	// into, reused.
-	siteBuf  []leakSiteSlot
-	siteKeys []uint32
-	stack    leakStack // Stack's read buffer: 528 B, not one per new stack
+	// into, countBuf and countKeys those it reads site_counts into, reused.
+	siteBuf   []leakSiteSlot
+	siteKeys  []uint32
+	countBuf  []leakSiteStats
+	countKeys []uint32
+	// copies is site_copies: the copies of each site's totals.
+	copies uint32
+	stack  leakStack // Stack's read buffer: 528 B, not one per new stack
 }
 
 // mapEventsBytes is the size of mmap_events: ~116k records between two
@@ -90,6 +94,8 @@ func Load(c Config) (*Objects, error) {
 	set("page_size", uint64(os.Getpagesize()))
 	set("trace_maps", flag(c.Maps))
 	set("max_sites", c.MaxSites)
+	copies := siteCopies()
+	set("site_copies", copies)
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +105,7 @@ func Load(c Config) (*Objects, error) {
 	spec.Maps["allocs"].MaxEntries = c.MaxAllocations
 	spec.Maps["sites"].MaxEntries = c.MaxSites
 	spec.Maps["site_slots"].MaxEntries = c.MaxSites
+	spec.Maps["site_counts"].MaxEntries = c.MaxSites * copies
 	spec.Maps["stacks"].MaxEntries = c.MaxStacks
 	spec.Maps["unwind_rows"].MaxEntries = c.MaxUnwindRows
 	spec.Maps["zwindows"].MaxEntries = c.MaxAllocations
@@ -109,7 +116,7 @@ func Load(c Config) (*Objects, error) {
 	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}
-	o := &Objects{}
+	o := &Objects{copies: copies}
 	if c.Plain {
 		o.features.NoMulti, o.features.NoSession = true, true
 	}
@@ -163,6 +170,21 @@ func TryLoad() error {
 		return fmt.Errorf("load BPF programs: %w", err)
 	}
 	return objs.Close()
+}
+
+// siteCopies is how many copies of each site's totals the kernel keeps
+// (site_copies): one per possible CPU, rounded down to a power of two, at
+// most SITE_COPIES.
+func siteCopies() uint32 {
+	n, err := ebpf.PossibleCPU()
+	if err != nil || n < 1 {
+		n = 1
+	}
+	c := uint32(1)
+	for c*2 <= uint32(n) && c*2 <= uint32(leakLimitsSITE_COPIES) {
+		c *= 2
+	}
+	return c
 }
 
 func flag(on bool) uint32 {

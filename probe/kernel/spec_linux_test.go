@@ -25,6 +25,7 @@ func TestSpecLayout(t *testing.T) {
 		{"allocs", unsafe.Sizeof(leakHandleKey{}), unsafe.Sizeof(leakAllocInfo{})},
 		{"sites", unsafe.Sizeof(leakSiteKey{}), unsafe.Sizeof(uint32(0))},
 		{"site_slots", unsafe.Sizeof(uint32(0)), unsafe.Sizeof(leakSiteSlot{})},
+		{"site_counts", unsafe.Sizeof(uint32(0)), unsafe.Sizeof(leakSiteStats{})},
 		{"stacks", 8, unsafe.Sizeof(leakStack{})},
 		{"exec_ranges", 4, unsafe.Sizeof(leakExecRange{})},
 		{"range_ctls", 4, unsafe.Sizeof(leakRangeCtl{})},

@@ -178,8 +178,9 @@ type Totals struct {
 
 // ForEachSite calls fn with every site of site_slots, its index and its
 // totals: the slots handed out (site_count, at most max), read in batches
-// of 4096 (an array: no hash walk). A slot left unused (another CPU made
-// the same site first) or not written yet is skipped.
+// of 4096 (an array: no hash walk), each slot's totals summed over its
+// copies in site_counts. A slot left unused (another CPU made the same
+// site first) or not written yet is skipped.
 func (o *Objects) ForEachSite(max uint32, fn func(idx uint32, s Site, t Totals)) error {
 	count, err := o.SiteCount()
 	if err != nil {
@@ -187,25 +188,44 @@ func (o *Objects) ForEachSite(max uint32, fn func(idx uint32, s Site, t Totals))
 	}
 	n := uint32(min(count, uint64(max)))
 	const batch = 4096
+	copies := int(o.copies)
 	if o.siteBuf == nil {
 		o.siteBuf, o.siteKeys = make([]leakSiteSlot, batch), make([]uint32, batch)
+		o.countBuf, o.countKeys = make([]leakSiteStats, batch*copies), make([]uint32, batch*copies)
 	}
 	keys := o.siteKeys
-	var cursor ebpf.MapBatchCursor
+	var cursor, countCursor ebpf.MapBatchCursor
 	for done := uint32(0); done < n; {
 		got, err := o.objs.SiteSlots.BatchLookup(&cursor, keys, o.siteBuf, nil)
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+		// The same slots' totals: site_counts holds copies entries a
+		// slot, in slot order.
+		if got > 0 {
+			c, cerr := o.objs.SiteCounts.BatchLookup(&countCursor, o.countKeys[:got*copies], o.countBuf[:got*copies], nil)
+			if cerr != nil && !errors.Is(cerr, ebpf.ErrKeyNotExist) {
+				return cerr
+			}
+			if c != got*copies || o.countKeys[0] != keys[0]*uint32(copies) {
+				return fmt.Errorf("read site_counts: %d entries from %d, want %d from %d", c, o.countKeys[0], got*copies, keys[0]*uint32(copies))
+			}
+		}
 		for i := 0; i < got && keys[i] < n; i++ {
 			if s := &o.siteBuf[i]; s.State == uint64(leakSlotStateSLOT_USED) {
-				fn(keys[i], Site{s.Key.StackId, s.Key.Kind &^ siteKindExact, s.Key.Pad, s.Key.Kind&siteKindExact != 0},
-					Totals{s.Stats.LiveCount, s.Stats.LiveBytes, s.Stats.Allocs, s.Stats.Frees})
+				var t Totals
+				for _, c := range o.countBuf[i*copies : (i+1)*copies] {
+					t.LiveBytes += c.LiveBytes
+					t.Allocs += c.Allocs
+					t.Frees += c.Frees
+				}
+				t.LiveCount = t.Allocs - t.Frees
+				fn(keys[i], Site{s.Key.StackId, s.Key.Kind &^ siteKindExact, s.Key.Pad, s.Key.Kind&siteKindExact != 0}, t)
 			}
 		}
 		done += uint32(got)
 		if errors.Is(err, ebpf.ErrKeyNotExist) || got == 0 {
 			break
-		}
-		if err != nil {
-			return err
 		}
 	}
 	return nil

@@ -92,6 +92,20 @@ func AllocatorForExec(path string, env []string, cache *symbolize.Cache, as *Lis
 	return a, append([]string{path}, libs...), err
 }
 
+// mappedPath is path as the kernel will name its mapping once the program
+// runs: symbolic links resolved (ld.so lists /lib/x86_64-linux-gnu/libc.so.6,
+// which Debian's merged /usr maps as /usr/lib/x86_64-linux-gnu/libc.so.6),
+// so that the allocator is recognised among the mapped objects. A path
+// that does not resolve is kept as it is.
+func mappedPath(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return path
+}
+
 func predictAllocator(path string, env []string, cache *symbolize.Cache, as *Lister) (Allocator, []string, error) {
 	obj, err := cache.Object(path)
 	if err != nil {
@@ -103,7 +117,7 @@ func predictAllocator(path string, env []string, cache *symbolize.Cache, as *Lis
 	}
 	if interp == "" { // static executable
 		if definesStatic(obj, "malloc") {
-			return Allocator{Path: path, Display: path, Obj: obj}, nil, nil
+			return Allocator{Path: path, Display: mappedPath(path), Obj: obj}, nil, nil
 		}
 		return Allocator{}, nil, fmt.Errorf("%s is static and defines no malloc: %w", path, ErrNoAllocator)
 	}
@@ -112,7 +126,7 @@ func predictAllocator(path string, env []string, cache *symbolize.Cache, as *Lis
 		return Allocator{}, nil, err
 	}
 	if obj.Exports("malloc") {
-		return Allocator{Path: path, Display: path, Obj: obj}, libs, nil
+		return Allocator{Path: path, Display: mappedPath(path), Obj: obj}, libs, nil
 	}
 	var libc *Allocator
 	for _, lib := range libs {
@@ -120,7 +134,7 @@ func predictAllocator(path string, env []string, cache *symbolize.Cache, as *Lis
 		if err != nil || !o.Exports("malloc") {
 			continue
 		}
-		a := &Allocator{Path: lib, Display: lib, Obj: o}
+		a := &Allocator{Path: lib, Display: mappedPath(lib), Obj: o}
 		if isLibc(lib) {
 			if libc == nil {
 				libc = a

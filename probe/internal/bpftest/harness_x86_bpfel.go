@@ -116,14 +116,14 @@ type HarnessSiteSlot struct {
 	_     structs.HostLayout
 	Key   HarnessSiteKey
 	State uint64
-	Stats struct {
-		_           structs.HostLayout
-		LiveCount   uint64
-		LiveBytes   uint64
-		Allocs      uint64
-		Frees       uint64
-		LiveTsSumNs uint64
-	}
+}
+
+type HarnessSiteStats struct {
+	_         structs.HostLayout
+	LiveBytes uint64
+	Allocs    uint64
+	Frees     uint64
+	Pad       [5]uint64
 }
 
 type HarnessStack struct {
@@ -134,11 +134,14 @@ type HarnessStack struct {
 }
 
 type HarnessStackWindow struct {
-	_    structs.HostLayout
-	Lo   uint64
-	Len  uint64
-	Busy uint64
-	Data [4096]uint8
+	_     structs.HostLayout
+	Lo    uint64
+	Len   uint64
+	Busy  uint64
+	Chunk uint64
+	Low   uint64
+	Reach uint64
+	Data  [4096]uint8
 }
 
 type HarnessThreadState struct {
@@ -181,8 +184,10 @@ type HarnessThreadState struct {
 		Kind    uint32
 		Pad     uint32
 	}
-	StackLo uint64
-	StackHi uint64
+	StackLo   uint64
+	StackHi   uint64
+	StackNeed uint32
+	Pad       uint32
 }
 
 type HarnessUnwindRow struct {
@@ -224,6 +229,7 @@ const (
 	HarnessMapRangeMisses        = "range_misses"
 	HarnessMapSampleCountdown    = "sample_countdown"
 	HarnessMapSampledFilter      = "sampled_filter"
+	HarnessMapSiteCounts         = "site_counts"
 	HarnessMapSiteSeen           = "site_seen"
 	HarnessMapSiteSlots          = "site_slots"
 	HarnessMapSites              = "sites"
@@ -263,6 +269,7 @@ const (
 	HarnessVarResourceCalls      = "resource_calls"
 	HarnessVarSampleBytes        = "sample_bytes"
 	HarnessVarSampleExact        = "sample_exact"
+	HarnessVarSiteCopies         = "site_copies"
 	HarnessVarSiteCount          = "site_count"
 	HarnessVarStopSent           = "stop_sent"
 	HarnessVarTargetTgid         = "target_tgid"
@@ -343,6 +350,7 @@ type HarnessMapSpecs struct {
 	RangeMisses     *ebpf.MapSpec `ebpf:"range_misses"`
 	SampleCountdown *ebpf.MapSpec `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.MapSpec `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.MapSpec `ebpf:"site_counts"`
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
@@ -376,6 +384,7 @@ type HarnessVariableSpecs struct {
 	ResourceCalls *ebpf.VariableSpec `ebpf:"resource_calls"`
 	SampleBytes   *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	SampleExact   *ebpf.VariableSpec `ebpf:"sample_exact"`
+	SiteCopies    *ebpf.VariableSpec `ebpf:"site_copies"`
 	SiteCount     *ebpf.VariableSpec `ebpf:"site_count"`
 	StopSent      *ebpf.VariableSpec `ebpf:"stop_sent"`
 	TargetTgid    *ebpf.VariableSpec `ebpf:"target_tgid"`
@@ -416,6 +425,7 @@ type HarnessMaps struct {
 	RangeMisses     *ebpf.Map `ebpf:"range_misses"`
 	SampleCountdown *ebpf.Map `ebpf:"sample_countdown"`
 	SampledFilter   *ebpf.Map `ebpf:"sampled_filter"`
+	SiteCounts      *ebpf.Map `ebpf:"site_counts"`
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
@@ -445,6 +455,7 @@ func (m *HarnessMaps) Close() error {
 		m.RangeMisses,
 		m.SampleCountdown,
 		m.SampledFilter,
+		m.SiteCounts,
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
@@ -479,6 +490,7 @@ type HarnessVariables struct {
 	ResourceCalls *ebpf.Variable `ebpf:"resource_calls"`
 	SampleBytes   *ebpf.Variable `ebpf:"sample_bytes"`
 	SampleExact   *ebpf.Variable `ebpf:"sample_exact"`
+	SiteCopies    *ebpf.Variable `ebpf:"site_copies"`
 	SiteCount     *ebpf.Variable `ebpf:"site_count"`
 	StopSent      *ebpf.Variable `ebpf:"stop_sent"`
 	TargetTgid    *ebpf.Variable `ebpf:"target_tgid"`
