@@ -82,6 +82,7 @@ const struct mmap_event *unused_mmap_event __attribute__((unused));
 const enum map_op *unused_map_op __attribute__((unused));
 const enum map_how *unused_map_how __attribute__((unused));
 const enum site_kind_bit *unused_site_kind_bit __attribute__((unused));
+const struct exact_budget *unused_exact_budget __attribute__((unused));
 
 /* TWINS(plain, multi, args_of, name, args...) defines program name in
  * section plain and its twin name_multi in section multi, both running the
@@ -210,8 +211,8 @@ static __always_inline bool sampled(__u64 size)
 
 /* exact_budget_take reports whether this call is one of the first
  * sample_exact of this jiffy on this CPU (state.bpf.h), and counts it in
- * STAT_EXACT_BUDGET, or in STAT_PAST_BUDGET when it is not: while that is
- * 0, every call was traced exactly. */
+ * STAT_EXACT_BUDGET, or in its budget's past when it is not: while that
+ * is 0, every call was traced exactly. */
 static __always_inline bool exact_budget_take(void)
 {
 	if (!sample_exact)
@@ -226,7 +227,7 @@ static __always_inline bool exact_budget_take(void)
 		b->used = 0;
 	}
 	if (b->used >= sample_exact) {
-		stat_add(STAT_PAST_BUDGET, 1);
+		b->past++;
 		return false;
 	}
 	b->used++;

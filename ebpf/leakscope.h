@@ -92,8 +92,7 @@ enum stat_index {
 	STAT_WALKS_PREEMPTED = 12, /* stacks lost: this CPU's walk scratch was held by a preempted walk */
 	STAT_MAP_EVENTS_LOST = 13, /* mmap_events full: a mapping or thread event not sent */
 	STAT_EXACT_BUDGET = 14,   /* sampling: malloc-family calls the exact budget traced (sample_exact) */
-	STAT_PAST_BUDGET = 15,    /* sampling with an exact budget: calls past it, left to the byte sampler */
-	STAT_MAX = 16,
+	STAT_MAX = 15,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */
@@ -290,6 +289,17 @@ struct site_key {
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum site_kind_bit {
 	SITE_KIND_EXACT = 0x40000000,
+};
+
+/* One CPU's exact budget under sampling (exact_budgets): the jiffy it
+ * counts, the calls it traced in that jiffy, and every call since
+ * tracing began that came past it and was left to the byte sampler
+ * (while 0 on every CPU, every call was traced exactly).
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct exact_budget {
+	__u64 jiffy;
+	__u64 used;
+	__u64 past;
 };
 
 /* A site's totals, in SITE_COPIES copies (site_counts): a CPU updates

@@ -36,12 +36,6 @@ const volatile __u64 sample_bytes = 0;
  * the sampled calls stay a Poisson process over the rest. 0: none. */
 const volatile __u32 sample_exact = 0;
 
-/* This CPU's exact budget: the jiffy it counts and its calls so far. */
-struct exact_budget {
-	__u64 jiffy;
-	__u64 used;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
