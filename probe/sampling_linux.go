@@ -171,7 +171,7 @@ func (t *Tracer) exactBudgetLocked() (*analyze.ExactBudget, error) {
 	if err != nil {
 		return nil, err
 	}
-	past, err := t.objs.Stat(kernel.StatPastBudget)
+	past, err := t.objs.BudgetPast()
 	if err != nil {
 		return nil, err
 	}

@@ -116,6 +116,7 @@ type leakExactBudget struct {
 	_     structs.HostLayout
 	Jiffy uint64
 	Used  uint64
+	Past  uint64
 }
 
 type leakExecRange struct {
@@ -360,8 +361,7 @@ const (
 	leakStatIndexSTAT_WALKS_PREEMPTED    leakStatIndex = 12
 	leakStatIndexSTAT_MAP_EVENTS_LOST    leakStatIndex = 13
 	leakStatIndexSTAT_EXACT_BUDGET       leakStatIndex = 14
-	leakStatIndexSTAT_PAST_BUDGET        leakStatIndex = 15
-	leakStatIndexSTAT_MAX                leakStatIndex = 16
+	leakStatIndexSTAT_MAX                leakStatIndex = 15
 )
 
 type leakThreadState struct {
@@ -565,6 +565,7 @@ const (
 	leakVarUnusedAllocOp              = "unused_alloc_op"
 	leakVarUnusedArgReg               = "unused_arg_reg"
 	leakVarUnusedCookieLayout         = "unused_cookie_layout"
+	leakVarUnusedExactBudget          = "unused_exact_budget"
 	leakVarUnusedExitStatusBit        = "unused_exit_status_bit"
 	leakVarUnusedJvmHeap              = "unused_jvm_heap"
 	leakVarUnusedJvmLayout            = "unused_jvm_layout"
@@ -738,6 +739,7 @@ type leakVariableSpecs struct {
 	UnusedAllocOp       *ebpf.VariableSpec `ebpf:"unused_alloc_op"`
 	UnusedArgReg        *ebpf.VariableSpec `ebpf:"unused_arg_reg"`
 	UnusedCookieLayout  *ebpf.VariableSpec `ebpf:"unused_cookie_layout"`
+	UnusedExactBudget   *ebpf.VariableSpec `ebpf:"unused_exact_budget"`
 	UnusedExitStatusBit *ebpf.VariableSpec `ebpf:"unused_exit_status_bit"`
 	UnusedJvmHeap       *ebpf.VariableSpec `ebpf:"unused_jvm_heap"`
 	UnusedJvmLayout     *ebpf.VariableSpec `ebpf:"unused_jvm_layout"`
@@ -875,6 +877,7 @@ type leakVariables struct {
 	UnusedAllocOp       *ebpf.Variable `ebpf:"unused_alloc_op"`
 	UnusedArgReg        *ebpf.Variable `ebpf:"unused_arg_reg"`
 	UnusedCookieLayout  *ebpf.Variable `ebpf:"unused_cookie_layout"`
+	UnusedExactBudget   *ebpf.Variable `ebpf:"unused_exact_budget"`
 	UnusedExitStatusBit *ebpf.Variable `ebpf:"unused_exit_status_bit"`
 	UnusedJvmHeap       *ebpf.Variable `ebpf:"unused_jvm_heap"`
 	UnusedJvmLayout     *ebpf.Variable `ebpf:"unused_jvm_layout"`

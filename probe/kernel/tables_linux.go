@@ -121,8 +121,21 @@ const (
 	StatWalksPreempted   = Stat(leakStatIndexSTAT_WALKS_PREEMPTED)
 	StatMapEventsLost    = Stat(leakStatIndexSTAT_MAP_EVENTS_LOST)
 	StatExactBudget      = Stat(leakStatIndexSTAT_EXACT_BUDGET)
-	StatPastBudget       = Stat(leakStatIndexSTAT_PAST_BUDGET)
 )
+
+// BudgetPast is the calls that came past the exact budget (sample_exact)
+// and were left to the byte sampler, summed over every CPU.
+func (o *Objects) BudgetPast() (uint64, error) {
+	var perCPU []leakExactBudget
+	if err := o.objs.ExactBudgets.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, fmt.Errorf("read exact_budgets: %w", err)
+	}
+	var n uint64
+	for _, b := range perCPU {
+		n += b.Past
+	}
+	return n, nil
+}
 
 // Stat is counter i summed over every CPU.
 func (o *Objects) Stat(i Stat) (uint64, error) {

@@ -34,6 +34,7 @@ type HarnessExactBudget struct {
 	_     structs.HostLayout
 	Jiffy uint64
 	Used  uint64
+	Past  uint64
 }
 
 type HarnessExecRange struct {
