@@ -528,11 +528,14 @@ func TestCaptureDeltas(t *testing.T) {
 }
 
 // TestCaptureWeightsRoundTrip: sampling weights (Site.LiveWeights) are
-// written with their allocations and read back.
+// written with their allocations and read back, and so are the sampling
+// gap and the exact budget's numbers.
 func TestCaptureWeightsRoundTrip(t *testing.T) {
 	c := synthCapture(50, 500, 3)
 	scaleSampledForTest(c)
 	c.Sites[0].LiveWeights[1] = 0 // a traced one among sampled ones
+	c.SampleBytes = 512 << 10
+	c.ExactBudget = &ExactBudget{PerSecond: 10000, Calls: 12345, Past: 678}
 	var b bytes.Buffer
 	if err := writeCapture(&b, c); err != nil {
 		t.Fatal(err)
@@ -544,6 +547,9 @@ func TestCaptureWeightsRoundTrip(t *testing.T) {
 	equalCaptures(t, got, c)
 	if got.Sites[0].Weight(2) == 0 {
 		t.Errorf("weights not read back: %v", got.Sites[0].LiveWeights)
+	}
+	if got.SampleBytes != c.SampleBytes || got.ExactBudget == nil || *got.ExactBudget != *c.ExactBudget {
+		t.Errorf("sampling read back as %d, %+v; want %d, %+v", got.SampleBytes, got.ExactBudget, c.SampleBytes, *c.ExactBudget)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -264,5 +265,39 @@ func TestSampledExactBudgetStorm(t *testing.T) {
 	}
 	if d := math.Abs(float64(l.Bytes) - 64000); d > 5*sd/p*64 {
 		t.Errorf("leak_storm_block: estimated %d bytes, want 64000 ± %.0f (5 sd)", l.Bytes, 5*sd/p*64)
+	}
+}
+
+// The tick rate is read from a kernel configuration's CONFIG_HZ, or
+// measured from /proc/timer_list's jiffies (which must agree), and the
+// budget per tick rounds down, at least 1.
+func TestKernelHZ(t *testing.T) {
+	if hz := parseConfigHZ(strings.NewReader("CONFIG_HZ_250=y\n# CONFIG_HZ_1000 is not set\nCONFIG_HZ=250\n")); hz != 250 {
+		t.Errorf("parseConfigHZ = %d, want 250", hz)
+	}
+	if hz := parseConfigHZ(strings.NewReader("CONFIG_NO_HZ=y\n")); hz != 0 {
+		t.Errorf("parseConfigHZ without CONFIG_HZ = %d, want 0", hz)
+	}
+	if j, ok := parseTimerListJiffies([]byte("Timer List Version: v0.10\n  .last_jiffies   : 4295333950\njiffies: 4295333951\n")); !ok || j != 4295333951 {
+		t.Errorf("parseTimerListJiffies = %d, %v", j, ok)
+	}
+	hz := kernelHZ()
+	t.Logf("HZ %d", hz)
+	if hz < 100 || hz > 1000 {
+		t.Errorf("kernelHZ = %d", hz)
+	}
+	if os.Geteuid() == 0 { // /proc/timer_list is root's
+		if m := measureHZ(); m != hz {
+			t.Errorf("measured HZ %d, configured %d", m, hz)
+		}
+	}
+	if n := exactPerJiffy(512<<10, 10000); n != 10000/hz {
+		t.Errorf("exactPerJiffy(10000/s) = %d at HZ %d", n, hz)
+	}
+	if n := exactPerJiffy(512<<10, 1); n != 1 {
+		t.Errorf("exactPerJiffy(1/s) = %d, want 1", n)
+	}
+	if n := exactPerJiffy(0, 10000); n != 0 {
+		t.Errorf("exactPerJiffy without sampling = %d, want 0", n)
 	}
 }
