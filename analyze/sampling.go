@@ -5,8 +5,9 @@ import "math"
 // SampleWeight is how many allocations of size bytes one traced allocation
 // stands for when sampling every mean bytes: the inverse of its chance to
 // be traced, 1 - exp(-size/mean). The tracer weighs each live allocation
-// by it at the end of a capture; an agent, which reads only per-site
-// totals, weighs a site by its mean size.
+// by it at the end of a capture (1 for one of the exact budget), and each
+// snapshot of a sampled site's totals, all an agent reads, by the site's
+// mean size.
 func SampleWeight(size, mean uint64) float64 {
 	if mean == 0 {
 		return 1

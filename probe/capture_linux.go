@@ -454,10 +454,11 @@ func (t *Tracer) releaseLocked() {
 }
 
 // readLiveLocked lists every live allocation with its age, in batches,
-// and under sampling its weight (liveWeight; exact: the kernel sites of
-// the exact budget). traced is how many blocks each of c.Sites has in the
-// kernel's tables. siteOf maps a kernel site (its index in site_slots) to its index in
-// c.Sites, or -1: the sites of Stop's last read, which every live
+// and a sampled malloc block's weight: 1 for a block of the exact budget
+// (its kernel site is in exact), the inverse of its chance to be traced
+// otherwise. traced is how many blocks each of c.Sites has in the
+// kernel's tables. siteOf maps a kernel site (its index in site_slots)
+// to its index in c.Sites, or -1: the sites of Stop's last read, which every live
 // allocation's site is in (the kernel makes the site first); one it lacks
 // is skipped, as a site that read did not list was. A block counted in a
 // resource's bytes has no site (NO_SITE) and is skipped: the resource's
@@ -501,7 +502,7 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, traced []uin
 			size += t.windows.bytes[windowKey{key.Addr, key.Kind}]
 		}
 		s.Live = append(s.Live, analyze.Alloc{Size: size, Age: age})
-		if s.LiveWeights != nil || (sampled && s.Kind == analyze.KindMalloc) {
+		if sampled && s.Kind == analyze.KindMalloc {
 			w := analyze.SampleWeight(size, t.opts.SampleBytes)
 			if exact.has(info.Site) {
 				w = 1
