@@ -232,7 +232,18 @@ func (o *Objects) ForEachSite(max uint32, fn func(idx uint32, s Site, t Totals))
 					t.Allocs += c.Allocs
 					t.Frees += c.Frees
 				}
-				t.LiveCount = t.Allocs - t.Frees
+				// The copies are read one after another while CPUs
+				// update them: a block allocated on one CPU after its
+				// copy was read and freed on another before its copy
+				// was can make a read show more releases than
+				// allocations. Such a torn read holds nothing, never a
+				// wrapped count.
+				if t.Frees < t.Allocs {
+					t.LiveCount = t.Allocs - t.Frees
+				}
+				if t.LiveCount == 0 || int64(t.LiveBytes) < 0 {
+					t.LiveBytes = 0
+				}
 				fn(keys[i], Site{s.Key.StackId, s.Key.Kind &^ siteKindExact, s.Key.Pad, s.Key.Kind&siteKindExact != 0}, t)
 			}
 		}
