@@ -47,8 +47,9 @@ func launch(t *testing.T, argv ...string) (*analyze.Capture, string) {
 	return launchWith(t, Options{}, argv...)
 }
 
-// launchWith is launch with tracer options.
-func launchWith(t *testing.T, opts Options, argv ...string) (*analyze.Capture, string) {
+// startLaunch launches argv under a tracer with opts, its warnings in the
+// test log; stderr collects the command's standard error.
+func startLaunch(t *testing.T, opts Options, argv ...string) (*Tracer, *Process, *bytes.Buffer) {
 	t.Helper()
 	var stderr bytes.Buffer
 	opts.Warnf = t.Logf
@@ -56,6 +57,13 @@ func launchWith(t *testing.T, opts Options, argv ...string) (*analyze.Capture, s
 	if err != nil {
 		t.Fatalf("launch %s: %v", argv[0], err)
 	}
+	return tr, proc, &stderr
+}
+
+// launchWith is launch with tracer options.
+func launchWith(t *testing.T, opts Options, argv ...string) (*analyze.Capture, string) {
+	t.Helper()
+	tr, proc, stderr := startLaunch(t, opts, argv...)
 	select {
 	case <-proc.Done():
 	case <-time.After(60 * time.Second):

@@ -35,12 +35,7 @@ func buildC(t *testing.T, name string, extra ...string) string {
 // command's stderr.
 func launchWait(t *testing.T, opts Options, argv ...string) (*Tracer, string) {
 	t.Helper()
-	var stderr bytes.Buffer
-	opts.Warnf = t.Logf
-	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: &stderr}, opts)
-	if err != nil {
-		t.Fatalf("launch %s: %v", argv[0], err)
-	}
+	tr, proc, stderr := startLaunch(t, opts, argv...)
 	select {
 	case <-proc.Done():
 	case <-time.After(120 * time.Second):

@@ -3,7 +3,6 @@
 package probe
 
 import (
-	"bytes"
 	"math"
 	"os"
 	"os/exec"
@@ -115,12 +114,7 @@ func leakyCounts(t *testing.T, stderr string) (reqBlocks, reqBytes, tagBlocks, t
 // returns its capture and standard error.
 func launchFor(t *testing.T, opts Options, d time.Duration, argv ...string) (*analyze.Capture, string) {
 	t.Helper()
-	var stderr bytes.Buffer
-	opts.Warnf = t.Logf
-	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: &stderr}, opts)
-	if err != nil {
-		t.Fatalf("launch %s: %v", argv[0], err)
-	}
+	tr, proc, stderr := startLaunch(t, opts, argv...)
 	time.Sleep(d)
 	proc.Signal(syscall.SIGTERM)
 	select {
