@@ -347,7 +347,10 @@ func (l *agentLoop) attach(pid int, comm, cgroup, rt string, early bool) error {
 		l.st.mu.Lock()
 		l.st.health.attachFailures++
 		l.st.mu.Unlock()
-		if !errors.Is(err, probe.ErrTargetExited) {
+		if errors.Is(err, probe.ErrTargetExited) {
+			l.log.Info("not attached: the process exited while being attached", "pid", pid, "comm", comm,
+				"took", time.Since(started).Round(time.Millisecond).String())
+		} else {
 			l.log.Warn("attach failed", "pid", pid, "comm", comm, "err", err.Error())
 		}
 		return err

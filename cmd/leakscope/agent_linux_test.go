@@ -303,8 +303,9 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // A process of the selected name that lives shorter than --interval is
 // found by its exec event, attached to, and served after its exit with
-// its last numbers (--keep-exited): one that sleeps 1.5 s, leaks 10
-// request buffers and exits is counted exactly. Then processes that leak
+// its last numbers (--keep-exited): one that sleeps 4 s (an attach takes
+// over a second on a loaded machine), leaks 10 request buffers and exits
+// is counted exactly. Then processes that leak
 // a buffer every ~5 ms from their start and are stopped after N ms show
 // how short a life is still seen: the agent sees what a process leaks
 // once it is attached (symbolizing its objects takes a few hundred ms),
@@ -344,7 +345,7 @@ func TestAgentShortLived(t *testing.T) {
 		return v, found, exited
 	}
 
-	exact := exec.Command(prog, "--pause-before", "1500", "--messages", "100", "--requests", "10", "--tags", "0")
+	exact := exec.Command(prog, "--pause-before", "4000", "--messages", "100", "--requests", "10", "--tags", "0")
 	var out bytes.Buffer
 	exact.Stderr = &out
 	start := time.Now()
@@ -362,7 +363,7 @@ func TestAgentShortLived(t *testing.T) {
 		nbytes, _, _ = leakValue(exact.Process.Pid, "bytes")
 		return found && exited
 	})
-	t.Logf("a process that lived %s (leaking 10 blocks, 40960 bytes, after 1.5 s): the agent served %.0f blocks, %.0f bytes after its exit", lived.Round(time.Millisecond), count, nbytes)
+	t.Logf("a process that lived %s (leaking 10 blocks, 40960 bytes, after 4 s): the agent served %.0f blocks, %.0f bytes after its exit", lived.Round(time.Millisecond), count, nbytes)
 	if count != 10 || nbytes != 40960 {
 		t.Errorf("agent: %.0f blocks, %.0f bytes of leak_request_buffer; want 10, 40960", count, nbytes)
 	}
