@@ -175,7 +175,9 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 /* zwindow_settle counts the window of live inflate stream strm (w, its
  * zwindows entry) into the stream if zlib allocated it, read from the
  * target's memory: state->window, 1 << state->wbits bytes. The state must
- * point back at strm (inflateStateCheck), or it is not the stream's. */
+ * point back at strm (inflateStateCheck), or it is not the stream's. A
+ * window that is a traced block already (sampling traced the malloc of the
+ * application's own zalloc) is counted as that block, not twice. */
 static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindow *w)
 {
 	__u64 state = w->state, back = 0, window = 0;
@@ -192,7 +194,9 @@ static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindo
 		return; /* not allocated (yet) */
 	__u32 bytes = wbits >= 8 && wbits <= 15 ? 1U << wbits : w->bytes;
 	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
-	if (bpf_map_delete_elem(&zwindows, &hk) == 0)
+	struct handle_key bk = { .addr = window, .kind = KIND_MALLOC, .pad = image_pad() };
+	bool traced = bpf_map_lookup_elem(&allocs, &bk) != NULL;
+	if (bpf_map_delete_elem(&zwindows, &hk) == 0 && !traced)
 		owner_add(strm, kind, bytes);
 }
 

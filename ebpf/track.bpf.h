@@ -69,40 +69,64 @@ static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, _
 	return z->strm;
 }
 
+/* ZWINDOW_COMPUTED is what zwindow_owner returns for the window of a
+ * stream whose bytes are computed: the block is not traced. */
+#define ZWINDOW_COMPUTED 1
+
 /* zwindow_owner returns the inflate stream a malloc of size bytes, now
- * returning, is the window of: inflate() allocates a stream's window
- * lazily (updatewindow, also reached from inflateSetDictionary), and with
- * the malloc family traced in exact mode inflate() is not probed (a trap
- * per call). A window is 1 << wbits bytes (8 to 15), allocated by zlib
- * itself, and its state is still live in a callee-saved register of the
- * caller (Debian's zlib 1.2.13: %rbp) across the call: a malloc block
- * zlib allocated for a live inflate stream, whose state->strm points back
- * at that stream, whose state->window is still NULL (it is stored after
- * the return) and whose state->wbits matches the size. Applications never
- * hold a state: only zlib's own code does. 0 if none matched: the block
- * is then an ordinary allocation. */
-static __always_inline __u64 zwindow_owner(struct pt_regs *ctx, __u64 size)
+ * returning into zlib, is the window of: inflate() allocates a stream's
+ * window lazily (updatewindow, also reached from inflateSetDictionary),
+ * and inflate() is not probed (a trap per call). A window is 1 << wbits
+ * bytes (8 to 15), allocated by zlib itself, and its state is still live
+ * in a callee-saved register of the caller (Debian's zlib 1.2.13: %rbp)
+ * across the call: a state whose state->strm points back at a live
+ * stream, whose state->window is still NULL (it is stored after the
+ * return) and whose state->wbits matches the size. Applications never
+ * hold a state: only zlib's own code does.
+ *
+ * With the malloc family traced, the state is a block zlib allocated for
+ * the stream (an owned block in allocs). In a zlib whose bytes are
+ * computed (RANGE_ZLIB_COMPUTED, sampling) the state is not traced: the
+ * stream must be one whose window is looked for (zwindows), which counts
+ * the window from the state; ZWINDOW_COMPUTED says so, and the block is
+ * not traced. 0 if none matched: the block is an ordinary allocation (a
+ * gzFile's buffers, a copy's state and window). */
+static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 size)
 {
 	if (size < 256 || size > 32768 || (size & (size - 1)))
 		return 0;
 	struct exec_range *r = find_range(PT_REGS_IP(ctx));
-	if (!r || !(r->flags & RANGE_ZLIB))
+	if (!r || !(r->flags & (RANGE_ZLIB | RANGE_ZLIB_COMPUTED)))
 		return 0;
-	__u64 regs[6] = { PT_REGS_FP(ctx), ctx->bx, ctx->r12, ctx->r13, ctx->r14, ctx->r15 };
+	bool computed = r->flags & RANGE_ZLIB_COMPUTED;
 #pragma unroll
 	for (int i = 0; i < 6; i++) {
-		struct handle_key hk = { .addr = regs[i], .kind = KIND_MALLOC, .pad = image_pad() };
-		struct alloc_info *b = bpf_map_lookup_elem(&allocs, &hk);
-		if (!b || b->owner_kind != KIND_ZLIB_INFLATE)
+		/* Read from ctx at each unrolled step: no copy of the six on
+		 * the stack (this frame and alloc_exit's share 512 bytes). */
+		__u64 reg = i == 0 ? PT_REGS_FP(ctx) : i == 1 ? ctx->bx : i == 2 ? ctx->r12 :
+			    i == 3 ? ctx->r13 : i == 4 ? ctx->r14 : ctx->r15;
+		__u64 owner = 0;
+		if (!computed) {
+			struct handle_key hk = { .addr = reg, .kind = KIND_MALLOC, .pad = image_pad() };
+			struct alloc_info *b = bpf_map_lookup_elem(&allocs, &hk);
+			if (!b || b->owner_kind != KIND_ZLIB_INFLATE || !(owner = b->owner))
+				continue;
+		} else if (reg < 4096) {
 			continue;
-		__u64 owner = b->owner;
+		}
 		__u64 state[INFLATE_STATE_WINDOW_OFF / 8 + 1];
-		if (!owner || bpf_probe_read_user(state, sizeof(state), (void *)regs[i]))
+		if (bpf_probe_read_user(state, sizeof(state), (void *)reg))
 			continue;
 		__u32 wbits = (__u32)state[INFLATE_STATE_WBITS_OFF / 8];
-		if (state[0] == owner && state[INFLATE_STATE_WINDOW_OFF / 8] == 0 && wbits <= 15 &&
-		    (1ULL << wbits) == size)
+		if (!state[0] || (owner && state[0] != owner) || state[INFLATE_STATE_WINDOW_OFF / 8] != 0 ||
+		    wbits > 15 || (1ULL << wbits) != size)
+			continue;
+		if (owner)
 			return owner;
+		struct handle_key sk = { .addr = state[0], .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
+		struct zwindow *w = bpf_map_lookup_elem(&zwindows, &sk);
+		if (w && (!w->state || w->state == reg))
+			return ZWINDOW_COMPUTED;
 	}
 	return 0;
 }
@@ -206,20 +230,6 @@ static __always_inline void pending_computed(struct pt_regs *ctx, __u32 kind)
 		ts->outer.computed = 1;
 }
 
-/* computed_window reports whether a traced (sampled) malloc of size bytes,
- * now returning, is the window inflate() allocates for a stream whose
- * bytes are computed (RANGE_ZLIB_COMPUTED): the window is counted into its
- * stream from the stream's state (zwindows), so the block is not traced.
- * Every other malloc of such a zlib is made inside an init and is not
- * traced at all (pending_enter). */
-static __always_inline bool computed_window(struct pt_regs *ctx, __u64 size)
-{
-	if (size < 256 || size > 32768 || (size & (size - 1)))
-		return false;
-	struct exec_range *r = find_range(PT_REGS_IP(ctx));
-	return r && (r->flags & RANGE_ZLIB_COMPUTED);
-}
-
 /* zwindow_pending gives the acquire call just recorded at this entry (an
  * inflate stream's init, malloc not traced) a window to look for once the
  * stream exists: bytes, for windowBits the init is given. */
@@ -307,11 +317,12 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	__u64 addr = result_addr(&p, PT_REGS_RC(ctx));
 	if (!addr)
 		return;
-	if (sample_bytes && !p.owner && p.kind == KIND_MALLOC && computed_window(ctx, p.size_bytes))
-		return;
 	__u64 now = bpf_ktime_get_ns();
-	if (!p.owner && p.kind == KIND_MALLOC && (p.owner = zwindow_owner(ctx, p.size_bytes)))
+	if (!p.owner && p.kind == KIND_MALLOC && (p.owner = zwindow_owner(ctx, p.size_bytes))) {
+		if (p.owner == ZWINDOW_COMPUTED)
+			return;
 		p.owner_kind = KIND_ZLIB_INFLATE;
+	}
 	if (p.owner && track_owned(addr, p.size_bytes, p.owner, p.owner_kind, now)) {
 		if (owner_add(p.owner, p.owner_kind, p.size_bytes))
 			return;

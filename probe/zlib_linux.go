@@ -247,9 +247,10 @@ func zlibTracedFamily(library bool) []probeSpec {
 // without the malloc family, and when sampling with a zlib library, where
 // its mallocs are sampled like any other and its window, allocated inside
 // inflate(), could only be traced by probing every inflate() call. There
-// the kernel traces none of zlib's mallocs (pending_enter,
-// computed_window): each stream counts its computed bytes, and its window
-// once zlib has made it.
+// the kernel traces none of an init's mallocs (pending_enter) nor a
+// window's (zwindow_owner): each stream counts its computed bytes, and its
+// window once zlib has made it. zlib's other mallocs (a gzFile's buffers)
+// are sampled like any other.
 func zlibComputed(mallocTraced, sampled, library bool) bool {
 	return !mallocTraced || (sampled && library)
 }
@@ -280,7 +281,7 @@ type windowKey struct {
 // stream of the current image in zwindows, whether zlib allocated its
 // window: state->window, of 1 << state->wbits bytes, the state as the init
 // left it (the kernel's zwindow_settle, which counts it for good when the
-// target exits). A state that does not point back at its stream is not
+// target exits), unless the window is a traced block itself. A state that does not point back at its stream is not
 // the stream's: unread. gone says the target's memory could not be read
 // at all (it exited): r is empty then.
 func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
@@ -343,8 +344,16 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 		}
 		r.checked[k] = true
 		w := ws[i]
-		if binary.LittleEndian.Uint64(b[w.WindowOff:]) == 0 {
+		window := binary.LittleEndian.Uint64(b[w.WindowOff:])
+		if window == 0 {
 			continue // not allocated (yet)
+		}
+		// A window sampling traced as a block (the application's own
+		// zalloc) is counted as that block (zwindow_settle).
+		if traced, err := t.objs.BlockTraced(window, t.execGen); err != nil {
+			return windowReads{}, false, err
+		} else if traced {
+			continue
 		}
 		bytes := uint64(w.Bytes)
 		if wbits := binary.LittleEndian.Uint32(b[w.WbitsOff:]); wbits >= 8 && wbits <= 15 {

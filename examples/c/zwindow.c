@@ -19,6 +19,14 @@
  * copy_stream callocs (112 bytes each), never ended: each copy's state
  * and window (7160 + 32768 bytes) are zlib's mallocs for a stream no
  * init made, allocated while the source's state is live in zlib's code.
+ * --gz G then opens G gzFiles on a file it wrote and reads a byte from
+ * each, never closing them (open_gz): each holds zlib's gz_state, a copy
+ * of the path, an 8 KiB input and a 16 KiB output buffer (plain mallocs of
+ * zlib's own, two of them powers of two) and an inflate stream (state and
+ * window). --zalloc Z opens Z more streams whose zalloc is the program's
+ * own (own_zalloc, a malloc, as CPython's zlib module does) and reads a
+ * record from each, never ended: the state is allocated inside the init,
+ * the window inside inflate(), both by own_zalloc.
  *
  *   gcc -O2 -g -o zwindow examples/c/zwindow.c -lz
  */
@@ -53,10 +61,37 @@ __attribute__((noinline, noipa)) static void copy_stream(z_stream *s)
 		abort();
 }
 
+static long own_calls;
+
+/* own_zalloc's malloc returns into it (no tail call): the window is a
+ * block the program allocated, as with CPython's zlib module. */
+__attribute__((noinline, noipa)) static voidpf own_zalloc(voidpf opaque, uInt items, uInt size)
+{
+	(void)opaque;
+	voidpf p = malloc((size_t)items * size);
+	__atomic_add_fetch(&own_calls, 1, __ATOMIC_RELAXED);
+	return p;
+}
+
+__attribute__((noinline, noipa)) static void own_zfree(voidpf opaque, voidpf p)
+{
+	(void)opaque;
+	free(p);
+}
+
+/* open_gz opens path for reading and reads one byte: the gzFile is kept. */
+__attribute__((noinline, noipa)) static void open_gz(const char *path)
+{
+	gzFile f = gzopen(path, "rb");
+	char c;
+	if (!f || gzread(f, &c, 1) != 1)
+		abort();
+}
+
 int main(int argc, char **argv)
 {
 	const char *wait_file = NULL;
-	long hold_ms = 0, idle = 0, reinit = 0, copies = 0;
+	long hold_ms = 0, idle = 0, reinit = 0, copies = 0, gzs = 0, own = 0;
 	int late = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait-file") && i + 1 < argc)
@@ -71,6 +106,10 @@ int main(int argc, char **argv)
 			reinit = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--copy") && i + 1 < argc)
 			copies = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--gz") && i + 1 < argc)
+			gzs = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--zalloc") && i + 1 < argc)
+			own = atol(argv[++i]);
 	}
 	static unsigned char plain[65536];
 	for (size_t i = 0; i < sizeof(plain); i++)
@@ -103,6 +142,28 @@ int main(int argc, char **argv)
 	}
 	for (long i = 0; i < copies && i < STREAMS; i++)
 		copy_stream(&streams[i]);
+	if (gzs > 0) {
+		char path[] = "/tmp/zwindow-XXXXXX";
+		int fd = mkstemp(path);
+		gzFile w = fd < 0 ? NULL : gzdopen(fd, "wb");
+		if (!w || gzwrite(w, plain, sizeof(plain)) != (int)sizeof(plain) || gzclose(w) != Z_OK)
+			abort();
+		for (long i = 0; i < gzs; i++)
+			open_gz(path);
+		unlink(path);
+	}
+	for (long i = 0; i < own; i++) {
+		z_stream *s = calloc(1, sizeof(*s)); /* kept, never ended */
+		if (!s)
+			abort();
+		s->zalloc = own_zalloc;
+		s->zfree = own_zfree;
+		if (inflateInit(s) != Z_OK)
+			abort();
+		read_first_record(s);
+	}
+	if (own > 0)
+		fprintf(stderr, "zwindow: own_zalloc called %ld times\n", own_calls);
 	fprintf(stderr, "zwindow: %ld windows of 32768 bytes allocated inside inflate() from read_first_record\n",
 		STREAMS + (reinit < STREAMS ? reinit : STREAMS));
 	usleep(hold_ms * 1000);

@@ -269,6 +269,18 @@ func (o *Objects) ForEachAlloc(fn func(Handle, Alloc)) error {
 	})
 }
 
+// BlockTraced reports whether heap block addr of image gen is a live
+// traced allocation in allocs.
+func (o *Objects) BlockTraced(addr uint64, gen uint32) (bool, error) {
+	k := leakHandleKey{Addr: addr, Kind: KindMalloc, Pad: gen << 1}
+	var v leakAllocInfo
+	err := o.objs.Allocs.Lookup(&k, &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Window is what the kernel knows of a live inflate stream's window.
 type Window struct {
 	State     uint64 // the stream's inflate state, 0 if unread
