@@ -210,9 +210,11 @@ static __always_inline bool sampled(__u64 size)
 }
 
 /* exact_budget_take reports whether this call is one of the first
- * sample_exact of this jiffy on this CPU (state.bpf.h), and counts it in
- * STAT_EXACT_BUDGET, or in its budget's past when it is not: while that
- * is 0, every call was traced exactly. */
+ * sample_exact of this jiffy on this CPU (state.bpf.h), or counts it in
+ * its budget's past when it is not: while that is 0, every call was traced
+ * exactly. Two threads on one CPU can interleave here (a uprobe's program
+ * runs with migration, not preemption, disabled): the counts are atomic,
+ * and the budget may go over by the threads that raced for its last call. */
 static __always_inline bool exact_budget_take(void)
 {
 	if (!sample_exact)
@@ -227,11 +229,10 @@ static __always_inline bool exact_budget_take(void)
 		b->used = 0;
 	}
 	if (b->used >= sample_exact) {
-		b->past++;
+		__sync_fetch_and_add(&b->past, 1);
 		return false;
 	}
-	b->used++;
-	stat_add(STAT_EXACT_BUDGET, 1);
+	__sync_fetch_and_add(&b->used, 1);
 	return true;
 }
 
@@ -318,7 +319,13 @@ int alloc_session(struct pt_regs *ctx)
 			return 1;
 		op = OP_REALLOC_RELEASE;
 	}
-	return pending_enter_site(ctx, KIND_MALLOC, op, size, old, out, exact ? SITE_KIND_EXACT : 0) ? 0 : 1;
+	if (!pending_enter_site(ctx, KIND_MALLOC, op, size, old, out, exact ? SITE_KIND_EXACT : 0))
+		return 1;
+	/* Counted once recorded: a nested call (realloc inside
+	 * reallocarray) took budget but is not traced. */
+	if (exact)
+		stat_add(STAT_EXACT_BUDGET, 1);
+	return 0;
 }
 
 /* zlib streams, keyed by their z_stream. Init functions take strm first.

@@ -21,8 +21,9 @@ import (
 )
 
 // exactPerJiffy is the kernel's exact budget (sample_exact) for perSecond
-// calls a second per CPU: at least 1, never more than perSecond a second
-// (rounded down to whole calls per jiffy). 0 when not sampling or off.
+// calls a second per CPU: perSecond/HZ calls a jiffy, rounded down, and at
+// least 1 (so a perSecond below HZ still traces HZ calls a second). 0 when
+// not sampling or off.
 func exactPerJiffy(sampleBytes uint64, perSecond uint32) uint32 {
 	if sampleBytes == 0 || perSecond == 0 {
 		return 0
@@ -145,11 +146,12 @@ func (b bitset) has(i uint32) bool { return int(i/64) < len(b) && b[i/64]&(1<<(i
 // scaleTotalsLocked turns the totals of a sampled malloc kernel site (one
 // not of the exact budget) into estimates as a snapshot reads them: every
 // count weighed by analyze.SampleWeight of its live blocks' mean size,
-// the weight of the last read that found some live (ref.weight), or 1
-// before any was. The capture's series and the agent's points are these;
-// an exact budget's site is read as it is.
+// the weight of the last read that found some live bytes (ref.weight), or
+// 1 before any was: live blocks of 0 bytes have no mean size to weigh by.
+// The capture's series and the agent's points are these; an exact
+// budget's site is read as it is.
 func (t *Tracer) scaleTotalsLocked(ref *siteRef, v kernel.Totals) kernel.Totals {
-	if v.LiveCount > 0 {
+	if v.LiveCount > 0 && v.LiveBytes >= v.LiveCount {
 		ref.weight = float32(analyze.SampleWeight(v.LiveBytes/v.LiveCount, t.opts.SampleBytes))
 	}
 	w := float64(ref.weight)
