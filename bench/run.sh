@@ -101,8 +101,17 @@ if [ ${#need[@]} -gt 0 ]; then
 	if [ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ]; then
 		echo "== apt-get install ${need[*]}"
 		export DEBIAN_FRONTEND=noninteractive
+		# Debian's redis-server starts its service on 127.0.0.1:6379 as
+		# it is installed: a policy-rc.d for the install keeps every
+		# service down (the bench runs its own on a private socket).
+		policy=
+		if [ ! -e /usr/sbin/policy-rc.d ]; then
+			policy=/usr/sbin/policy-rc.d
+			printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+		fi
 		{ apt-get update -qq && apt-get install -y -qq "${need[@]}"; } >"$RAW/apt.log" 2>&1 ||
 			note "apt-get install ${need[*]} failed (see $RAW/apt.log)"
+		[ -z "$policy" ] || rm -f "$policy"
 	else
 		note "missing: ${need[*]} (INSTALL=0 or not root)"
 	fi
