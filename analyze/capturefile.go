@@ -144,17 +144,27 @@ func (t *siteTotals) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// captureEnd is the end record: endHead, the sites' totals, then endTail,
+// in that order (encodeEnd writes the sites between the two).
 type captureEnd struct {
-	Target      Target        `json:"target"`
-	Duration    time.Duration `json:"duration_ns"`
-	Sites       []siteTotals  `json:"sites"`
-	Lost        Lost          `json:"lost"`
-	Objects     []Object      `json:"objects,omitempty"`
-	Warnings    []string      `json:"warnings,omitempty"`
-	Probes      *ProbeSet     `json:"probes,omitempty"`
-	SampleBytes uint64        `json:"sample_bytes,omitempty"`
-	ExactBudget *ExactBudget  `json:"exact_budget,omitempty"`
-	Processes   []Target      `json:"processes,omitempty"`
+	endHead
+	Sites []siteTotals `json:"sites"`
+	endTail
+}
+
+type endHead struct {
+	Target   Target        `json:"target"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+type endTail struct {
+	Lost        Lost         `json:"lost"`
+	Objects     []Object     `json:"objects,omitempty"`
+	Warnings    []string     `json:"warnings,omitempty"`
+	Probes      *ProbeSet    `json:"probes,omitempty"`
+	SampleBytes uint64       `json:"sample_bytes,omitempty"`
+	ExactBudget *ExactBudget `json:"exact_budget,omitempty"`
+	Processes   []Target     `json:"processes,omitempty"`
 }
 
 type captureRecord struct {
@@ -375,15 +385,16 @@ func (cw *CaptureWriter) Close(final *Capture) error {
 	// Its sites' totals are made as they are encoded: 100k of them were
 	// 9 MB, and a map of their IDs 3 MB more, at the end of a run.
 	end := &captureEnd{
-		Target:      final.Target,
-		Duration:    final.Duration,
-		Lost:        final.Lost,
-		Objects:     final.Objects,
-		Warnings:    final.Warnings,
-		Probes:      final.Probes,
-		SampleBytes: final.SampleBytes,
-		ExactBudget: final.ExactBudget,
-		Processes:   final.Processes,
+		endHead: endHead{Target: final.Target, Duration: final.Duration},
+		endTail: endTail{
+			Lost:        final.Lost,
+			Objects:     final.Objects,
+			Warnings:    final.Warnings,
+			Probes:      final.Probes,
+			SampleBytes: final.SampleBytes,
+			ExactBudget: final.ExactBudget,
+			Processes:   final.Processes,
+		},
 	}
 	ids := make([]uint64, len(final.Sites))
 	for i := range final.Sites {
@@ -564,22 +575,11 @@ func weightOf(weights []float64, i int) float64 {
 // Its sites are totals(0), ..., totals(n-1), not end.Sites; null says
 // they are nil (JSON null), not empty.
 func encodeEnd(end *captureEnd, n int, totals func(int) siteTotals, null, newline bool, emit func([]byte) error) error {
-	head, err := json.Marshal(struct {
-		Target   Target        `json:"target"`
-		Duration time.Duration `json:"duration_ns"`
-	}{end.Target, end.Duration})
+	head, err := json.Marshal(end.endHead)
 	if err != nil {
 		return err
 	}
-	tail, err := json.Marshal(struct {
-		Lost        Lost         `json:"lost"`
-		Objects     []Object     `json:"objects,omitempty"`
-		Warnings    []string     `json:"warnings,omitempty"`
-		Probes      *ProbeSet    `json:"probes,omitempty"`
-		SampleBytes uint64       `json:"sample_bytes,omitempty"`
-		ExactBudget *ExactBudget `json:"exact_budget,omitempty"`
-		Processes   []Target     `json:"processes,omitempty"`
-	}{end.Lost, end.Objects, end.Warnings, end.Probes, end.SampleBytes, end.ExactBudget, end.Processes})
+	tail, err := json.Marshal(end.endTail)
 	if err != nil {
 		return err
 	}

@@ -424,8 +424,8 @@ func TestEndLineMatchesJSON(t *testing.T) {
 	small := smallCapture()
 	ends := []*captureEnd{
 		{Sites: []siteTotals{}},
-		{Sites: nil, Warnings: []string{"<&> \u2028"}},
-		{Target: small.Target, Duration: small.Duration, Lost: small.Lost, Objects: small.Objects, Warnings: small.Warnings,
+		{Sites: nil, endTail: endTail{Warnings: []string{"<&> \u2028"}}},
+		{endHead: endHead{Target: small.Target, Duration: small.Duration}, endTail: endTail{Lost: small.Lost, Objects: small.Objects, Warnings: small.Warnings},
 			Sites: []siteTotals{
 				{ID: 1<<64 - 1, LiveCount: 2, LiveBytes: 3, Allocs: 4, Frees: 5, Live: []Alloc{{Size: 1, Age: -7}, {Size: 2, Age: 1 << 62}, {}, {}}, Weights: []float64{0, 1.5, 1e-7, 3e21}},
 				{ID: 2, Live: []Alloc{}},
@@ -435,7 +435,7 @@ func TestEndLineMatchesJSON(t *testing.T) {
 	sampled := synthCapture(100, 1000, 0)
 	scaleSampledForTest(sampled)
 	for _, c := range []*Capture{synthCapture(100, 1000, 0), sampled, synthCapture(1000, 300_000, 0)} {
-		e := &captureEnd{Target: c.Target, Duration: c.Duration, Lost: c.Lost, Objects: c.Objects, Warnings: c.Warnings}
+		e := &captureEnd{endHead: endHead{Target: c.Target, Duration: c.Duration}, endTail: endTail{Lost: c.Lost, Objects: c.Objects, Warnings: c.Warnings, SampleBytes: c.SampleBytes, ExactBudget: c.ExactBudget}}
 		for _, s := range c.Sites {
 			e.Sites = append(e.Sites, siteTotals{ID: s.ID, LiveCount: s.LiveCount, LiveBytes: s.LiveBytes, Allocs: s.Allocs, Frees: s.Frees, Live: s.Live, Weights: s.LiveWeights})
 		}
