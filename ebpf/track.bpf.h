@@ -91,9 +91,17 @@ static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, _
  * the window from the state; ZWINDOW_COMPUTED says so, and the block is
  * not traced. 0 if none matched: the block is an ordinary allocation (a
  * gzFile's buffers, a copy's state and window). */
+static __always_inline bool zwindow_size(__u64 size)
+{
+	return size >= 256 && size <= 32768 && !(size & (size - 1));
+}
+
+/* A function of its own: its frame and alloc_exit's share the 512 bytes of
+ * BPF stack. Its callers check zwindow_size first, so that only a
+ * candidate window's malloc makes the call. */
 static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 size)
 {
-	if (size < 256 || size > 32768 || (size & (size - 1)))
+	if (!zwindow_size(size))
 		return 0;
 	struct exec_range *r = find_range(PT_REGS_IP(ctx));
 	if (!r || !(r->flags & (RANGE_ZLIB | RANGE_ZLIB_COMPUTED)))
@@ -102,7 +110,7 @@ static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 
 #pragma unroll
 	for (int i = 0; i < 6; i++) {
 		/* Read from ctx at each unrolled step: no copy of the six on
-		 * the stack (this frame and alloc_exit's share 512 bytes). */
+		 * the stack. */
 		__u64 reg = i == 0 ? PT_REGS_FP(ctx) : i == 1 ? ctx->bx : i == 2 ? ctx->r12 :
 			    i == 3 ? ctx->r13 : i == 4 ? ctx->r14 : ctx->r15;
 		__u64 owner = 0;
@@ -318,7 +326,8 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	if (!addr)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	if (!p.owner && p.kind == KIND_MALLOC && (p.owner = zwindow_owner(ctx, p.size_bytes))) {
+	if (!p.owner && p.kind == KIND_MALLOC && zwindow_size(p.size_bytes) &&
+	    (p.owner = zwindow_owner(ctx, p.size_bytes))) {
 		if (p.owner == ZWINDOW_COMPUTED)
 			return;
 		p.owner_kind = KIND_ZLIB_INFLATE;
