@@ -122,8 +122,6 @@ type clock struct {
 	// inTime is true when the snapshots carry no allocation counters:
 	// ev and end are then nanoseconds.
 	inTime bool
-	snaps  []*Snapshot         // in time order, as at
-	index  []map[uint64]uint64 // per snapshot: site ID → allocations, built when asked
 }
 
 func newClock(c *Capture) *clock {
@@ -143,7 +141,6 @@ func newClock(c *Capture) *clock {
 		last = max(last, n)
 		k.at = append(k.at, s.At)
 		k.ev = append(k.ev, last)
-		k.snaps = append(k.snaps, s)
 	}
 	for i := range c.Sites {
 		k.end += c.Sites[i].Allocs
@@ -201,44 +198,6 @@ func (k *clock) after(t time.Duration) uint64 {
 	return k.ev[i]
 }
 
-// complete is the allocation count at the first snapshot at or after t
-// that counts every allocation of s (end when none; without counters, the
-// first at or after t). A block's time is
-// taken as its call begins and the counters as it returns: a snapshot
-// between the two has the youngest block's time behind it and not yet its
-// count (a 16 MiB chunk mapped by the allocator spans a snapshot easily),
-// so the site's own counter, not the time, says the growth was over.
-func (k *clock) complete(s *Site, t time.Duration) uint64 {
-	i, _ := slices.BinarySearchFunc(k.at, t, func(a, t time.Duration) int {
-		if a < t {
-			return -1
-		}
-		return 1
-	})
-	for ; i < len(k.at); i++ {
-		if k.inTime || k.siteAllocs(i, s.ID) >= s.Allocs {
-			return k.ev[i]
-		}
-	}
-	return k.end
-}
-
-// siteAllocs is site id's allocation counter at the i-th snapshot in time
-// order (0 when the snapshot does not list it).
-func (k *clock) siteAllocs(i int, id uint64) uint64 {
-	if k.index == nil {
-		k.index = make([]map[uint64]uint64, len(k.snaps))
-	}
-	if k.index[i] == nil {
-		m := make(map[uint64]uint64, len(k.snaps[i].Sites))
-		for _, p := range k.snaps[i].Sites {
-			m[p.ID] = p.Allocs
-		}
-		k.index[i] = m
-	}
-	return k.index[i][id]
-}
-
 // ageShare is the share of the process's allocations made since l's
 // oldest live block, in [0, 1]; ok is false when l has no ages or the
 // process allocated nothing traced.
@@ -269,7 +228,7 @@ func (k *clock) profile(s *Site) profile {
 	}
 	tOld, tYoung := k.d-oldest, k.d-youngest
 	life := k.end - k.before(tOld)
-	flat := k.end - k.complete(s, tYoung)
+	flat := k.end - k.after(tYoung)
 	if flat > 0 && life > 0 {
 		return profile{flat: min(1, float64(flat)/float64(life)), ok: true}
 	}

@@ -310,36 +310,3 @@ func TestVerdictRuntime(t *testing.T) {
 		}
 	}
 }
-
-// A pool's chunks come at the start; the fourth one's call spans two
-// snapshots (its time, taken as the call begins, is before them; its
-// count, taken as it returns, after), and nothing else is allocated: the
-// site filled and held, measured in time, never "grew to near the end".
-func TestVerdictBlockSpanningSnapshot(t *testing.T) {
-	c := &Capture{Duration: 10 * time.Second}
-	st := Site{ID: 1, Kind: KindMalloc, Allocs: 4, LiveCount: 4, LiveBytes: 64 << 20}
-	for i := range 4 {
-		// blocks at 0.51, 0.53, 0.55, 0.57 s; the last call returns at 0.75 s
-		st.Live = append(st.Live, Alloc{Size: 16 << 20, Age: 10*time.Second - 510*time.Millisecond - time.Duration(i)*20*time.Millisecond})
-	}
-	c.Sites = []Site{st}
-	for i := range 100 {
-		at := time.Duration(i) * 100 * time.Millisecond
-		n := uint64(0)
-		switch {
-		case at >= 800*time.Millisecond:
-			n = 4
-		case at >= 600*time.Millisecond:
-			n = 3
-		}
-		c.Snapshots = append(c.Snapshots, Snapshot{At: at, Sites: []SitePoint{{ID: 1, LiveCount: n, LiveBytes: n * 16 << 20, Allocs: n}}})
-	}
-	l := Rank(c, Options{}).Leaks[0]
-	if l.Verdict.Class != ClassPlateau || l.Verdict.Growth || !l.Verdict.FlatInTime || l.Verdict.FlatShare < 0.9 {
-		t.Errorf("class %s, growth %v, in time %v, flat %.2f; want a plateau flat for over 90%% of its time: %q",
-			l.Verdict.Class, l.Verdict.Growth, l.Verdict.FlatInTime, l.Verdict.FlatShare, l.Verdict.Evidence)
-	}
-	if !slices.ContainsFunc(l.Reasons, func(s string) bool { return strings.HasPrefix(s, "flat for the last ") }) {
-		t.Errorf("reasons %q: want \"flat for the last …\"", l.Reasons)
-	}
-}

@@ -955,11 +955,17 @@ func (t *Tracer) snapshot() (Progress, memoryKnown, error) {
 	}
 	t.refreshLocked()
 	t.retryNamesLocked(false)
+	// The snapshot's time is when its read began: the read resolves each
+	// new site's stack as it meets it (a JVM stack can take tens of ms),
+	// so a block allocated during the read may be missed by its site's
+	// counter, read already; stamped after the read, the block's time
+	// would fall before the snapshot that did not count it, and a site
+	// that stopped growing would seem to grow into a later snapshot.
+	at := time.Since(t.started)
 	points, err := t.readSitesLocked()
 	if err != nil {
 		return Progress{}, memoryKnown{}, err
 	}
-	at := time.Since(t.started)
 	p := Progress{Elapsed: at, Stops: t.stops}
 	for i := range points.len() {
 		sp := points.at(i)
