@@ -509,12 +509,13 @@ UPROBE_TWINS(dl_debug_state)
 {
 	if (!is_target_process())
 		return 0;
+	struct range_miss m = { .at_ns = bpf_ktime_get_ns() };
 	if (stop_on_load) {
 		stop_sent = 1;
-		bpf_send_signal(19 /* SIGSTOP */);
+		stop_told(&m);
+	} else {
+		bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 	}
-	struct range_miss m = { .at_ns = bpf_ktime_get_ns() };
-	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 	return 0;
 }
 
@@ -528,14 +529,13 @@ UPROBE_TWINS(exit_call)
 {
 	if (!stop_on_load || !is_target_process())
 		return 0;
-	/* Stopped only if user space will hear of it. exit_stop is its own
+	/* Stopped only if user space hears of it. exit_stop is its own
 	 * flag: a record of another stop, read first, does not continue
 	 * the target (and user space clears only what it handled). */
 	struct range_miss m = { .ip = RANGE_MISS_EXIT, .at_ns = bpf_ktime_get_ns() };
-	if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0))
-		return 0;
 	exit_stop = 1;
-	bpf_send_signal(19 /* SIGSTOP */);
+	if (!stop_told(&m))
+		exit_stop = 0;
 	return 0;
 }
 
@@ -552,11 +552,8 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		bpf_map_delete_elem(&vm_children, &tgid);
 		bpf_map_delete_elem(&vm_shared, &tgid); /* a memory of its own now */
 		struct range_miss m = { .ip = RANGE_MISS_SPAWN, .generation = tgid, .at_ns = bpf_ktime_get_ns() };
-		if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0)) {
+		if (!stop_told(&m))
 			__sync_fetch_and_add(&forks, 1);
-			return 0;
-		}
-		bpf_send_signal(19 /* SIGSTOP */);
 		return 0;
 	}
 	if (exec_seen || !wait_exec) {
@@ -573,10 +570,13 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		stop_sent = 0; /* run: stop the new image too until its tables are in */
 		struct range_miss m = { .ip = RANGE_MISS_EXEC, .at_ns = bpf_ktime_get_ns() };
 		/* Stopped before the new image's first instruction, only if
-		 * user space will hear of it. */
-		if (!bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0) && stop_on_load) {
+		 * user space hears of it. */
+		if (stop_on_load) {
 			exec_stop = 1;
-			bpf_send_signal(19 /* SIGSTOP */);
+			if (!stop_told(&m))
+				exec_stop = 0;
+		} else {
+			bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
 		}
 	}
 	exec_seen = 1;
@@ -635,6 +635,22 @@ static __always_inline bool clone_vfork(struct task_struct *parent)
 	return false;
 }
 
+/* stop_new_child stops child before its first instruction (the signal is
+ * pending when the new task first returns to user mode) and tells user
+ * space, which continues it. The stop comes first: user space may read
+ * the record and send its SIGCONT at once (tracing is ending), and a
+ * SIGCONT only discards a stop already sent; one sent after it would
+ * stand. A record that cannot be sent takes the stop back (a SIGCONT
+ * discards the pending SIGSTOP): false then. */
+static __always_inline bool stop_new_child(struct task_struct *child, struct range_miss *m)
+{
+	bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0);
+	if (bpf_ringbuf_output(&range_misses, m, sizeof(*m), 0) == 0)
+		return true;
+	bpf_send_signal_task(child, 18 /* SIGCONT */, PIDTYPE_TGID, 0);
+	return false;
+}
+
 /* target_fork counts the processes the target starts; its threads are
  * traced with it and not counted. */
 SEC("tp_btf/sched_process_fork")
@@ -664,21 +680,13 @@ int BPF_PROG(target_fork, struct task_struct *parent, struct task_struct *child)
 		struct range_miss m = { .ip = RANGE_MISS_VMFORK, .generation = tgid, .at_ns = bpf_ktime_get_ns() };
 		if (!bpf_send_signal_task || bpf_map_update_elem(&vm_shared, &tgid, &one, BPF_ANY))
 			return 0;
-		if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0)) {
+		if (!stop_new_child(child, &m))
 			bpf_map_delete_elem(&vm_shared, &tgid);
-			return 0;
-		}
-		bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0);
 		return 0;
 	}
-	/* Stopped before its first instruction: the signal is pending when
-	 * the new task first returns to user mode. */
 	struct range_miss m = { .ip = RANGE_MISS_FORK, .generation = tgid, .at_ns = bpf_ktime_get_ns() };
-	if (!bpf_send_signal_task || bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0)) {
+	if (!bpf_send_signal_task || !stop_new_child(child, &m))
 		__sync_fetch_and_add(&forks, 1);
-		return 0;
-	}
-	bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0);
 	return 0;
 }
 

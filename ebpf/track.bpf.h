@@ -139,6 +139,24 @@ static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 
 	return 0;
 }
 
+/* stop_told stops the current process (SIGSTOP to itself, pending until
+ * it returns to user mode) and tells user space (record m), which
+ * continues it. The stop comes first: user space may handle the record
+ * and send its SIGCONT at once, and a SIGCONT discards only a stop sent
+ * before it; one sent after would stand, with nothing left to continue
+ * the process. A record that cannot be sent takes the stop back (a
+ * SIGCONT discards the pending SIGSTOP): false then. The caller sets the
+ * flag user space reads the stop from (stop_sent, exit_stop, exec_stop)
+ * first. */
+static __always_inline bool stop_told(struct range_miss *m)
+{
+	bpf_send_signal(19 /* SIGSTOP */);
+	if (bpf_ringbuf_output(&range_misses, m, sizeof(*m), 0) == 0)
+		return true;
+	bpf_send_signal(18 /* SIGCONT */);
+	return false;
+}
+
 /* stop_until_ranges stops a launched command at its first tracked call
  * (libc and the executable are mapped by then, the program's own code has
  * not run) until user space has written the range and unwind tables, so
@@ -151,9 +169,8 @@ static __always_inline void stop_until_ranges(void)
 	if (!ctl || ctl->count)
 		return;
 	stop_sent = 1;
-	bpf_send_signal(19 /* SIGSTOP */);
 	struct range_miss m = { .at_ns = bpf_ktime_get_ns() };
-	bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0);
+	stop_told(&m);
 }
 
 /* resource_calls_note counts a pending record into (delta 1) or out of
