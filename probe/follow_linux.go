@@ -240,6 +240,19 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 	}
 }
 
+// Interrupt says tracing is ending: the processes of the tree waiting
+// stopped for leakscope to follow them run on at once, and none is
+// followed from now on. Stop still ends the capture; Interrupt may be
+// called from any goroutine, while a snapshot or Stop runs (an interrupt
+// must not wait for them: ending the captures of processes that exited
+// takes seconds on a loaded machine, and a process waiting for its
+// adoption would stay stopped meanwhile).
+func (t *Tracer) Interrupt() {
+	if t.isRoot() {
+		t.tree.close()
+	}
+}
+
 // continueStopped continues a process the kernel stopped for leakscope.
 func continueStopped(pid int) {
 	_ = unix.Kill(pid, unix.SIGCONT)
@@ -340,13 +353,13 @@ func (f *follower) endNow(fp *followed) {
 	f.mu.Unlock()
 }
 
-// stop ends every capture of the tree (the root's Stop): nothing new is
-// followed, adoptions under way finish first.
-func (f *follower) stop() {
+// close ends following: nothing new is followed, and a process waiting
+// stopped for its adoption (a load takes seconds on a loaded machine) runs
+// on at once, untraced.
+func (f *follower) close() {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.closed = true
-	// Tracing ends: a process waiting stopped for its adoption (a load
-	// takes seconds on a loaded machine) runs on at once.
 	for pid := range f.waiting {
 		continueStopped(pid)
 	}
@@ -354,7 +367,12 @@ func (f *follower) stop() {
 		f.spare.closeSpare()
 		f.spare = nil
 	}
-	f.mu.Unlock()
+}
+
+// stop ends every capture of the tree (the root's Stop): nothing new is
+// followed, adoptions under way finish first.
+func (f *follower) stop() {
+	f.close()
 	f.adopts.Wait()
 	for _, fp := range f.live() {
 		f.end(fp, exited(fp.t.pid))

@@ -27,7 +27,10 @@ const stopTries = 50
 // tables. leakscope killed (kill -9) or hung up (SIGHUP) at any moment of
 // that must never leave the command stopped: it runs on and finishes as
 // it would have (with SIGHUP, --keep-running leaves it running), or, when
-// leakscope died before releasing it, never starts.
+// leakscope died before releasing it, never starts. Left stopped is
+// stopped 3 s after leakscope is gone, or 30 s while it still runs: after
+// a SIGHUP, ending the captures of a followed tree takes seconds on a
+// loaded machine, and the command may wait in exit() meanwhile.
 func TestKilledRunNeverLeavesTargetStopped(t *testing.T) {
 	testutil.RequireBPF(t)
 	java := testutil.RequireJava(t)
@@ -118,6 +121,7 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 	_ = cmd.Process.Signal(sig)
 
 	stoppedSince := map[int]time.Time{}
+	var leakscopeGone time.Time // when leakscope was first seen gone
 	deadline := time.After(60 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -145,6 +149,19 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 			}
 			return finished, nil
 		case <-tick.C:
+			// Left stopped: stopped 3 s after leakscope is gone, when
+			// nothing but the watchdog can continue it; or for 30 s while
+			// leakscope lives (ending the captures of a tree takes
+			// seconds on a loaded machine, and a process may wait in
+			// exit() or for its adoption meanwhile).
+			alive := leakscopeAlive(cmd.Process.Pid)
+			if !alive && leakscopeGone.IsZero() {
+				leakscopeGone = time.Now()
+			}
+			limit := 3 * time.Second
+			if alive {
+				limit = 30 * time.Second
+			}
 			for _, pid := range descendants(targets) {
 				st, err := procfs.ReadStat(pid)
 				if err != nil || st.State != 'T' {
@@ -154,11 +171,19 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 				if _, ok := stoppedSince[pid]; !ok {
 					stoppedSince[pid] = time.Now()
 				}
-				if time.Since(stoppedSince[pid]) > 3*time.Second {
+				from := stoppedSince[pid]
+				if !alive && leakscopeGone.After(from) {
+					from = leakscopeGone
+				}
+				if time.Since(from) > limit {
 					cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 					_ = syscall.Kill(pid, syscall.SIGCONT)
-					return false, fmt.Errorf("pid %d (%s, parent %d) left stopped for 3s after leakscope got %s; output:\n%s",
-						pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), st.PPid, sig, out.String())
+					state := "after leakscope exited"
+					if alive {
+						state = "while leakscope ran"
+					}
+					return false, fmt.Errorf("pid %d (%s, parent %d) left stopped for %s %s (it got %s); output:\n%s",
+						pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), st.PPid, limit, state, sig, out.String())
 				}
 			}
 		case <-deadline:
@@ -168,6 +193,13 @@ func cutRun(leakscope string, argv []string, want string, sig syscall.Signal, de
 			return false, fmt.Errorf("the command did not finish within 60s; output:\n%s", out.String())
 		}
 	}
+}
+
+// leakscopeAlive reports whether leakscope's process pid still runs (not
+// gone, not a zombie waiting to be reaped).
+func leakscopeAlive(pid int) bool {
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
 }
 
 // awaitExec waits, up to d, until a child of pid runs the program argv0

@@ -36,6 +36,10 @@ func traceLoop(ctx context.Context, t *probe.Tracer, targetDone <-chan struct{},
 		t.Stop()
 		return nil, "", err
 	}
+	// An interrupt lets the processes waiting to be followed run on at
+	// once, whatever the loop is doing.
+	stopInterrupt := context.AfterFunc(ctx, t.Interrupt)
+	defer stopInterrupt()
 	tick := time.NewTicker(opts.Interval)
 	defer tick.Stop()
 	var deadline <-chan time.Time
