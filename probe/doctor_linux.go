@@ -17,6 +17,7 @@ import (
 	"github.com/leakscope/leakscope/probe/symbolize"
 	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/unwind"
+	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
 // Check is one finding of Doctor.
@@ -107,7 +108,7 @@ func detail(ok bool, yes, no string) string {
 
 func tryLoad() error {
 	if err := kernel.TryLoad(); err != nil {
-		if isPerm(err) {
+		if uprobe.IsPerm(err) {
 			return fmt.Errorf("load BPF programs: %w", ErrPrivilege)
 		}
 		return err
@@ -152,7 +153,7 @@ func doctorTarget(pid int) []Check {
 		path := procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path})
 		if obj, err := cache.Object(path); err == nil {
 			if _, ok := obj.Lookup("inflateInit2_"); ok {
-				cs = append(cs, siteCheck(path, o.Path, obj.Lookup, zlibFamily, probeSiteOffset))
+				cs = append(cs, siteCheck(path, o.Path, obj.Lookup, zlibFamily, uprobe.SiteFor))
 			}
 		}
 	}
@@ -279,32 +280,32 @@ func effectiveCaps() (uint64, error) {
 // mallocSite is where a malloc-family function is probed on a kernel with
 // uprobe sessions (alloc_session: its arguments may have moved to other
 // registers); free is a plain probe.
-func mallocSite(path string, vaddr, off uint64, p probeSpec) probeSite {
-	if p.ret {
-		return sessionSite(path, vaddr, off, p.symbol)
+func mallocSite(path string, vaddr, off uint64, p uprobe.Spec) uprobe.Site {
+	if p.Ret {
+		return uprobe.SessionSite(path, vaddr, off, p.Symbol)
 	}
-	return probeSiteOffset(path, vaddr, off, p)
+	return uprobe.SiteFor(path, vaddr, off, p)
 }
 
 // siteCheck names where each function of a family would be probed in an
 // object (by site), and whether the kernel emulates the instruction there
 // (~0.7 µs a hit) or single-steps it (~7 µs).
-func siteCheck(path, display string, lookup func(string) (uint64, bool), family []probeSpec,
-	site func(path string, vaddr, off uint64, p probeSpec) probeSite) Check {
+func siteCheck(path, display string, lookup func(string) (uint64, bool), family []uprobe.Spec,
+	site func(path string, vaddr, off uint64, p uprobe.Spec) uprobe.Site) Check {
 	var sites []string
 	stepped := 0
 	seen := map[uint64]string{}
 	for _, p := range family {
-		vaddr, ok := lookup(p.symbol)
+		vaddr, ok := lookup(p.Symbol)
 		if !ok {
 			continue
 		}
-		if other, dup := seen[vaddr]; dup { // one probe for aliases (attachFamily)
-			sites = append(sites, p.symbol+"="+other)
+		if other, dup := seen[vaddr]; dup { // one probe for aliases (uprobe.Attacher.Family)
+			sites = append(sites, p.Symbol+"="+other)
 			continue
 		}
-		seen[vaddr] = p.symbol
-		off, err := fileOffset(path, vaddr)
+		seen[vaddr] = p.Symbol
+		off, err := uprobe.FileOffset(path, vaddr)
 		if err != nil {
 			continue
 		}
@@ -312,7 +313,7 @@ func siteCheck(path, display string, lookup func(string) (uint64, bool), family 
 		if !s.Emulated {
 			stepped++
 		}
-		sites = append(sites, p.symbol+s.String())
+		sites = append(sites, p.Symbol+s.String())
 	}
 	d := fmt.Sprintf("%s: %s", display, strings.Join(sites, ", "))
 	if stepped > 0 {

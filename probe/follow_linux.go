@@ -14,6 +14,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
 // follower traces the processes a launched command starts, and theirs:
@@ -618,19 +619,16 @@ func (f *follower) allExited() bool {
 	return true
 }
 
-// pidLink makes one of a Tracer's uprobe links for process pid.
-type pidLink func(pid int) (link.Link, error)
-
 // attachFor makes a link for t's process with mk and keeps mk, so that
 // the link is made again for each child sharing t's memory (shareLocked),
-// now and later.
-func (t *Tracer) attachFor(mk pidLink) (link.Link, error) {
+// now and later. It binds every uprobe t.uprobes attaches.
+func (t *Tracer) attachFor(mk uprobe.Maker) (link.Link, error) {
 	l, err := mk(t.pid)
 	if err != nil {
 		return nil, err
 	}
 	if t.recipes == nil {
-		t.recipes = map[link.Link]pidLink{}
+		t.recipes = map[link.Link]uprobe.Maker{}
 	}
 	t.recipes[l] = mk
 	for pid := range t.shared {
@@ -668,7 +666,7 @@ func (t *Tracer) shareAsync(pid int, atNs uint64) {
 }
 
 // shareLocked attaches t's uprobe links for pid too, the release probes
-// first (releasesFirst's reason).
+// first (as uprobe.Attacher.Family attaches them).
 func (t *Tracer) shareLocked(pid int) {
 	if t.detaching {
 		return

@@ -10,11 +10,14 @@ import (
 // TestLayers holds the tracer's layers to importing downwards only, as
 // `go list -deps` sees them for linux/amd64 (where every file builds):
 // probe/kernel, the one user of the BPF object, knows neither the tracer,
-// the process image nor stack resolution; probe/target, one process
-// image, knows nothing of the tracer; probe/stacks, frames from raw
-// addresses, knows neither the tracer, the kernel layer, the process
-// image nor BPF; analyze and report, which read captures on any OS, know
-// nothing of tracing.
+// the uprobe attachment, the process image nor stack resolution;
+// probe/uprobe, which attaches the kernel's programs to an object's
+// functions, knows neither the tracer, the process image nor stack
+// resolution; probe/target, one process image, knows neither the tracer
+// nor the uprobe attachment; probe/stacks, frames from raw addresses,
+// knows neither the tracer, the kernel layer, the uprobe attachment, the
+// process image nor BPF; analyze and report, which read captures on any
+// OS, know nothing of tracing.
 func TestLayers(t *testing.T) {
 	const mod = "github.com/leakscope/leakscope/"
 	for _, c := range []struct {
@@ -23,9 +26,10 @@ func TestLayers(t *testing.T) {
 		// import nothing of.
 		exact, under []string
 	}{
-		{pkg: "probe/kernel", exact: []string{mod + "probe", mod + "probe/target", mod + "probe/stacks"}},
-		{pkg: "probe/target", exact: []string{mod + "probe"}},
-		{pkg: "probe/stacks", exact: []string{mod + "probe", mod + "probe/kernel", mod + "probe/target"}, under: []string{"github.com/cilium/ebpf"}},
+		{pkg: "probe/kernel", exact: []string{mod + "probe", mod + "probe/target", mod + "probe/stacks", mod + "probe/uprobe"}},
+		{pkg: "probe/uprobe", exact: []string{mod + "probe", mod + "probe/target", mod + "probe/stacks"}},
+		{pkg: "probe/target", exact: []string{mod + "probe", mod + "probe/uprobe"}},
+		{pkg: "probe/stacks", exact: []string{mod + "probe", mod + "probe/kernel", mod + "probe/target", mod + "probe/uprobe"}, under: []string{"github.com/cilium/ebpf"}},
 		{pkg: "analyze", under: []string{mod + "probe", "github.com/cilium/ebpf"}},
 		{pkg: "report", under: []string{mod + "probe", "github.com/cilium/ebpf"}},
 	} {

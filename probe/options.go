@@ -2,23 +2,23 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/symbolize"
 	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/track"
+	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
 // Errors callers match with errors.Is.
 var (
 	// ErrTargetExited means the target process ended while it was traced.
-	ErrTargetExited = errors.New("target exited")
+	ErrTargetExited = uprobe.ErrTargetExited
 	// ErrNoAllocator means no loaded object of the target exports malloc.
 	ErrNoAllocator = target.ErrNoAllocator
 	// ErrPrivilege means the kernel refused to load or attach BPF programs.
-	ErrPrivilege = errors.New("not permitted: run as root or grant CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE")
+	ErrPrivilege = uprobe.ErrPrivilege
 )
 
 // Options size the kernel tables. Zero values take the defaults.

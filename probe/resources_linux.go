@@ -11,28 +11,27 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cilium/ebpf/link"
-
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/track"
+	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
 // zlibFamily are zlib's stream lifecycles, keyed by the z_stream pointer
 // (the first argument of each). Every init ends in an End of its kind.
 // inflate() allocates the window lazily: it is probed only where a malloc
 // inside it may go untraced or unrecognised (zlibTracedFamily).
-var zlibFamily = []probeSpec{
-	{"inflateInit_", kernel.ZlibInflateInitEnter, true, 0},
-	{"inflateInit2_", kernel.ZlibInflateInitEnter, true, 0},
-	{"inflateBackInit_", kernel.ZlibInflateInitEnter, true, 0},
-	{"deflateInit_", kernel.ZlibDeflateInitEnter, true, 0},
-	{"deflateInit2_", kernel.ZlibDeflateInitEnter, true, 0},
-	{"inflateEnd", kernel.ZlibInflateEndEnter, false, 0},
-	{"inflateBackEnd", kernel.ZlibInflateEndEnter, false, 0},
-	{"deflateEnd", kernel.ZlibDeflateEndEnter, false, 0},
-	{"inflate", kernel.ZlibInflateEnter, false, 0},
+var zlibFamily = []uprobe.Spec{
+	{Symbol: "inflateInit_", Prog: kernel.ZlibInflateInitEnter, Ret: true},
+	{Symbol: "inflateInit2_", Prog: kernel.ZlibInflateInitEnter, Ret: true},
+	{Symbol: "inflateBackInit_", Prog: kernel.ZlibInflateInitEnter, Ret: true},
+	{Symbol: "deflateInit_", Prog: kernel.ZlibDeflateInitEnter, Ret: true},
+	{Symbol: "deflateInit2_", Prog: kernel.ZlibDeflateInitEnter, Ret: true},
+	{Symbol: "inflateEnd", Prog: kernel.ZlibInflateEndEnter},
+	{Symbol: "inflateBackEnd", Prog: kernel.ZlibInflateEndEnter},
+	{Symbol: "deflateEnd", Prog: kernel.ZlibDeflateEndEnter},
+	{Symbol: "inflate", Prog: kernel.ZlibInflateEnter},
 }
 
 // acquireOp is how the return probe of an acquire call finds handle h
@@ -74,16 +73,13 @@ func (t *Tracer) attachResources(path, display string) error {
 	if err != nil {
 		return nil
 	}
-	var ex *link.Executable
+	var o *uprobe.Object
 	open := func() error {
-		if ex != nil {
+		if o != nil {
 			return nil
 		}
-		ex, err = link.OpenExecutable(path)
-		if err != nil {
-			return fmt.Errorf("open %s: %w", display, err)
-		}
-		return nil
+		o, err = uprobe.Open(path, display, obj.Lookup)
+		return err
 	}
 	_, hasInflate := obj.Lookup("inflateInit2_")
 	_, hasDeflate := obj.Lookup("deflateInit2_")
@@ -101,7 +97,8 @@ func (t *Tracer) attachResources(path, display string) error {
 			}
 			family = zlibComputedFamily(layout)
 		}
-		n, err := t.attachFamily(ex, path, display, obj.Lookup, family)
+		ls, n, err := t.uprobes.Family(o, family)
+		t.keep(ls)
 		if err != nil {
 			return err
 		}
@@ -132,18 +129,18 @@ func (t *Tracer) attachResources(path, display string) error {
 			layout.zstream = jniZStreamSize
 			computed, window = jniZlibBytes(p.Kind, layout)
 		}
-		var specs []probeSpec
+		var specs []uprobe.Spec
 		for _, c := range p.Acquire {
 			pc := kernel.PairCookie{Kind: pairKind(i), Op: acquireOp(c.Handle), Arg: uint32(c.Handle.Arg),
 				Bytes: computed, Zwindow: window}
 			if !t.mallocTraced() {
 				pc.SizeArg = uint32(c.SizeArg)
 			}
-			specs = append(specs, probeSpec{c.Function, kernel.PairAcquireEnter, true, pc.Encode()})
+			specs = append(specs, uprobe.Spec{Symbol: c.Function, Prog: kernel.PairAcquireEnter, Ret: true, Cookie: pc.Encode()})
 		}
 		for _, c := range p.Release {
 			pc := kernel.PairCookie{Kind: pairKind(i), Arg: uint32(c.Handle.Arg), Zwindow: window}
-			specs = append(specs, probeSpec{c.Function, kernel.PairReleaseEnter, false, pc.Encode()})
+			specs = append(specs, uprobe.Spec{Symbol: c.Function, Prog: kernel.PairReleaseEnter, Cookie: pc.Encode()})
 		}
 		if !definesAll(obj, specs) {
 			if p.Library != "*" && !p.Optional {
@@ -156,7 +153,8 @@ func (t *Tracer) attachResources(path, display string) error {
 		if err := open(); err != nil {
 			return err
 		}
-		n, err := t.attachFamily(ex, path, display, obj.Lookup, specs)
+		ls, n, err := t.uprobes.Family(o, specs)
+		t.keep(ls)
 		if err != nil {
 			return fmt.Errorf("--track %s: %w", p.Kind, err)
 		}
@@ -204,15 +202,15 @@ func openELF(path string) (f *elf.File, done func(), err error) {
 	return f, func() { r.Close() }, nil
 }
 
-func definesAll(obj interface{ Lookup(string) (uint64, bool) }, specs []probeSpec) bool {
+func definesAll(obj interface{ Lookup(string) (uint64, bool) }, specs []uprobe.Spec) bool {
 	return missing(obj, specs) == ""
 }
 
-func missing(obj interface{ Lookup(string) (uint64, bool) }, specs []probeSpec) string {
+func missing(obj interface{ Lookup(string) (uint64, bool) }, specs []uprobe.Spec) string {
 	var out []string
 	for _, s := range specs {
-		if _, ok := obj.Lookup(s.symbol); !ok {
-			out = append(out, s.symbol)
+		if _, ok := obj.Lookup(s.Symbol); !ok {
+			out = append(out, s.Symbol)
 		}
 	}
 	return strings.Join(out, ", ")

@@ -24,6 +24,7 @@ import (
 	"github.com/leakscope/leakscope/probe/stacks"
 	"github.com/leakscope/leakscope/probe/symbolize"
 	"github.com/leakscope/leakscope/probe/target"
+	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
 // Tracer traces one process. Snapshot may be called at any interval;
@@ -45,6 +46,7 @@ type Tracer struct {
 	opts       Options
 	objs       *kernel.Objects
 	links      []link.Link
+	uprobes    *uprobe.Attacher // attaches t's uprobes (attachFor binds them)
 	cache      *symbolize.Cache
 	alloc      target.Allocator
 	misses     *kernel.Misses
@@ -88,8 +90,6 @@ type Tracer struct {
 	// pairObjects lists, per declared pair, the objects it is attached in.
 	pairObjects [][]string
 	rowNext     uint32 // next free index in unwind_rows
-	noSession   bool   // the kernel has no uprobe sessions: plain probes
-	noMulti     bool   // no uprobe_multi links: one perf link per probe
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
 	// zlibLayouts describe the zlib copies whose stream bytes are computed
@@ -122,7 +122,7 @@ type Tracer struct {
 	// recipes make each uprobe link of t again for another process;
 	// shared holds those made for the children sharing t's memory
 	// (sharedLocked), by pid.
-	recipes map[link.Link]pidLink
+	recipes map[link.Link]uprobe.Maker
 	shared  map[int][]link.Link
 	// exitHooked: target_exit is attached.
 	exitHooked bool
@@ -270,10 +270,11 @@ func newTracerFrom(pid int, alloc target.Allocator, objects []string, cache *sym
 	if spare != nil {
 		// Loaded ahead with the same options (follower.takeSpare).
 		t.objs, t.misses, t.mapEvents = spare.objs, spare.misses, spare.mapEvents
-		t.noMulti, t.noSession, t.noExitHook = spare.noMulti, spare.noSession, spare.noExitHook
+		t.noExitHook = spare.noExitHook
 	} else if err := t.load(mode); err != nil {
 		return nil, err
 	}
+	t.uprobes = uprobe.New(t.objs, t.attachFor)
 	if err := t.objs.SetTarget(pid); err != nil {
 		t.close()
 		return nil, err
@@ -345,13 +346,13 @@ func (t *Tracer) load(mode tracerMode) error {
 		Plain:          forcePlainProbes,
 	})
 	if err != nil {
-		if isPerm(err) {
+		if uprobe.IsPerm(err) {
 			return fmt.Errorf("load BPF programs: %w", ErrPrivilege)
 		}
 		return err
 	}
 	f := objs.Features()
-	t.objs, t.noMulti, t.noSession, t.noExitHook = objs, f.NoMulti, f.NoSession, f.NoExitHook
+	t.objs, t.noExitHook = objs, f.NoExitHook
 	if t.misses, err = objs.OpenMisses(); err != nil {
 		objs.Close()
 		return err
@@ -366,26 +367,33 @@ func (t *Tracer) load(mode tracerMode) error {
 	return nil
 }
 
-// probeSpec is one probed function: its entry program and, for an
-// acquire call, the shared return program.
-type probeSpec struct {
-	symbol string
-	prog   kernel.Program // its entry program
-	ret    bool           // acquire call: also attach the return program
-	cookie uint64         // bpf_get_attach_cookie() of the entry program
+// mallocFamily is the malloc family as plain probes: an entry program for
+// each function, the shared return program for each acquire.
+var mallocFamily = []uprobe.Spec{
+	{Symbol: "malloc", Prog: kernel.MallocEnter, Ret: true},
+	{Symbol: "calloc", Prog: kernel.CallocEnter, Ret: true},
+	{Symbol: "realloc", Prog: kernel.ReallocEnter, Ret: true},
+	{Symbol: "reallocarray", Prog: kernel.ReallocarrayEnter, Ret: true},
+	{Symbol: "posix_memalign", Prog: kernel.PosixMemalignEnter, Ret: true},
+	{Symbol: "aligned_alloc", Prog: kernel.MemalignEnter, Ret: true},
+	{Symbol: "memalign", Prog: kernel.MemalignEnter, Ret: true},
+	{Symbol: "valloc", Prog: kernel.VallocEnter, Ret: true},
+	{Symbol: "pvalloc", Prog: kernel.PvallocEnter, Ret: true},
+	{Symbol: "free", Prog: kernel.FreeEnter},
 }
 
-var mallocFamily = []probeSpec{
-	{"malloc", kernel.MallocEnter, true, 0},
-	{"calloc", kernel.CallocEnter, true, 0},
-	{"realloc", kernel.ReallocEnter, true, 0},
-	{"reallocarray", kernel.ReallocarrayEnter, true, 0},
-	{"posix_memalign", kernel.PosixMemalignEnter, true, 0},
-	{"aligned_alloc", kernel.MemalignEnter, true, 0},
-	{"memalign", kernel.MemalignEnter, true, 0},
-	{"valloc", kernel.VallocEnter, true, 0},
-	{"pvalloc", kernel.PvallocEnter, true, 0},
-	{"free", kernel.FreeEnter, false, 0},
+// sessionFamily maps the malloc family to the functions of
+// alloc_session's cookies (enum alloc_fn); free stays a plain entry probe.
+var sessionFamily = []uprobe.SessionFunc{
+	{Symbol: "malloc", Fn: kernel.FnMalloc},
+	{Symbol: "calloc", Fn: kernel.FnCalloc},
+	{Symbol: "realloc", Fn: kernel.FnRealloc},
+	{Symbol: "reallocarray", Fn: kernel.FnReallocarray},
+	{Symbol: "posix_memalign", Fn: kernel.FnPosixMemalign},
+	{Symbol: "aligned_alloc", Fn: kernel.FnMemalign},
+	{Symbol: "memalign", Fn: kernel.FnMemalign},
+	{Symbol: "valloc", Fn: kernel.FnValloc},
+	{Symbol: "pvalloc", Fn: kernel.FnPvalloc},
 }
 
 func (t *Tracer) attach() error {
@@ -400,15 +408,9 @@ func (t *Tracer) attach() error {
 // attachMalloc probes the malloc family of t.alloc. Its links are kept
 // apart (mallocLinks, mallocReleases): an exec into a JVM drops them.
 func (t *Tracer) attachMalloc() error {
-	nl, nr := len(t.links), len(t.releases)
-	defer func() {
-		t.mallocLinks = append(t.mallocLinks, t.links[nl:]...)
-		t.mallocReleases = append(t.mallocReleases, t.releases[nr:]...)
-		t.links, t.releases = t.links[:nl], t.releases[:nr]
-	}()
-	ex, err := link.OpenExecutable(t.alloc.Path)
+	obj, err := uprobe.Open(t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", t.alloc.Display, err)
+		return err
 	}
 	for _, required := range []string{"malloc", "free"} {
 		if _, ok := t.alloc.Obj.Lookup(required); !ok {
@@ -417,26 +419,43 @@ func (t *Tracer) attachMalloc() error {
 	}
 	// One uprobe-session link serves the whole malloc family where the
 	// kernel has them: attaching and, above all, detaching take one step
-	// instead of one per probe (each ~85 ms). free goes first
-	// (releasesFirst's reason).
+	// instead of one per probe (each ~85 ms). free goes first: a block
+	// allocated while free was not probed yet, and freed then, would stay
+	// live for good (uprobe.Attacher.Family orders a family so too).
 	free := mallocFamily[len(mallocFamily)-1:]
-	if _, err := t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, free); err != nil {
+	ls, _, err := t.uprobes.Family(obj, free)
+	t.keepMalloc(ls)
+	if err != nil {
 		return err
 	}
-	sessionErr := errors.New("no uprobe sessions in this kernel")
-	if !t.noSession {
-		sessionErr = t.attachSession()
-	}
+	ls, sessionErr := t.uprobes.Session(obj, sessionFamily)
+	t.keepMalloc(ls)
 	if sessionErr != nil {
 		if t.opts.SampleBytes > 0 {
 			return sessionErr
 		}
 		// Plain uprobes and uretprobes, one pair per function.
-		if _, err := t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, mallocFamily[:len(mallocFamily)-1]); err != nil {
+		ls, _, err := t.uprobes.Family(obj, mallocFamily[:len(mallocFamily)-1])
+		t.keepMalloc(ls)
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// keep takes the links and probe sites of an attachment.
+func (t *Tracer) keep(ls uprobe.Links) {
+	t.links = append(t.links, ls.Acquires...)
+	t.releases = append(t.releases, ls.Releases...)
+	t.probed = append(t.probed, ls.Probed...)
+}
+
+// keepMalloc takes those of the malloc family's.
+func (t *Tracer) keepMalloc(ls uprobe.Links) {
+	t.mallocLinks = append(t.mallocLinks, ls.Acquires...)
+	t.mallocReleases = append(t.mallocReleases, ls.Releases...)
+	t.probed = append(t.probed, ls.Probed...)
 }
 
 // attachLoaderHook probes the dynamic linker's _dl_debug_state, which it
@@ -466,15 +485,14 @@ func (t *Tracer) attachLoaderHook(objects []string) error {
 		if _, ok := obj.Lookup("_dl_debug_state"); !ok {
 			continue
 		}
-		ex, err := link.OpenExecutable(c)
+		o, err := uprobe.Open(c, c, obj.Lookup)
 		if err != nil {
-			return fmt.Errorf("open %s: %w", c, err)
-		}
-		spec := probeSpec{"_dl_debug_state", kernel.DlDebugState, false, 0}
-		if _, err := t.attachFamily(ex, c, c, obj.Lookup, []probeSpec{spec}); err != nil {
 			return err
 		}
-		return nil
+		spec := uprobe.Spec{Symbol: "_dl_debug_state", Prog: kernel.DlDebugState}
+		ls, _, err := t.uprobes.Family(o, []uprobe.Spec{spec})
+		t.keep(ls)
+		return err
 	}
 	return nil
 }
@@ -489,12 +507,13 @@ func (t *Tracer) attachExitHook() error {
 	if _, ok := t.alloc.Obj.Lookup("exit"); !ok {
 		return nil
 	}
-	ex, err := link.OpenExecutable(t.alloc.Path)
+	o, err := uprobe.Open(t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", t.alloc.Display, err)
+		return err
 	}
-	spec := probeSpec{"exit", kernel.ExitCall, false, 0}
-	_, err = t.attachFamily(ex, t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup, []probeSpec{spec})
+	spec := uprobe.Spec{Symbol: "exit", Prog: kernel.ExitCall}
+	ls, _, err := t.uprobes.Family(o, []uprobe.Spec{spec})
+	t.keep(ls)
 	return err
 }
 
@@ -576,196 +595,9 @@ func (t *Tracer) probeSet() *analyze.ProbeSet {
 	return ps
 }
 
-// attachFamily attaches the probes of one family to the functions that
-// exist in an object and returns how many functions it probed. Symbols
-// that are aliases of one address (glibc's aligned_alloc is memalign) get
-// one probe, or every call would be seen twice.
-func (t *Tracer) attachFamily(ex *link.Executable, path, display string, lookup func(string) (uint64, bool), family []probeSpec) (int, error) {
-	seen := map[uint64]string{}
-	var sites []familySite
-	for _, p := range releasesFirst(family) {
-		vaddr, ok := lookup(p.symbol)
-		if !ok {
-			continue
-		}
-		if other, dup := seen[vaddr]; dup {
-			t.probed = append(t.probed, p.symbol+"="+other)
-			continue
-		}
-		seen[vaddr] = p.symbol
-		off, err := fileOffset(path, vaddr)
-		if err != nil {
-			return 0, err
-		}
-		at := probeSiteOffset(path, vaddr, off, p)
-		sites = append(sites, familySite{p, off + at.Off, at})
-	}
-	if len(sites) == 0 {
-		return 0, nil
-	}
-	twins := true
-	for _, s := range sites {
-		twins = twins && t.objs.Multi(s.spec.prog) != nil
-	}
-	if !t.noMulti && twins {
-		err := t.attachMulti(ex, display, sites)
-		if err == nil || !errors.Is(err, ebpf.ErrNotSupported) {
-			return len(sites), err
-		}
-		t.noMulti = true
-	}
-	for i, s := range sites {
-		p := s.spec
-		// The return probe first: a return without a recorded entry is
-		// ignored, an entry without its return probe leaves a stale record.
-		// It shares the entry's site (one trap), where *(%rsp) is still
-		// the return address.
-		if p.ret {
-			ret := func(pid int) (link.Link, error) {
-				return ex.Uretprobe(p.symbol, t.objs.Program(kernel.AllocExit), &link.UprobeOptions{PID: pid, Address: s.off})
-			}
-			l, err := t.attachFor(ret)
-			if err != nil {
-				return i, attachError(display, p.symbol, err)
-			}
-			t.links = append(t.links, l)
-		}
-		enter := t.objs.Program(p.prog)
-		entry := func(pid int) (link.Link, error) {
-			return ex.Uprobe(p.symbol, enter, &link.UprobeOptions{PID: pid, Address: s.off, Cookie: p.cookie})
-		}
-		l, err := t.attachFor(entry)
-		if err != nil {
-			return i, attachError(display, p.symbol, err)
-		}
-		if p.ret {
-			t.links = append(t.links, l)
-		} else {
-			t.releases = append(t.releases, l)
-		}
-		t.probed = append(t.probed, p.symbol+s.at.String())
-	}
-	return len(sites), nil
-}
-
 // forcePlainProbes makes every probe a perf link of its own, as on kernels
 // without uprobe_multi links or sessions; tests set it to check that path.
 var forcePlainProbes bool
-
-// familySite is one function of a family and where its probe goes.
-type familySite struct {
-	spec probeSpec
-	off  uint64 // file offset of the probe
-	at   probeSite
-}
-
-// attachMulti attaches a family with one uprobe_multi link per program:
-// the release programs first, then the return program, then the acquire
-// entries (releasesFirst's and attachFamily's reasons). Each link holds
-// every function of its program, so detaching takes one step, not one per
-// function. ebpf.ErrNotSupported means the kernel has no such links.
-func (t *Tracer) attachMulti(ex *link.Executable, display string, sites []familySite) error {
-	type group struct {
-		prog         *ebpf.Program
-		offs, cookie []uint64
-		symbols      []string
-	}
-	var releases, acquires []*group
-	add := func(gs *[]*group, prog *ebpf.Program, s familySite) {
-		for _, g := range *gs {
-			if g.prog == prog {
-				g.offs, g.cookie, g.symbols = append(g.offs, s.off), append(g.cookie, s.spec.cookie), append(g.symbols, s.spec.symbol)
-				return
-			}
-		}
-		*gs = append(*gs, &group{prog, []uint64{s.off}, []uint64{s.spec.cookie}, []string{s.spec.symbol}})
-	}
-	var rets []uint64
-	for _, s := range sites {
-		twin := t.objs.Multi(s.spec.prog)
-		if s.spec.ret {
-			add(&acquires, twin, s)
-			rets = append(rets, s.off)
-		} else {
-			add(&releases, twin, s)
-		}
-	}
-	attach := func(g *group, ret bool) (link.Link, error) {
-		return t.attachFor(func(pid int) (link.Link, error) {
-			opts := &link.UprobeMultiOptions{Addresses: g.offs, PID: uint32(pid)}
-			if ret {
-				return ex.UretprobeMulti(nil, g.prog, opts)
-			}
-			opts.Cookies = g.cookie
-			return ex.UprobeMulti(nil, g.prog, opts)
-		})
-	}
-	multiError := func(g *group, err error) error {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return err
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			err = ErrTargetExited
-		}
-		return attachError(display, strings.Join(g.symbols, ","), err)
-	}
-	for _, g := range releases {
-		l, err := attach(g, false)
-		if err != nil {
-			return multiError(g, err)
-		}
-		t.releases = append(t.releases, l)
-	}
-	if len(rets) > 0 {
-		g := &group{prog: t.objs.Multi(kernel.AllocExit), offs: rets, symbols: []string{"(returns)"}}
-		l, err := attach(g, true)
-		if err != nil {
-			return multiError(g, err)
-		}
-		t.links = append(t.links, l)
-	}
-	for _, g := range acquires {
-		l, err := attach(g, false)
-		if err != nil {
-			return multiError(g, err)
-		}
-		t.links = append(t.links, l)
-	}
-	for _, s := range sites {
-		t.probed = append(t.probed, s.spec.symbol+s.at.String())
-	}
-	return nil
-}
-
-// releasesFirst orders a family's release functions before its acquire
-// functions. Attaching takes a while (seconds on a busy machine): a block
-// allocated while its free was not probed yet, and freed in that window,
-// would stay live for good, a false leak. A release seen before its
-// acquire probe only counts as an unknown free.
-func releasesFirst(family []probeSpec) []probeSpec {
-	out := make([]probeSpec, 0, len(family))
-	for _, p := range family {
-		if !p.ret {
-			out = append(out, p)
-		}
-	}
-	for _, p := range family {
-		if p.ret {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func attachError(path, symbol string, err error) error {
-	if isPerm(err) {
-		err = ErrPrivilege
-	}
-	if errors.Is(err, unix.ESRCH) {
-		err = ErrTargetExited
-	}
-	return fmt.Errorf("attach %s:%s: %w", path, symbol, err)
-}
 
 // watchMisses rereads the target's mappings when the kernel meets a frame in
 // an unknown object (a library loaded after the last read).
@@ -1125,8 +957,4 @@ func (t *Tracer) close() {
 		_ = unix.Kill(t.pid, unix.SIGCONT)
 		t.watchdog.release()
 	}
-}
-
-func isPerm(err error) bool {
-	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
 // zlibLayout is what computing a stream's bytes from its init arguments
@@ -194,7 +195,7 @@ func (l zlibLayout) String() string {
 // zlibComputedFamily is zlibFamily with the cookies that make the BPF
 // programs compute each stream's bytes from its init arguments, for a zlib
 // of layout l, instead of taking them from zlib's mallocs.
-func zlibComputedFamily(l zlibLayout) []probeSpec {
+func zlibComputedFamily(l zlibLayout) []uprobe.Spec {
 	// The kernel adds the state's size (bits 0-15) to what it computes:
 	// the z_stream, where counted, goes with it.
 	initCookie := func(state uint32, init uint32) uint64 {
@@ -209,14 +210,14 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 		"inflateEnd":       1,
 		"inflateBackEnd":   1,
 	}
-	var out []probeSpec
+	var out []uprobe.Spec
 	for _, p := range zlibFamily {
-		if p.symbol == "inflate" {
+		if p.Symbol == "inflate" {
 			// Not probed: a trap per call. The window is read from the
 			// stream's state instead (readWindowsLocked, target_exit).
 			continue
 		}
-		p.cookie = cookies[p.symbol]
+		p.Cookie = cookies[p.Symbol]
 		out = append(out, p)
 	}
 	return out
@@ -235,11 +236,11 @@ func zlibComputedFamily(l zlibLayout) []probeSpec {
 // inflate() is probed there, and a malloc made from that object while
 // inflate() runs is its stream's (zcall_owner); when sampling, such a
 // malloc is traced whether sampled or not.
-func zlibTracedFamily(library bool) []probeSpec {
+func zlibTracedFamily(library bool) []uprobe.Spec {
 	if !library {
 		return zlibFamily
 	}
-	return slices.DeleteFunc(slices.Clone(zlibFamily), func(p probeSpec) bool { return p.symbol == "inflate" })
+	return slices.DeleteFunc(slices.Clone(zlibFamily), func(p uprobe.Spec) bool { return p.Symbol == "inflate" })
 }
 
 // zlibComputed reports whether a zlib's stream bytes are computed from the

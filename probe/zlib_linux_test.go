@@ -147,14 +147,14 @@ func TestZlibComputedCookies(t *testing.T) {
 		"deflateInit2_":    {State: 5952 + jniZStreamSize, Init: kernel.ZinitDeflate2},
 	}
 	for _, p := range zlibComputedFamily(l) {
-		w, ok := want[p.symbol]
+		w, ok := want[p.Symbol]
 		if !ok {
 			continue
 		}
-		if p.cookie != w.Encode() {
-			t.Errorf("%s: cookie %#x, want %#x (%+v)", p.symbol, p.cookie, w.Encode(), w)
+		if p.Cookie != w.Encode() {
+			t.Errorf("%s: cookie %#x, want %#x (%+v)", p.Symbol, p.Cookie, w.Encode(), w)
 		}
-		delete(want, p.symbol)
+		delete(want, p.Symbol)
 	}
 	if len(want) > 0 {
 		t.Errorf("zlibComputedFamily has no cookie for %v", want)

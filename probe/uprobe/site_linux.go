@@ -1,6 +1,6 @@
 //go:build linux && amd64
 
-package probe
+package uprobe
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ import (
 // cookie: siteNeeds.follow) lets them move: the walk follows each argument
 // through 64-bit register-to-register copies (mov %rdi,%rbx makes %rbx
 // hold it too) and goes on while every argument the program reads is in
-// some register, whichever that is at the site (probeSite.Args).
+// some register, whichever that is at the site (Site.Args).
 //
 // Every program of ebpf/leakscope.bpf.c reads %rsp (pending and release
 // records compare stack pointers; zcall_owner reads *(%rsp)), and a return
@@ -125,8 +125,8 @@ type siteNeeds struct {
 // followArgs are the arguments whose register a program can be told.
 const followArgs = 3
 
-// probeSite is where a function's probe goes.
-type probeSite struct {
+// Site is where a function's probe goes.
+type Site struct {
 	Off      uint64 // bytes past the function's entry
 	Emulated bool   // the kernel emulates the instruction there instead of single-stepping it
 	Inst     string // the instruction there, GNU syntax; "" if it did not decode
@@ -137,7 +137,7 @@ type probeSite struct {
 	Args [followArgs]x86asm.Reg
 }
 
-func (s probeSite) String() string {
+func (s Site) String() string {
 	how := "single-stepped"
 	if s.Emulated {
 		how = "emulated"
@@ -238,7 +238,7 @@ const (
 
 // selectSite returns the probe site of the function whose code (from its
 // entry) is code and whose symbol size is size (0: unknown).
-func selectSite(code []byte, size uint64, needs siteNeeds) probeSite {
+func selectSite(code []byte, size uint64, needs siteNeeds) Site {
 	if uint64(len(code)) > size && size > 0 {
 		code = code[:size]
 	}
@@ -276,7 +276,7 @@ func selectSite(code []byte, size uint64, needs siteNeeds) probeSite {
 			break
 		}
 		if emulated(b[:inst.Len]) {
-			return probeSite{Off: uint64(off), Emulated: true, Inst: x86asm.GNUSyntax(inst, 0, nil), Args: holders.at()}
+			return Site{Off: uint64(off), Emulated: true, Inst: x86asm.GNUSyntax(inst, 0, nil), Args: holders.at()}
 		}
 		w, ok := writes(inst)
 		if !ok || w&fixed != 0 {
@@ -304,8 +304,8 @@ func (h argHolders) hold(need regSet) bool {
 
 // describe is the site at the entry itself, every argument in its own
 // register.
-func describe(code []byte) probeSite {
-	s := probeSite{Args: newArgHolders().at()}
+func describe(code []byte) Site {
+	s := Site{Args: newArgHolders().at()}
 	if endbr(code) > 0 {
 		s.Inst = "endbr64"
 		return s
@@ -477,7 +477,7 @@ func allPadding(b []byte) bool {
 
 // findSite returns the probe site of the function at vaddr, file offset
 // off, in the object at path: the entry if anything about it is unknown.
-func findSite(path string, vaddr, off uint64, needs siteNeeds) probeSite {
+func findSite(path string, vaddr, off uint64, needs siteNeeds) Site {
 	size := funcSize(path, vaddr)
 	n := size
 	if n == 0 || n > maxBodyScan {
@@ -485,7 +485,7 @@ func findSite(path string, vaddr, off uint64, needs siteNeeds) probeSite {
 	}
 	code, err := readCode(path, off, int(n))
 	if err != nil {
-		return probeSite{}
+		return Site{}
 	}
 	return selectSite(code, size, needs)
 }
@@ -554,26 +554,26 @@ var builtinReads = map[string]regSet{
 // (pair_acquire_enter, pair_release_enter: the handle's and the size's,
 // struct pair_cookie). A cookie on a built-in function may be either
 // (zlib's cookies hold no argument number there), so both count.
-func specNeeds(p probeSpec) siteNeeds {
-	n := siteNeeds{reads: regRSP, ret: p.ret}
-	r, builtin := builtinReads[p.symbol]
+func specNeeds(p Spec) siteNeeds {
+	n := siteNeeds{reads: regRSP, ret: p.Ret}
+	r, builtin := builtinReads[p.Symbol]
 	if builtin {
 		n.reads |= r
 	}
-	if p.cookie != 0 {
-		pc := kernel.DecodePairCookie(p.cookie)
+	if p.Cookie != 0 {
+		pc := kernel.DecodePairCookie(p.Cookie)
 		n.reads |= args(int(pc.Arg), int(pc.SizeArg))
 	}
-	if !builtin && p.cookie == 0 {
+	if !builtin && p.Cookie == 0 {
 		n.reads |= args(1, 2, 3, 4, 5, 6)
 	}
 	return n
 }
 
-// probeSiteOffset returns where a probed function's probe goes: the first
-// instruction the kernel emulates, where that keeps what the probe reads
-// (selectSite); the entry otherwise. vaddr and off are the entry's address
-// and file offset.
-func probeSiteOffset(path string, vaddr, off uint64, p probeSpec) probeSite {
+// SiteFor returns where the probe of p goes: the first instruction the
+// kernel emulates, where that keeps what the probe reads (selectSite); the
+// entry otherwise. vaddr and off are the entry's address and file offset
+// in the object at path.
+func SiteFor(path string, vaddr, off uint64, p Spec) Site {
 	return findSite(path, vaddr, off, specNeeds(p))
 }

@@ -1,6 +1,6 @@
 //go:build linux && amd64
 
-package probe
+package uprobe
 
 import (
 	"debug/elf"
@@ -9,8 +9,8 @@ import (
 	"github.com/leakscope/leakscope/probe/procfs"
 )
 
-// fileOffset converts an ELF virtual address to the file offset uprobes take.
-func fileOffset(path string, vaddr uint64) (uint64, error) {
+// FileOffset converts an ELF virtual address to the file offset uprobes take.
+func FileOffset(path string, vaddr uint64) (uint64, error) {
 	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
 	if err != nil {
 		return 0, err

@@ -1,8 +1,9 @@
 //go:build linux && amd64
 
-package probe
+package uprobe
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -39,63 +40,59 @@ type linkCreateUprobeMulti struct {
 	_             uint32
 }
 
-// sessionFamily maps the malloc family to the functions of
-// alloc_session's cookies (enum alloc_fn); free stays a plain entry probe.
-var sessionFamily = []struct {
-	symbol string
-	fn     uint32
-}{
-	{"malloc", kernel.FnMalloc},
-	{"calloc", kernel.FnCalloc},
-	{"realloc", kernel.FnRealloc},
-	{"reallocarray", kernel.FnReallocarray},
-	{"posix_memalign", kernel.FnPosixMemalign},
-	{"aligned_alloc", kernel.FnMemalign},
-	{"memalign", kernel.FnMemalign},
-	{"valloc", kernel.FnValloc},
-	{"pvalloc", kernel.FnPvalloc},
+// SessionFunc is a function alloc_session probes and its function in the
+// cookie (enum alloc_fn).
+type SessionFunc struct {
+	Symbol string
+	Fn     uint32
 }
 
-// attachSession attaches alloc_session to every malloc-family function of
-// the allocator with one uprobe-session link (kernel 6.13+): an untraced
-// (sampled-out) call then costs one trap instead of two.
-func (t *Tracer) attachSession() error {
+// Session attaches alloc_session to the functions fns of o that it
+// defines, with one uprobe-session link (kernel 6.13+): an untraced
+// (sampled-out) call then costs one trap instead of two. Aliases of one
+// address get one probe. The link is among Links.Acquires; on a kernel
+// without uprobe sessions Session attaches nothing and fails.
+func (a *Attacher) Session(o *Object, fns []SessionFunc) (Links, error) {
+	var ls Links
+	if a.noSession {
+		return ls, errors.New("no uprobe sessions in this kernel")
+	}
 	var offsets, cookies []uint64
 	seen := map[uint64]bool{}
-	for _, f := range sessionFamily {
-		vaddr, ok := t.alloc.Obj.Lookup(f.symbol)
+	for _, f := range fns {
+		vaddr, ok := o.Lookup(f.Symbol)
 		if !ok || seen[vaddr] {
 			continue
 		}
 		seen[vaddr] = true
-		off, err := fileOffset(t.alloc.Path, vaddr)
+		off, err := FileOffset(o.Path, vaddr)
 		if err != nil {
-			return err
+			return ls, err
 		}
 		// Entry and return share the site: it lies before any change of
-		// the stack pointer (sessionSite).
-		at := sessionSite(t.alloc.Path, vaddr, off, f.symbol)
+		// the stack pointer (SessionSite).
+		at := SessionSite(o.Path, vaddr, off, f.Symbol)
 		offsets = append(offsets, off+at.Off)
-		cookies = append(cookies, allocCookie(f.fn, at))
-		t.probed = append(t.probed, f.symbol+at.String())
+		cookies = append(cookies, allocCookie(f.Fn, at))
+		ls.Probed = append(ls.Probed, f.Symbol+at.String())
 	}
-	allocPath, display, prog := t.alloc.Path, t.alloc.Display, t.objs.Program(kernel.AllocSession)
-	l, err := t.attachFor(func(pid int) (link.Link, error) {
-		return attachSessionLink(allocPath, display, prog, offsets, cookies, pid)
+	path, display, prog := o.Path, o.Display, a.objs.Program(kernel.AllocSession)
+	l, err := a.bind(func(pid int) (link.Link, error) {
+		return attachSessionLink(path, display, prog, offsets, cookies, pid)
 	})
 	if err != nil {
-		return err
+		return ls, err
 	}
-	t.links = append(t.links, l)
-	return nil
+	ls.Acquires = append(ls.Acquires, l)
+	return ls, nil
 }
 
-// sessionSite is where alloc_session probes the malloc-family function
+// SessionSite is where alloc_session probes the malloc-family function
 // symbol at vaddr, file offset off, of the object at path. Its cookie says
 // where the arguments are (allocCookie), so the site may lie past copies
 // of them into other registers.
-func sessionSite(path string, vaddr, off uint64, symbol string) probeSite {
-	n := specNeeds(probeSpec{symbol: symbol, ret: true})
+func SessionSite(path string, vaddr, off uint64, symbol string) Site {
+	n := specNeeds(Spec{Symbol: symbol, Ret: true})
 	n.follow = true
 	return findSite(path, vaddr, off, n)
 }
@@ -113,7 +110,7 @@ var argRegCodes = map[x86asm.Reg]uint32{
 // allocCookie is alloc_session's cookie for function fn probed at site
 // s: an argument no register holds there (which fn does not read) is
 // named by its own register.
-func allocCookie(fn uint32, s probeSite) uint64 {
+func allocCookie(fn uint32, s Site) uint64 {
 	c := kernel.AllocCookie{Fn: fn}
 	for i, r := range s.Args {
 		if r == 0 {
