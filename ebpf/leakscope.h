@@ -33,7 +33,7 @@ enum alloc_fn {
 
 /* Which register of struct pt_regs holds an argument at a session
  * probe's site (ACOOKIE_ARG*): the probe may sit past instructions that
- * copied the argument out of its own register (probe/probesite_linux.go).
+ * copied the argument out of its own register (probe/uprobe/site_linux.go).
  * Every general register but the stack pointer. Read by site_arg
  * (cookie.bpf.h). Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum arg_reg {
