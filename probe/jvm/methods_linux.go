@@ -1,7 +1,6 @@
 package jvm
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -365,17 +364,12 @@ func (m *Methods) symbol(ptr uint64) (string, error) {
 // LoadBias returns the load bias of the ELF object at path mapped with
 // file offset off at start.
 func LoadBias(path string, start, off uint64) (uint64, error) {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	segs, err := procfs.LoadSegments(path)
 	if err != nil {
 		return 0, err
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return 0, fmt.Errorf("parse elf %s: %w", path, err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && off >= p.Off && off < p.Off+p.Filesz {
+	for _, p := range segs {
+		if off >= p.Off && off < p.Off+p.Filesz {
 			return start - (p.Vaddr + off - p.Off), nil
 		}
 	}

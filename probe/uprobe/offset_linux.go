@@ -11,17 +11,12 @@ import (
 
 // FileOffset converts an ELF virtual address to the file offset uprobes take.
 func FileOffset(path string, vaddr uint64) (uint64, error) {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	segs, err := procfs.LoadSegments(path)
 	if err != nil {
 		return 0, err
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", path, err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+	for _, p := range segs {
+		if p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
 			return vaddr - p.Vaddr + p.Off, nil
 		}
 	}
