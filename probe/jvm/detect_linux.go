@@ -65,15 +65,11 @@ func (vm *VM) Build() string {
 
 // hotSpot reports whether the ELF object at p exports gHotSpotVMStructs.
 func hotSpot(p string) bool {
-	r, err := procfs.OpenFile(nil, p, procfs.ObjectLimits)
+	f, err := procfs.OpenELF(p)
 	if err != nil {
 		return false
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return false
-	}
+	defer f.Close()
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return false

@@ -2,7 +2,6 @@ package jvm
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -75,15 +74,11 @@ const typeStringSymbol = "gHotSpotVMStructEntryTypeStringOffset"
 // VMSymbols returns the addresses (file virtual addresses) of the variables
 // ReadVMStructs needs, from libjvm.so at path.
 func VMSymbols(path string) (map[string]uint64, error) {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	f, err := procfs.OpenELF(path)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return nil, fmt.Errorf("parse elf %s: %w", path, err)
-	}
+	defer f.Close()
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

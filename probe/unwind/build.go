@@ -97,16 +97,12 @@ func usable(s *elf.Section) bool {
 // only the headers and the one call frame section, and the table depends on
 // nothing but the file's bytes, so callers may cache it by build ID.
 func BuildFile(path string) ([]Row, Stats, error) {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	f, err := procfs.OpenELF(path)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("parse elf %s: %w", path, err)
-	}
-	rows, st, err := Build(f)
+	defer f.Close()
+	rows, st, err := Build(f.File)
 	if err != nil {
 		return nil, st, fmt.Errorf("unwind %s: %w", path, err)
 	}
