@@ -5,7 +5,6 @@ package probe
 import (
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/kernel"
-	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/target"
 )
 
 // attachMaps attaches, with Options.Maps, the exits of mmap, munmap and
@@ -25,8 +24,8 @@ func (t *Tracer) attachMaps() error {
 	if !t.opts.Maps {
 		return nil
 	}
-	t.maps = newMapTable(uint64(os.Getpagesize()))
-	t.mapRefs = map[mapSite]siteRef{}
+	t.maps = target.NewMappings(t.pid, uint64(os.Getpagesize()))
+	t.mapRefs = map[target.MapSite]siteRef{}
 	if err := ensureTracefs(); err != nil {
 		return err
 	}
@@ -61,54 +60,20 @@ func (t *Tracer) drainMapsLocked() {
 	}
 }
 
-// applyMapEvent applies one call's record to t.maps. A record of an image
-// the target exec'd away from starts the table again: its mappings went
-// with the exec.
+// applyMapEvent applies one call's record to t.maps; the first record of
+// a new image forgets the sites of the last one's mappings.
 func (t *Tracer) applyMapEvent(e *kernel.MapEvent) {
-	if e.Gen != t.mapGen {
-		t.mapGen = e.Gen
-		t.maps = newMapTable(t.maps.page)
-		t.mapRefs = map[mapSite]siteRef{}
-	}
-	m := t.maps
-	uncounted := e.How&kernel.MapHowUncounted != 0
-	fixed := e.How&kernel.MapHowFixed != 0
-	switch e.Op {
-	case kernel.MapOpMap:
-		if uncounted {
-			m.unmap(e.Addr, e.Len) // the allocator's MAP_FIXED: only what it replaced
-			return
-		}
-		kind, file := kernel.KindMmapAnon, ""
-		if e.How&kernel.MapHowFile != 0 {
-			kind, file = kernel.KindMmapFile, t.files.path(t.pid, e.Addr, e.Dev, e.Ino)
-		}
-		m.mmap(mapSite{e.Stack, kind}, e.At, e.Addr, e.Len, file)
-	case kernel.MapOpUnmap:
-		m.unmap(e.Addr, e.Len)
-	case kernel.MapOpRemap:
-		if uncounted {
-			// realloc's own mremap: its block, not a traced mapping;
-			// a destination it replaced is unmapped.
-			if fixed {
-				m.unmap(e.Addr, e.Len)
-			}
-			return
-		}
-		m.mremap(e.OldAddr, e.OldLen, e.Addr, e.Len, fixed, e.How&kernel.MapHowDontUnmap != 0)
-	case kernel.MapOpThread:
-		m.threadStart(mapSite{e.Stack, kernel.KindThread}, e.At, e.Tid, e.Addr, e.Len)
-	case kernel.MapOpThreadExit:
-		m.threadExit(e.Tid)
+	if t.maps.Apply(e) {
+		t.mapRefs = map[target.MapSite]siteRef{}
 	}
 }
 
 // mapSiteLocked returns the merged site of mapping site k, resolving its
 // stack when new or when it may resolve better now (refLocked, for the
 // sites the kernel keeps).
-func (t *Tracer) mapSiteLocked(k mapSite) int {
+func (t *Tracer) mapSiteLocked(k target.MapSite) int {
 	ref := t.mapRefs[k]
-	slot := t.resolveRefLocked(&ref, k.stack, k.kind)
+	slot := t.resolveRefLocked(&ref, k.Stack, k.Kind)
 	t.mapRefs[k] = ref
 	return slot
 }
@@ -121,25 +86,9 @@ func (t *Tracer) addMapsLocked() int {
 	if t.maps == nil {
 		return 0
 	}
-	keys := make([]mapSite, 0, len(t.maps.totals))
-	for k := range t.maps.totals {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b mapSite) int {
-		if a.kind != b.kind {
-			return int(a.kind) - int(b.kind)
-		}
-		switch {
-		case a.stack < b.stack:
-			return -1
-		case a.stack > b.stack:
-			return 1
-		}
-		return 0
-	})
 	st, n := t.sites, 0
-	for _, k := range keys {
-		v := t.maps.totals[k]
+	for _, k := range t.maps.Sites() {
+		v := t.maps.Totals(k)
 		slot := t.mapSiteLocked(k)
 		p := &st.acc[slot]
 		if st.mark[slot] != st.read {
@@ -147,10 +96,10 @@ func (t *Tracer) addMapsLocked() int {
 			*p = analyze.SitePoint{ID: st.slots[slot].id}
 			n++
 		}
-		p.LiveCount += v.liveCount
-		p.LiveBytes += v.liveBytes
-		p.Allocs += v.allocs
-		p.Frees += v.frees
+		p.LiveCount += v.LiveCount
+		p.LiveBytes += v.LiveBytes
+		p.Allocs += v.Allocs
+		p.Frees += v.Frees
 	}
 	return n
 }
@@ -158,22 +107,22 @@ func (t *Tracer) addMapsLocked() int {
 // mapLiveLocked adds the live mappings and threads to c.Sites' live
 // allocations; site maps a merged slot to its index in c.Sites (-1:
 // none).
-func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[mapSite]int32, nowMono uint64) {
+func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[target.MapSite]int32, nowMono uint64) {
 	if t.maps == nil {
 		return
 	}
 	files := map[int32]map[string]*analyze.MappedFile{}
-	t.maps.live(func(a *mapAlloc) {
-		i, ok := site[a.site]
+	t.maps.Live(func(a *target.MapAlloc) {
+		i, ok := site[a.Site]
 		if !ok || i < 0 {
 			return
 		}
 		age := time.Duration(0)
-		if nowMono > a.ts {
-			age = time.Duration(nowMono - a.ts)
+		if nowMono > a.TS {
+			age = time.Duration(nowMono - a.TS)
 		}
-		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: a.bytes, Age: age})
-		if a.site.kind != kernel.KindMmapFile {
+		c.Sites[i].Live = append(c.Sites[i].Live, analyze.Alloc{Size: a.Bytes, Age: age})
+		if a.Site.Kind != kernel.KindMmapFile {
 			return
 		}
 		byPath := files[i]
@@ -181,70 +130,23 @@ func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[mapSite]int32, nowMo
 			byPath = map[string]*analyze.MappedFile{}
 			files[i] = byPath
 		}
-		f := byPath[a.file]
+		f := byPath[a.File]
 		if f == nil {
-			f = &analyze.MappedFile{Path: a.file}
-			byPath[a.file] = f
+			f = &analyze.MappedFile{Path: a.File}
+			byPath[a.File] = f
 		}
 		f.Count++
-		f.Bytes += a.bytes
+		f.Bytes += a.Bytes
 	})
 	for i, byPath := range files {
 		c.Sites[i].Files = analyze.SortFiles(byPath)
 	}
 }
 
-// maxFilePaths bounds the file paths a tracer keeps for mmap.file
-// mappings: a target mapping more distinct files gets the rest named by
-// inode.
-const maxFilePaths = 4096
-
-// fileKey is a mapped file's identity: its device (the kernel's s_dev)
-// and inode.
-type fileKey struct {
-	dev uint32
-	ino uint64
-}
-
-// filePaths names the files of mmap.file mappings: from the target's
-// /proc/PID/maps, read when a mapping of a file not seen before is
-// applied (the mapping is usually still there: a leaked one is).
-type filePaths struct {
-	byKey map[fileKey]string
-}
-
-// path returns the path of the file (dev, ino) mapped at addr in pid; a
-// file whose mapping is gone from maps is named by its inode.
-func (fp *filePaths) path(pid int, addr uint64, dev uint32, ino uint64) string {
-	k := fileKey{dev, ino}
-	if p, ok := fp.byKey[k]; ok {
-		return p
-	}
-	name := fmt.Sprintf("inode %d on device %d:%d", ino, dev>>20, dev&(1<<20-1))
-	if ms, err := procfs.ReadMaps(pid); err == nil {
-		for _, m := range ms {
-			if m.Inode == ino && m.Path != "" && (addr >= m.Start && addr < m.End || m.Dev == fmt.Sprintf("%02x:%02x", dev>>20, dev&(1<<20-1))) {
-				name = m.Path
-				if m.Deleted {
-					name += " (deleted)"
-				}
-				break
-			}
-		}
-	}
-	if fp.byKey == nil {
-		fp.byKey = map[fileKey]string{}
-	}
-	if len(fp.byKey) < maxFilePaths {
-		fp.byKey[k] = name
-	}
-	return name
-}
-
 // mapSitesOf maps each mapping site to its index in c.Sites, from
 // bySlot (a merged slot's index there, -1: none).
-func (t *Tracer) mapSitesOf(bySlot []int32) map[mapSite]int32 {
-	out := map[mapSite]int32{}
+func (t *Tracer) mapSitesOf(bySlot []int32) map[target.MapSite]int32 {
+	out := map[target.MapSite]int32{}
 	for k, ref := range t.mapRefs {
 		if ref.slot > 0 && int(ref.slot-1) < len(bySlot) {
 			out[k] = bySlot[ref.slot-1]

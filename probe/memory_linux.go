@@ -335,7 +335,7 @@ func (t *Tracer) memoryKnownLocked(points readPoints) memoryKnown {
 		}
 	}
 	if t.maps != nil {
-		k.mapped, k.mappedOutstd = t.maps.ranges(kernel.KindMmapAnon)
+		k.mapped, k.mappedOutstd = t.maps.Ranges(kernel.KindMmapAnon)
 	}
 	if n, ok := t.jit.namer.(interface{ Spaces() (jvm.Spaces, bool) }); ok && t.jit.namer != nil {
 		if t.spaces == nil {

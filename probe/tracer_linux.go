@@ -32,11 +32,9 @@ import (
 type Tracer struct {
 	// maps holds the target's mappings and threads (Options.Maps), read
 	// from mapEvents at every snapshot; mapRefs each of their sites.
-	maps      *mapTable
+	maps      *target.Mappings
 	mapEvents *kernel.MapEvents
-	mapGen    uint32
-	mapRefs   map[mapSite]siteRef
-	files     filePaths // the paths of mmap.file mappings
+	mapRefs   map[target.MapSite]siteRef
 	// memory holds the target's memory breakdowns (memory_linux.go),
 	// lastMemory the latest; spaces a JVM's reserved ranges once read.
 	memory     []analyze.Memory

@@ -1,38 +1,38 @@
-package probe
+package target
 
 import (
 	"slices"
 	"sort"
 )
 
-// mapSite is the site a mapping or a thread counts in: the stack id of
+// MapSite is the site a mapping or a thread counts in: the stack id of
 // the call that made it and its kind (enum alloc_kind).
-type mapSite struct {
-	stack uint64
-	kind  uint32
+type MapSite struct {
+	Stack uint64
+	Kind  uint32
 }
 
-// mapAlloc is one mmap call (or one thread) still holding bytes: the
+// MapAlloc is one mmap call (or one thread) still holding bytes: the
 // mapping it made may have been cut into several pieces since, or moved
 // (mremap), and it is one live allocation until its last byte is
 // unmapped.
-type mapAlloc struct {
-	site  mapSite
-	ts    uint64 // bpf_ktime_get_ns() of the call
-	bytes uint64
-	file  string // the mapped file's path (mmap.file), "" otherwise
+type MapAlloc struct {
+	Site  MapSite
+	TS    uint64 // bpf_ktime_get_ns() of the call
+	Bytes uint64
+	File  string // the mapped file's path (mmap.file), "" otherwise
 }
 
 // mapPiece is a range of the target's address space mapped by a.
 type mapPiece struct {
 	start, end uint64
-	a          *mapAlloc
+	a          *MapAlloc
 }
 
-// mapTotals are a site's totals, as the kernel keeps them for the other
+// MapTotals are a site's totals, as the kernel keeps them for the other
 // kinds (struct site_stats).
-type mapTotals struct {
-	liveCount, liveBytes, allocs, frees uint64
+type MapTotals struct {
+	LiveCount, LiveBytes, Allocs, Frees uint64
 }
 
 // mapTable keeps the target's mappings and threads made while traced,
@@ -45,33 +45,33 @@ type mapTotals struct {
 type mapTable struct {
 	page    uint64
 	pieces  []mapPiece
-	threads map[uint32]*mapAlloc
-	totals  map[mapSite]*mapTotals
+	threads map[uint32]*MapAlloc
+	totals  map[MapSite]*MapTotals
 }
 
 func newMapTable(page uint64) *mapTable {
-	return &mapTable{page: page, threads: map[uint32]*mapAlloc{}, totals: map[mapSite]*mapTotals{}}
+	return &mapTable{page: page, threads: map[uint32]*MapAlloc{}, totals: map[MapSite]*MapTotals{}}
 }
 
 func (m *mapTable) round(n uint64) uint64 { return (n + m.page - 1) &^ (m.page - 1) }
 
-func (m *mapTable) total(s mapSite) *mapTotals {
+func (m *mapTable) total(s MapSite) *MapTotals {
 	t := m.totals[s]
 	if t == nil {
-		t = &mapTotals{}
+		t = &MapTotals{}
 		m.totals[s] = t
 	}
 	return t
 }
 
 // release takes n bytes from a; its last byte makes it a release.
-func (m *mapTable) release(a *mapAlloc, n uint64) {
-	t := m.total(a.site)
-	a.bytes -= n
-	t.liveBytes -= n
-	if a.bytes == 0 {
-		t.liveCount--
-		t.frees++
+func (m *mapTable) release(a *MapAlloc, n uint64) {
+	t := m.total(a.Site)
+	a.Bytes -= n
+	t.LiveBytes -= n
+	if a.Bytes == 0 {
+		t.LiveCount--
+		t.Frees++
 	}
 }
 
@@ -113,7 +113,7 @@ func (m *mapTable) unmap(start, length uint64) {
 }
 
 // insert adds piece [start, end) of a; the range is free.
-func (m *mapTable) insert(start, end uint64, a *mapAlloc) {
+func (m *mapTable) insert(start, end uint64, a *MapAlloc) {
 	i := sort.Search(len(m.pieces), func(i int) bool { return m.pieces[i].start >= start })
 	m.pieces = slices.Insert(m.pieces, i, mapPiece{start, end, a})
 }
@@ -121,18 +121,18 @@ func (m *mapTable) insert(start, end uint64, a *mapAlloc) {
 // mmap records a new mapping of length bytes at start, made from site at
 // ts, of file (a path, "" for anonymous memory). Whatever was mapped
 // there is gone (MAP_FIXED): unmapped first.
-func (m *mapTable) mmap(site mapSite, ts, start, length uint64, file string) {
+func (m *mapTable) mmap(site MapSite, ts, start, length uint64, file string) {
 	length = m.round(length)
 	m.unmap(start, length)
 	if length == 0 {
 		return
 	}
-	a := &mapAlloc{site: site, ts: ts, bytes: length, file: file}
+	a := &MapAlloc{Site: site, TS: ts, Bytes: length, File: file}
 	m.insert(start, start+length, a)
 	t := m.total(site)
-	t.allocs++
-	t.liveCount++
-	t.liveBytes += length
+	t.Allocs++
+	t.LiveCount++
+	t.LiveBytes += length
 }
 
 // mremap moves and resizes [old, old+oldLen) to [start, start+length).
@@ -144,7 +144,7 @@ func (m *mapTable) mmap(site mapSite, ts, start, length uint64, file string) {
 // there; keepOld: MREMAP_DONTUNMAP, the old range stays mapped.
 func (m *mapTable) mremap(old, oldLen, start, length uint64, fixed, keepOld bool) {
 	oldLen, length = m.round(oldLen), m.round(length)
-	var a *mapAlloc
+	var a *MapAlloc
 	if keepOld {
 		i := sort.Search(len(m.pieces), func(i int) bool { return m.pieces[i].end > old })
 		if i < len(m.pieces) && m.pieces[i].start < old+oldLen {
@@ -157,8 +157,8 @@ func (m *mapTable) mremap(old, oldLen, start, length uint64, fixed, keepOld bool
 			}
 			if p.a == a {
 				// Moved, not released: a keeps its count.
-				a.bytes -= p.end - p.start
-				m.total(a.site).liveBytes -= p.end - p.start
+				a.Bytes -= p.end - p.start
+				m.total(a.Site).LiveBytes -= p.end - p.start
 				continue
 			}
 			m.release(p.a, p.end-p.start)
@@ -170,19 +170,19 @@ func (m *mapTable) mremap(old, oldLen, start, length uint64, fixed, keepOld bool
 		m.unmap(start+oldLen, length-oldLen) // grown in place: that range was free
 	}
 	if a == nil || length == 0 {
-		if a != nil && a.bytes == 0 {
+		if a != nil && a.Bytes == 0 {
 			m.release(a, 0)
 		}
 		return
 	}
 	if keepOld {
 		// A new mapping of a's site, the old one stays.
-		m.mmap(a.site, a.ts, start, length, a.file)
+		m.mmap(a.Site, a.TS, start, length, a.File)
 		return
 	}
 	m.insert(start, start+length, a)
-	a.bytes += length
-	m.total(a.site).liveBytes += length
+	a.Bytes += length
+	m.total(a.Site).LiveBytes += length
 }
 
 // dropAt forgets, as if never made, the allocation whose mapping holds
@@ -194,14 +194,14 @@ func (m *mapTable) dropAt(addr uint64) uint64 {
 		return 0
 	}
 	a := m.pieces[i].a
-	bytes := a.bytes
+	bytes := a.Bytes
 	m.pieces = slices.DeleteFunc(m.pieces, func(p mapPiece) bool { return p.a == a })
-	t := m.total(a.site)
-	t.allocs--
-	t.liveCount--
-	t.liveBytes -= bytes
-	if *t == (mapTotals{}) {
-		delete(m.totals, a.site)
+	t := m.total(a.Site)
+	t.Allocs--
+	t.LiveCount--
+	t.LiveBytes -= bytes
+	if *t == (MapTotals{}) {
+		delete(m.totals, a.Site)
 	}
 	return bytes
 }
@@ -211,7 +211,7 @@ func (m *mapTable) dropAt(addr uint64) uint64 {
 // pointer. The mapping holding the stack counts as the thread's, not as
 // an anonymous mapping: its bytes are the thread's size, or length when
 // the table never saw it mapped (a stack glibc reuses from its cache).
-func (m *mapTable) threadStart(site mapSite, ts uint64, tid uint32, addr, length uint64) {
+func (m *mapTable) threadStart(site MapSite, ts uint64, tid uint32, addr, length uint64) {
 	m.threadExit(tid) // a tid reused after an exit the table missed
 	at := addr
 	if length == 0 && addr > 0 {
@@ -220,12 +220,12 @@ func (m *mapTable) threadStart(site mapSite, ts uint64, tid uint32, addr, length
 	if n := m.dropAt(at); n > 0 {
 		length = n
 	}
-	a := &mapAlloc{site: site, ts: ts, bytes: length}
+	a := &MapAlloc{Site: site, TS: ts, Bytes: length}
 	m.threads[tid] = a
 	t := m.total(site)
-	t.allocs++
-	t.liveCount++
-	t.liveBytes += length
+	t.Allocs++
+	t.LiveCount++
+	t.LiveBytes += length
 }
 
 // threadExit records thread tid's exit; one the table never saw start is
@@ -236,15 +236,15 @@ func (m *mapTable) threadExit(tid uint32) {
 		return
 	}
 	delete(m.threads, tid)
-	t := m.total(a.site)
-	t.liveCount--
-	t.liveBytes -= a.bytes
-	t.frees++
+	t := m.total(a.Site)
+	t.LiveCount--
+	t.LiveBytes -= a.Bytes
+	t.Frees++
 }
 
 // live calls fn with every allocation still live, once each.
-func (m *mapTable) live(fn func(*mapAlloc)) {
-	seen := map[*mapAlloc]bool{}
+func (m *mapTable) live(fn func(*MapAlloc)) {
+	seen := map[*MapAlloc]bool{}
 	for _, p := range m.pieces {
 		if !seen[p.a] {
 			seen[p.a] = true
@@ -260,7 +260,7 @@ func (m *mapTable) live(fn func(*mapAlloc)) {
 // disjoint (merged where they touch), and their bytes.
 func (m *mapTable) ranges(kind uint32) (rs [][2]uint64, bytes uint64) {
 	for _, p := range m.pieces {
-		if p.a.site.kind != kind {
+		if p.a.Site.Kind != kind {
 			continue
 		}
 		bytes += p.end - p.start
