@@ -216,9 +216,9 @@ func doctorKinds() Check {
 	maps := "with --maps also mmap.anon, mmap.file and thread, from the syscalls:sys_exit_mmap, sys_exit_munmap and sys_exit_mremap tracepoints"
 	ok := true
 	switch {
-	case tracepointExists("syscalls", "sys_exit_mmap"):
+	case kernel.TracepointExists("syscalls", "sys_exit_mmap"):
 		maps += " (present)"
-	case !tracefsMounted():
+	case !kernel.TracefsMounted():
 		maps += " (tracefs is not mounted: --maps mounts it at /sys/kernel/tracing)"
 	default:
 		ok = false
@@ -226,30 +226,6 @@ func doctorKinds() Check {
 	}
 	return Check{"kinds", ok, "traced by default: the malloc family (not in a JVM: --malloc auto), zlib.inflate, zlib.deflate, jvm.direct in a JVM, and pairs declared with --track; " +
 		maps + "; every report header says which were not traced"}
-}
-
-// tracefsRoots are where tracefs is found mounted.
-var tracefsRoots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-
-// tracefsMounted reports whether tracefs's events are readable.
-func tracefsMounted() bool {
-	for _, p := range tracefsRoots {
-		if _, err := os.Stat(p + "/events"); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// tracepointExists reports whether tracefs lists the tracepoint
-// group:name.
-func tracepointExists(group, name string) bool {
-	for _, p := range tracefsRoots {
-		if _, err := os.Stat(p + "/events/" + group + "/" + name + "/id"); err == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // doctorMalloc says what --malloc auto will trace in the target.

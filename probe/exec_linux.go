@@ -119,7 +119,9 @@ func (t *Tracer) becomeJVMLocked() {
 	t.mallocLinks, t.mallocReleases = nil, nil
 	if !t.noExitHook && !t.exitHooked {
 		t.exitHooked = true
-		if err := t.attachTracing(t.objs.Program(kernel.TargetExit)); err != nil {
+		links, err := t.objs.AttachHooks(kernel.HookExit)
+		t.links = append(t.links, links...)
+		if err != nil {
 			t.warnOnce(fmt.Sprintf("the command exec'd a JVM: %v; windows of streams live at exit are not counted", err))
 		}
 	}

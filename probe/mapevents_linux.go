@@ -4,50 +4,12 @@ package probe
 
 import (
 	"fmt"
-	"os"
 	"time"
-
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/target"
 )
-
-// attachMaps attaches, with Options.Maps, the exits of mmap, munmap and
-// mremap (their own tracepoints: no program runs for other syscalls) and
-// the thread start and exit programs. (fexit on __x64_sys_mmap would
-// need no tracefs, but the kernel refuses to load it here: EPERM.)
-func (t *Tracer) attachMaps() error {
-	if !t.opts.Maps {
-		return nil
-	}
-	t.maps = target.NewMappings(t.pid, uint64(os.Getpagesize()))
-	t.mapRefs = map[target.MapSite]siteRef{}
-	if err := ensureTracefs(); err != nil {
-		return err
-	}
-	for _, tp := range []struct {
-		name string
-		prog *ebpf.Program
-	}{
-		{"sys_exit_mmap", t.objs.Program(kernel.MmapExit)},
-		{"sys_exit_munmap", t.objs.Program(kernel.MunmapExit)},
-		{"sys_exit_mremap", t.objs.Program(kernel.MremapExit)},
-	} {
-		l, err := link.Tracepoint("syscalls", tp.name, tp.prog, nil)
-		if err != nil {
-			return fmt.Errorf("attach tracepoint syscalls:%s: %w", tp.name, err)
-		}
-		t.links = append(t.links, l)
-	}
-	if err := t.attachTracing(t.objs.Program(kernel.ThreadStart)); err != nil {
-		return err
-	}
-	return t.attachTracing(t.objs.Program(kernel.ThreadExit))
-}
 
 // drainMapsLocked applies every record waiting in mmap_events to t.maps,
 // in the order the calls returned.
@@ -168,17 +130,4 @@ func (t *Tracer) warnMapLossLocked() {
 	if n > 0 {
 		t.warnOnce(fmt.Sprintf("%d mapping or thread events were lost (the kernel's mmap_events buffer was full between two snapshots): mmap.anon, mmap.file and thread miss those calls", n))
 	}
-}
-
-// ensureTracefs mounts tracefs at /sys/kernel/tracing when neither it
-// nor debugfs is mounted (a container, a minimal system): the syscall
-// tracepoints are attached by their id, read there.
-func ensureTracefs() error {
-	if tracefsMounted() {
-		return nil
-	}
-	if err := unix.Mount("nodev", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
-		return fmt.Errorf("mount tracefs at /sys/kernel/tracing (the syscall tracepoints of --maps): %w", err)
-	}
-	return nil
 }

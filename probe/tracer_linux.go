@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -516,32 +515,25 @@ func (t *Tracer) attachExitHook() error {
 }
 
 // attachExecHook attaches target_exec, which notices the target exec'ing,
-// and, where windows are computed (windowsComputed), target_exit, which counts the windows of
-// its live inflate streams as it exits.
+// target_fork, which notices it forking, where windows are computed
+// (windowsComputed) or the tree is followed, target_exit, which counts
+// the windows of its live inflate streams as it exits and keeps its exit
+// status (its parent reaps it before leakscope could read it), and with
+// Options.Maps the mapping kinds' programs.
 func (t *Tracer) attachExecHook() error {
-	progs := []*ebpf.Program{t.objs.Program(kernel.TargetExec), t.objs.Program(kernel.TargetFork)}
-	// Following, it also keeps each process's exit status (its parent
-	// reaps it before leakscope could read it).
+	hooks := []kernel.Hook{kernel.HookExec, kernel.HookFork}
 	if (t.windowsComputed() || t.opts.Follow) && !t.noExitHook {
-		progs = append(progs, t.objs.Program(kernel.TargetExit))
+		hooks = append(hooks, kernel.HookExit)
 		t.exitHooked = true
 	}
-	for _, p := range progs {
-		if err := t.attachTracing(p); err != nil {
-			return err
-		}
+	if t.opts.Maps {
+		t.maps = target.NewMappings(t.pid, uint64(os.Getpagesize()))
+		t.mapRefs = map[target.MapSite]siteRef{}
+		hooks = append(hooks, kernel.HookMaps)
 	}
-	return t.attachMaps()
-}
-
-// attachTracing attaches a tp_btf program.
-func (t *Tracer) attachTracing(p *ebpf.Program) error {
-	l, err := link.AttachTracing(link.TracingOptions{Program: p})
-	if err != nil {
-		return fmt.Errorf("attach %s: %w", p, err)
-	}
-	t.links = append(t.links, l)
-	return nil
+	links, err := t.objs.AttachHooks(hooks...)
+	t.links = append(t.links, links...)
+	return err
 }
 
 // mallocTraced reports whether the malloc family is probed (--malloc).
