@@ -256,7 +256,11 @@ func (t *Tracer) resolveLocked(stackID uint64) (rs *stacks.Resolved, ok bool) {
 }
 
 // Stop detaches every probe, reads the final state and returns the capture.
-// The probes go first, so the tables read afterwards are consistent.
+// The probes go first, so the tables read afterwards are consistent. Its
+// phases run in this order: endProbes (nothing new is recorded, every
+// record sent is handled), finalReadLocked (the last snapshot, with the
+// target's last names), captureLocked (the capture, once the tables that
+// built it are released).
 func (t *Tracer) Stop() (*analyze.Capture, error) {
 	// The capture ends now: detaching takes seconds on a loaded machine,
 	// and a final point taken after it would add that much flat time to
@@ -269,7 +273,30 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if stopped {
 		return nil, errStopped
 	}
+	t.endProbes()
+	defer t.objs.Close()
+	if t.mapEvents != nil {
+		defer t.mapEvents.Close()
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.closeRuntimeLocked()
+	points, err := t.finalReadLocked(end)
+	if err != nil {
+		return nil, err
+	}
+	return t.captureLocked(points, end, nowMono)
+}
+
+// endProbes ends the tracing: the tree's other processes' captures, then
+// t's links, then the reading of the kernel's records, each sent before
+// its link closed handled first.
+func (t *Tracer) endProbes() {
 	if t.isRoot() {
+		// A command stopped in exit() is continued first: ending the
+		// other processes' captures takes seconds on a loaded machine.
+		t.continueExit()
 		// The other processes first: each is continued and let go
 		// before the command's watchdog is.
 		t.tree.stop()
@@ -287,13 +314,30 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.missesClosed = true
 	t.misses.Close()
 	t.missesMu.Unlock()
-	defer t.objs.Close()
-	if t.mapEvents != nil {
-		defer t.mapEvents.Close()
-	}
+}
 
+// continueExit handles a stop in exit() (exit_call) whose record
+// watchMisses has not handled yet, as watchMisses would: the stacks are
+// resolved while the process is stopped, then it is continued. Its
+// record, read later, finds no stop left and counts the stop as ended
+// then (exitContinued).
+func (t *Tracer) continueExit() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if stops, err := t.objs.Stops(); err != nil || !stops.Exit {
+		return
+	}
+	t.refreshLocked()
+	t.exitingLocked()
+	if t.resumeLocked(true) {
+		t.exitContinued = monotonicNow()
+	}
+}
+
+// finalReadLocked continues the target wherever the kernel stopped it,
+// lets its watchdog go, and reads the sites a last time, with the names
+// of the target's newest code and of the debug files fetched by now.
+func (t *Tracer) finalReadLocked(end time.Time) (readPoints, error) {
 	// A stop whose record was not read before the reader closed (the
 	// command called exit() as the capture ended): resolve its stacks
 	// while it is stopped, then continue it.
@@ -303,7 +347,6 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.resumeLocked(true)
 	t.watchdog.sweep()
 	t.watchdog.release() // continued, and no probe is left to stop it
-	defer t.closeRuntimeLocked()
 	// Debug files still on their way from debuginfod get a bounded wait:
 	// the stacks are named for the last time below.
 	t.cache.WaitDebug(DebuginfodWait)
@@ -311,7 +354,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.retryNamesLocked(true) // a JVM still alive names its newest code
 	points, err := t.readSitesLocked()
 	if err != nil {
-		return nil, err
+		return readPoints{}, err
 	}
 	t.appendSnapshotLocked(points, end.Sub(t.started))
 	t.warnUnnamedLocked(points)
@@ -325,7 +368,13 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	if vmForks, err := t.objs.VMForks(); err == nil && int(vmForks) > len(t.vmFollowed) {
 		t.warnOnce(fmt.Sprintf("pid %d started %d processes sharing its memory (clone with CLONE_VM) that could not be followed: what they allocated is not traced, and blocks of its they freed still count as live", t.pid, int(vmForks)-len(t.vmFollowed)))
 	}
+	return points, nil
+}
 
+// captureLocked builds the capture from the last read's points, the
+// series, the live allocations and what was lost, releasing the tables
+// that resolved and merged them first.
+func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64) (*analyze.Capture, error) {
 	c := &analyze.Capture{
 		Target:    t.target(),
 		StartedAt: t.started,
@@ -395,9 +444,11 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	t.mapLiveLocked(c, mapSiteOf, nowMono)
 	if t.opts.SampleBytes > 0 {
 		scaleSampled(c, t.opts.SampleBytes)
-		if c.ExactBudget, err = t.exactBudgetLocked(); err != nil {
+		budget, err := t.exactBudgetLocked()
+		if err != nil {
 			return nil, err
 		}
+		c.ExactBudget = budget
 	}
 	preempted, err := t.readLostLocked(&c.Lost)
 	if err != nil {

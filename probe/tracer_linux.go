@@ -123,6 +123,9 @@ type Tracer struct {
 	shared  map[int][]link.Link
 	// exitHooked: target_exit is attached.
 	exitHooked bool
+	// exitContinued is when Stop continued a stop in exit() before its
+	// record was handled (continueExit), monotonic ns; 0 if it did not.
+	exitContinued uint64
 	// handling is 1 while watchMisses handles a record it read.
 	handling atomic.Int32
 	// missesMu guards misses' closing against recordsRead.
@@ -627,14 +630,20 @@ func (t *Tracer) watchMisses() {
 		}
 		t.refreshLocked()
 		var resumed bool
-		if m.IP == kernel.MissExit {
+		ended := uint64(0)
+		if m.IP == kernel.MissExit && t.exitContinued != 0 {
+			ended, t.exitContinued = t.exitContinued, 0 // by continueExit
+		} else if m.IP == kernel.MissExit {
 			t.exitingLocked()
 			resumed = t.resumeLocked(true)
 		} else {
 			resumed = t.resumeLocked(false)
 		}
-		if resumed && m.At != 0 {
-			t.stops.Add(time.Duration(monotonicNow() - m.At))
+		if resumed {
+			ended = monotonicNow()
+		}
+		if ended != 0 && m.At != 0 && ended > m.At {
+			t.stops.Add(time.Duration(ended - m.At))
 		}
 		t.mu.Unlock()
 	}
