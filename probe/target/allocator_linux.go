@@ -160,15 +160,11 @@ func Static(path string) (bool, error) {
 
 // interpreter returns the PT_INTERP of an executable, "" for a static one.
 func interpreter(path string) (string, error) {
-	r, err := procfs.OpenFile(nil, path, procfs.ObjectLimits)
+	f, err := procfs.OpenELF(path)
 	if err != nil {
 		return "", err
 	}
-	defer r.Close()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return "", fmt.Errorf("open %s: %w", path, err)
-	}
+	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_INTERP {
 			continue
