@@ -344,6 +344,7 @@ func (t *Tracer) load(mode tracerMode) error {
 		MaxStacks:      t.opts.MaxStacks,
 		MaxUnwindRows:  t.opts.MaxUnwindRows,
 		Plain:          forcePlainProbes,
+		Malloc:         t.mallocTraced(),
 	})
 	if err != nil {
 		if uprobe.IsPerm(err) {

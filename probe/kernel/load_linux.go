@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -39,6 +40,9 @@ type Config struct {
 	// Plain makes every probe a perf link of its own, as on kernels
 	// without uprobe_multi links or sessions (tests check that path).
 	Plain bool
+	// Malloc: the malloc family will be probed, so its session program
+	// is loaded with the rest (Prepare loads it later otherwise).
+	Malloc bool
 }
 
 // Features are what the running kernel lacks, found at Load.
@@ -61,6 +65,8 @@ type Objects struct {
 	// copies is site_copies: the copies of each site's totals.
 	copies uint32
 	stack  leakStack // Stack's read buffer: 528 B, not one per new stack
+	// lazy holds the stack-walking programs until they are needed.
+	lazy lazyPrograms
 }
 
 // mapEventsBytes is the size of mmap_events: ~116k records between two
@@ -69,9 +75,10 @@ type Objects struct {
 const mapEventsBytes = 8 << 20
 
 // Load parses the embedded object, sets its constants and map sizes from
-// c and loads it. On kernels without uprobe_multi links or uprobe
-// sessions it loads plain copies of those programs, never attached
-// (Features says which).
+// c and loads it, with the stack-walking programs its target will use
+// (lazyPrograms; Prepare loads the others). On kernels without
+// uprobe_multi links or uprobe sessions it loads plain copies of those
+// programs, never attached (Features says which).
 func Load(c Config) (*Objects, error) {
 	spec, err := loadLeak()
 	if err != nil {
@@ -121,7 +128,9 @@ func Load(c Config) (*Objects, error) {
 		o.features.NoMulti, o.features.NoSession = true, true
 	}
 	o.features.NoExitHook = !useExitHook(spec)
-	err = spec.LoadAndAssign(&o.objs, nil)
+	o.lazy.deferWalkers(spec)
+	var lo loadedObjects
+	err = spec.LoadAndAssign(&lo, nil)
 	if err != nil && strings.Contains(err.Error(), "_multi") {
 		// A kernel without uprobe_multi links (before 6.6): every probe
 		// is a perf link of its own. The twins are loaded as copies of
@@ -133,27 +142,67 @@ func Load(c Config) (*Objects, error) {
 				spec.Programs[name] = stand
 			}
 		}
+		delete(o.lazy.specs, "alloc_exit_multi")
 		o.features.NoMulti = true
-		err = spec.LoadAndAssign(&o.objs, nil)
-	}
-	if err != nil && c.SampleBytes == 0 && strings.Contains(err.Error(), "alloc_session") {
-		// A kernel without uprobe sessions (before 6.13): exact mode
-		// works with plain uprobes; load a stand-in that is never
-		// attached, so the rest of the object loads.
-		stand := spec.Programs["malloc_enter"].Copy()
-		stand.Name = "alloc_session"
-		spec.Programs["alloc_session"] = stand
-		o.features.NoSession = true
-		err = spec.LoadAndAssign(&o.objs, nil)
+		err = spec.LoadAndAssign(&lo, nil)
 	}
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load BPF programs: %+v", ve)
-		}
-		return nil, fmt.Errorf("load BPF programs: %w", err)
+		return nil, fmt.Errorf("load BPF programs: %w", verifierDetail(err))
+	}
+	o.objs = lo.leakObjects
+	o.lazy.keepMaps(&lo)
+	if err := o.prepareWalkers(c); err != nil {
+		o.Close()
+		return nil, err
 	}
 	return o, nil
+}
+
+// prepareWalkers loads the stack-walking programs a collection for c
+// will use: the malloc family's session program, and the return program
+// of every other acquire (zlib's inits, the declared pairs), as a
+// uprobe_multi twin where the kernel has them. A kernel without uprobe
+// sessions (before 6.13) traces exact mode with plain uprobes and
+// uretprobes; sampling needs sessions.
+// The two load at once: each is the verifier's work in the loading
+// thread.
+func (o *Objects) prepareWalkers(c Config) error {
+	var sessionErr error
+	var wg sync.WaitGroup
+	if c.Malloc && !c.Plain {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessionErr = o.Prepare(AllocSession, false)
+		}()
+	}
+	var err error
+	if !o.features.NoMulti {
+		err = o.Prepare(AllocExit, true)
+	}
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if sessionErr != nil {
+		if c.SampleBytes > 0 {
+			return sessionErr
+		}
+		o.features.NoSession = true
+	}
+	if o.features.NoMulti || (c.Malloc && o.features.NoSession) {
+		return o.Prepare(AllocExit, false)
+	}
+	return nil
+}
+
+// verifierDetail gives a verifier's refusal with its whole log.
+func verifierDetail(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("%+v", ve)
+	}
+	return err
 }
 
 // TryLoad loads the object with small tables and closes it: whether this
@@ -199,7 +248,11 @@ func (o *Objects) Features() Features { return o.features }
 
 // Close releases the programs and maps; links made of them stay until
 // closed themselves.
-func (o *Objects) Close() error { return o.objs.Close() }
+func (o *Objects) Close() error {
+	err := o.objs.Close()
+	o.lazy.close()
+	return err
+}
 
 // exitHookSupported reports whether the kernel's sched_process_exit
 // tracepoint has group_dead: since Linux 6.13 it comes before exit_mm(),

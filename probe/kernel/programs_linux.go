@@ -109,12 +109,18 @@ func (o *Objects) programs(p Program) (plain, multi *ebpf.Program) {
 
 // Program returns program p, for a plain (perf) link.
 func (o *Objects) Program(p Program) *ebpf.Program {
+	if !o.loadedWalker(p, false) {
+		return nil // not prepared (Prepare)
+	}
 	plain, _ := o.programs(p)
 	return plain
 }
 
 // Multi returns the uprobe_multi twin of program p, nil if it has none.
 func (o *Objects) Multi(p Program) *ebpf.Program {
+	if !o.loadedWalker(p, true) {
+		return nil // not prepared (Prepare)
+	}
 	_, multi := o.programs(p)
 	return multi
 }

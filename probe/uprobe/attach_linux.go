@@ -123,6 +123,14 @@ func (a *Attacher) Family(o *Object, family []Spec) (Links, int, error) {
 		}
 		a.noMulti = true
 	}
+	for _, s := range sites {
+		if s.spec.Ret {
+			if err := a.objs.Prepare(kernel.AllocExit, false); err != nil {
+				return ls, 0, fmt.Errorf("attach %s:%s: %w", o.Display, s.spec.Symbol, err)
+			}
+			break
+		}
+	}
 	for i, s := range sites {
 		p := s.spec
 		// The return probe first: a return without a recorded entry is
@@ -215,6 +223,9 @@ func (a *Attacher) multi(o *Object, sites []familySite, ls *Links) error {
 		ls.Releases = append(ls.Releases, l)
 	}
 	if len(rets) > 0 {
+		if err := a.objs.Prepare(kernel.AllocExit, true); err != nil {
+			return attachError(o.Display, "(returns)", err)
+		}
 		g := &group{prog: a.objs.Multi(kernel.AllocExit), offs: rets, symbols: []string{"(returns)"}}
 		l, err := attach(g, true)
 		if err != nil {

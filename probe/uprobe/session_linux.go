@@ -76,6 +76,9 @@ func (a *Attacher) Session(o *Object, fns []SessionFunc) (Links, error) {
 		cookies = append(cookies, allocCookie(f.Fn, at))
 		ls.Probed = append(ls.Probed, f.Symbol+at.String())
 	}
+	if err := a.objs.Prepare(kernel.AllocSession, false); err != nil {
+		return ls, fmt.Errorf("attach %s: %w", o.Display, err)
+	}
 	path, display, prog := o.Path, o.Display, a.objs.Program(kernel.AllocSession)
 	l, err := a.bind(func(pid int) (link.Link, error) {
 		return attachSessionLink(path, display, prog, offsets, cookies, pid)
