@@ -42,6 +42,7 @@ type lazyPrograms struct {
 	// loading serializes the loads of one program; two programs load at
 	// once (the verifier runs in the loading thread).
 	loading map[string]*sync.Mutex
+	closed  bool // the collection was closed: a program loaded after is closed too
 	coll    *ebpf.CollectionSpec
 	maps    map[string]*ebpf.Map
 	data    dataSections
@@ -110,6 +111,9 @@ func (l *lazyPrograms) load(name string) (*ebpf.Program, error) {
 
 // close closes the data sections (the generated objects close the rest).
 func (l *lazyPrograms) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 	for _, m := range []*ebpf.Map{l.data.Rodata, l.data.Bss} {
 		if m != nil {
 			m.Close()
@@ -139,6 +143,10 @@ func (o *Objects) Prepare(p Program, multi bool) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		prog.Close()
+		return fmt.Errorf("load BPF program %s: the collection is closed", name)
+	}
 	j := &o.objs
 	var slot **ebpf.Program
 	switch name {

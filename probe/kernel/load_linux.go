@@ -188,9 +188,11 @@ func (o *Objects) prepareWalkers(c Config) error {
 		if c.SampleBytes > 0 {
 			return sessionErr
 		}
+		o.lazy.mu.Lock()
 		o.features.NoSession = true
+		o.lazy.mu.Unlock()
 	}
-	if o.features.NoMulti || (c.Malloc && o.features.NoSession) {
+	if f := o.Features(); f.NoMulti || (c.Malloc && f.NoSession) {
 		return o.Prepare(AllocExit, false)
 	}
 	return nil
@@ -243,14 +245,21 @@ func flag(on bool) uint32 {
 	return 0
 }
 
-// Features says what the running kernel lacks.
-func (o *Objects) Features() Features { return o.features }
+// Features says what the running kernel lacks (NoSession is known once
+// the session program was prepared).
+func (o *Objects) Features() Features {
+	o.lazy.mu.Lock()
+	defer o.lazy.mu.Unlock()
+	return o.features
+}
 
 // Close releases the programs and maps; links made of them stay until
 // closed themselves.
 func (o *Objects) Close() error {
-	err := o.objs.Close()
 	o.lazy.close()
+	o.lazy.mu.Lock()
+	defer o.lazy.mu.Unlock()
+	err := o.objs.Close()
 	return err
 }
 
