@@ -182,12 +182,7 @@ func walkerName(p Program, multi bool) string {
 // always, unless it is a stack-walking program not prepared yet.
 func (o *Objects) loadedWalker(p Program, multi bool) bool {
 	name := walkerName(p, multi)
-	if name == "" {
-		return true
-	}
-	o.lazy.mu.Lock()
-	defer o.lazy.mu.Unlock()
-	return o.lazy.loaded[name]
+	return name == "" || o.prepared(name)
 }
 
 // prepared reports whether the walker program name is loaded.
