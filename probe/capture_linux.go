@@ -15,6 +15,7 @@ import (
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/stacks"
+	"github.com/leakscope/leakscope/probe/target"
 )
 
 // readPoints are the merged sites' totals at one read, by ascending ID:
@@ -29,12 +30,6 @@ type readPoints struct {
 func (r readPoints) len() int                   { return len(r.slots) }
 func (r readPoints) at(i int) analyze.SitePoint { return r.acc[r.slots[i]] }
 func (r readPoints) slot(i int) int             { return int(r.slots[i]) }
-
-// kernelSite is the key of a kernel site: its stack id and kind.
-type kernelSite struct {
-	stack uint64
-	kind  uint32
-}
 
 // siteRef is what a kernel site resolved to: its stack, as last resolved
 // (nil: not yet, or its stack could not be read: resolve it again), and
@@ -71,7 +66,7 @@ type siteTable struct {
 	// inflate stream's window, counted in user space (addWindowsLocked),
 	// comes with its stack id and kind (zlib.inflate or the JNI
 	// fallback's).
-	streams map[kernelSite]int32
+	streams map[target.SiteKey]int32
 	slots   []mergedSite
 	// exact holds the kernel sites (by index in site_slots) of the exact
 	// budget under sampling (kernel.Site.Exact): their blocks weigh 1.
@@ -150,17 +145,17 @@ func (t *Tracer) resolveRefLocked(ref *siteRef, stack uint64, kindRaw uint32) in
 // refLocked returns the merged site of kernel site k, at index idx of
 // site_slots, resolving its stack when it is new or may resolve better
 // now (stacks.Resolver.Stale).
-func (t *Tracer) refLocked(idx uint32, k kernelSite) int {
+func (t *Tracer) refLocked(idx uint32, k target.SiteKey) int {
 	st := t.sites
 	if need := int(idx) + 1; need > len(st.refs) {
 		n := len(st.refs)
 		st.refs = slices.Grow(st.refs, need-n)[:need]
 		clear(st.refs[n:])
 	}
-	slot := t.resolveRefLocked(&st.refs[idx], k.stack, k.kind)
+	slot := t.resolveRefLocked(&st.refs[idx], k.Stack, k.Kind)
 	if t.windowsComputed() {
 		if st.streams == nil {
-			st.streams = map[kernelSite]int32{}
+			st.streams = map[target.SiteKey]int32{}
 		}
 		st.streams[k] = int32(slot)
 	}
@@ -191,7 +186,7 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 			}
 			return
 		}
-		slot := t.refLocked(idx, kernelSite{key.Stack, key.Kind})
+		slot := t.refLocked(idx, target.SiteKey{Stack: key.Stack, Kind: key.Kind})
 		p := &st.acc[slot]
 		if st.mark[slot] != st.read {
 			st.mark[slot] = st.read

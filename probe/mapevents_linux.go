@@ -26,14 +26,14 @@ func (t *Tracer) drainMapsLocked() {
 // a new image forgets the sites of the last one's mappings.
 func (t *Tracer) applyMapEvent(e *kernel.MapEvent) {
 	if t.maps.Apply(e) {
-		t.mapRefs = map[target.MapSite]siteRef{}
+		t.mapRefs = map[target.SiteKey]siteRef{}
 	}
 }
 
 // mapSiteLocked returns the merged site of mapping site k, resolving its
 // stack when new or when it may resolve better now (refLocked, for the
 // sites the kernel keeps).
-func (t *Tracer) mapSiteLocked(k target.MapSite) int {
+func (t *Tracer) mapSiteLocked(k target.SiteKey) int {
 	ref := t.mapRefs[k]
 	slot := t.resolveRefLocked(&ref, k.Stack, k.Kind)
 	t.mapRefs[k] = ref
@@ -69,7 +69,7 @@ func (t *Tracer) addMapsLocked() int {
 // mapLiveLocked adds the live mappings and threads to c.Sites' live
 // allocations; site maps a merged slot to its index in c.Sites (-1:
 // none).
-func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[target.MapSite]int32, nowMono uint64) {
+func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[target.SiteKey]int32, nowMono uint64) {
 	if t.maps == nil {
 		return
 	}
@@ -107,8 +107,8 @@ func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[target.MapSite]int32
 
 // mapSitesOf maps each mapping site to its index in c.Sites, from
 // bySlot (a merged slot's index there, -1: none).
-func (t *Tracer) mapSitesOf(bySlot []int32) map[target.MapSite]int32 {
-	out := map[target.MapSite]int32{}
+func (t *Tracer) mapSitesOf(bySlot []int32) map[target.SiteKey]int32 {
+	out := map[target.SiteKey]int32{}
 	for k, ref := range t.mapRefs {
 		if ref.slot > 0 && int(ref.slot-1) < len(bySlot) {
 			out[k] = bySlot[ref.slot-1]

@@ -33,7 +33,7 @@ type Tracer struct {
 	// from mapEvents at every snapshot; mapRefs each of their sites.
 	maps      *target.Mappings
 	mapEvents *kernel.MapEvents
-	mapRefs   map[target.MapSite]siteRef
+	mapRefs   map[target.SiteKey]siteRef
 	// memory holds the target's memory breakdowns (memory_linux.go),
 	// lastMemory the latest; spaces a JVM's reserved ranges once read.
 	memory     []analyze.Memory
@@ -532,7 +532,7 @@ func (t *Tracer) attachExecHook() error {
 	}
 	if t.opts.Maps {
 		t.maps = target.NewMappings(t.pid, uint64(os.Getpagesize()))
-		t.mapRefs = map[target.MapSite]siteRef{}
+		t.mapRefs = map[target.SiteKey]siteRef{}
 		hooks = append(hooks, kernel.HookMaps)
 	}
 	links, err := t.objs.AttachHooks(hooks...)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
+	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
@@ -456,7 +457,7 @@ func (t *Tracer) addWindowsLocked() error {
 	// stack the kernel kept with it: no kernel table lookup per stream.
 	st := t.sites
 	for k, bytes := range w.bytes {
-		slot, ok := st.streams[kernelSite{w.stacks[k], k.kind}]
+		slot, ok := st.streams[target.SiteKey{Stack: w.stacks[k], Kind: k.kind}]
 		if ok && st.mark[slot] == st.read {
 			st.acc[slot].LiveBytes += bytes
 		}

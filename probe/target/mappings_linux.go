@@ -51,7 +51,7 @@ func (m *Mappings) Apply(e *kernel.MapEvent) (newImage bool) {
 		if e.How&kernel.MapHowFile != 0 {
 			kind, file = kernel.KindMmapFile, m.files.path(m.pid, e.Addr, e.Dev, e.Ino)
 		}
-		t.mmap(MapSite{e.Stack, kind}, e.At, e.Addr, e.Len, file)
+		t.mmap(SiteKey{e.Stack, kind}, e.At, e.Addr, e.Len, file)
 	case kernel.MapOpUnmap:
 		t.unmap(e.Addr, e.Len)
 	case kernel.MapOpRemap:
@@ -65,7 +65,7 @@ func (m *Mappings) Apply(e *kernel.MapEvent) (newImage bool) {
 		}
 		t.mremap(e.OldAddr, e.OldLen, e.Addr, e.Len, fixed, e.How&kernel.MapHowDontUnmap != 0)
 	case kernel.MapOpThread:
-		t.threadStart(MapSite{e.Stack, kernel.KindThread}, e.At, e.Tid, e.Addr, e.Len)
+		t.threadStart(SiteKey{e.Stack, kernel.KindThread}, e.At, e.Tid, e.Addr, e.Len)
 	case kernel.MapOpThreadExit:
 		t.threadExit(e.Tid)
 	}
@@ -74,12 +74,12 @@ func (m *Mappings) Apply(e *kernel.MapEvent) (newImage bool) {
 
 // Sites returns every site a mapping or thread of this image counted in,
 // by kind, then stack: a stable order.
-func (m *Mappings) Sites() []MapSite {
-	keys := make([]MapSite, 0, len(m.table.totals))
+func (m *Mappings) Sites() []SiteKey {
+	keys := make([]SiteKey, 0, len(m.table.totals))
 	for k := range m.table.totals {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b MapSite) int {
+	slices.SortFunc(keys, func(a, b SiteKey) int {
 		if a.Kind != b.Kind {
 			return int(a.Kind) - int(b.Kind)
 		}
@@ -95,7 +95,7 @@ func (m *Mappings) Sites() []MapSite {
 }
 
 // Totals returns site's totals, zero for a site never seen.
-func (m *Mappings) Totals(site MapSite) MapTotals {
+func (m *Mappings) Totals(site SiteKey) MapTotals {
 	if t := m.table.totals[site]; t != nil {
 		return *t
 	}

@@ -5,9 +5,9 @@ import (
 	"sort"
 )
 
-// MapSite is the site a mapping or a thread counts in: the stack id of
-// the call that made it and its kind (enum alloc_kind).
-type MapSite struct {
+// SiteKey is a kernel site: the stack id of the call that made an
+// allocation, a mapping or a thread, and its kind (enum alloc_kind).
+type SiteKey struct {
 	Stack uint64
 	Kind  uint32
 }
@@ -17,7 +17,7 @@ type MapSite struct {
 // (mremap), and it is one live allocation until its last byte is
 // unmapped.
 type MapAlloc struct {
-	Site  MapSite
+	Site  SiteKey
 	TS    uint64 // bpf_ktime_get_ns() of the call
 	Bytes uint64
 	File  string // the mapped file's path (mmap.file), "" otherwise
@@ -46,16 +46,16 @@ type mapTable struct {
 	page    uint64
 	pieces  []mapPiece
 	threads map[uint32]*MapAlloc
-	totals  map[MapSite]*MapTotals
+	totals  map[SiteKey]*MapTotals
 }
 
 func newMapTable(page uint64) *mapTable {
-	return &mapTable{page: page, threads: map[uint32]*MapAlloc{}, totals: map[MapSite]*MapTotals{}}
+	return &mapTable{page: page, threads: map[uint32]*MapAlloc{}, totals: map[SiteKey]*MapTotals{}}
 }
 
 func (m *mapTable) round(n uint64) uint64 { return (n + m.page - 1) &^ (m.page - 1) }
 
-func (m *mapTable) total(s MapSite) *MapTotals {
+func (m *mapTable) total(s SiteKey) *MapTotals {
 	t := m.totals[s]
 	if t == nil {
 		t = &MapTotals{}
@@ -121,7 +121,7 @@ func (m *mapTable) insert(start, end uint64, a *MapAlloc) {
 // mmap records a new mapping of length bytes at start, made from site at
 // ts, of file (a path, "" for anonymous memory). Whatever was mapped
 // there is gone (MAP_FIXED): unmapped first.
-func (m *mapTable) mmap(site MapSite, ts, start, length uint64, file string) {
+func (m *mapTable) mmap(site SiteKey, ts, start, length uint64, file string) {
 	length = m.round(length)
 	m.unmap(start, length)
 	if length == 0 {
@@ -211,7 +211,7 @@ func (m *mapTable) dropAt(addr uint64) uint64 {
 // pointer. The mapping holding the stack counts as the thread's, not as
 // an anonymous mapping: its bytes are the thread's size, or length when
 // the table never saw it mapped (a stack glibc reuses from its cache).
-func (m *mapTable) threadStart(site MapSite, ts uint64, tid uint32, addr, length uint64) {
+func (m *mapTable) threadStart(site SiteKey, ts uint64, tid uint32, addr, length uint64) {
 	m.threadExit(tid) // a tid reused after an exit the table missed
 	at := addr
 	if length == 0 && addr > 0 {

@@ -5,8 +5,8 @@ import "testing"
 const pg = 4096
 
 func TestMapTableExact(t *testing.T) {
-	a, b := MapSite{1, 3}, MapSite{2, 3}
-	check := func(m *mapTable, s MapSite, want MapTotals) {
+	a, b := SiteKey{1, 3}, SiteKey{2, 3}
+	check := func(m *mapTable, s SiteKey, want MapTotals) {
 		t.Helper()
 		got := MapTotals{}
 		if p := m.totals[s]; p != nil {
@@ -47,7 +47,7 @@ func TestMapTableExact(t *testing.T) {
 	check(m, a, MapTotals{Allocs: 1, Frees: 1})
 
 	m = newMapTable(pg)
-	th := MapSite{5, 5}
+	th := SiteKey{5, 5}
 	m.mmap(a, 1, 0x40000, 64*pg, "") // a thread's stack, mapped by the program
 	m.threadStart(th, 2, 7, 0x40000, 60*pg)
 	m.threadStart(th, 2, 8, 0x100000, 32*pg) // a stack never seen mapped
