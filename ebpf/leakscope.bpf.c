@@ -83,6 +83,7 @@ const enum map_op *unused_map_op __attribute__((unused));
 const enum map_how *unused_map_how __attribute__((unused));
 const enum site_kind_bit *unused_site_kind_bit __attribute__((unused));
 const struct exact_budget *unused_exact_budget __attribute__((unused));
+const enum alloc_table *unused_alloc_table __attribute__((unused));
 
 /* TWINS(plain, multi, args_of, name, args...) defines program name in
  * section plain and its twin name_multi in section multi, both running the

@@ -92,7 +92,8 @@ enum stat_index {
 	STAT_WALKS_PREEMPTED = 12, /* stacks lost: this CPU's walk scratch was held by a preempted walk */
 	STAT_MAP_EVENTS_LOST = 13, /* mmap_events full: a mapping or thread event not sent */
 	STAT_EXACT_BUDGET = 14,   /* sampling: malloc-family calls the exact budget traced (sample_exact) */
-	STAT_MAX = 15,
+	STAT_ALLOCS_MOVED = 15,   /* heap blocks moved from alloc_buckets to allocs (alloc_evict) */
+	STAT_MAX = 16,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */
@@ -243,6 +244,29 @@ struct alloc_info {
 	__u16 owner_kind; /* kind of the owner, when owner != 0 */
 	__u32 site;     /* its site's slot in site_slots; NO_SITE for a block of a resource */
 	__u64 owner;    /* resource this block belongs to (a z_stream), or 0 */
+};
+
+/* A live heap block in alloc_buckets, the table of the current image's
+ * heap blocks that allocs backs (ebpf/state.bpf.h). addr 0: the slot is
+ * free. One slot is a cache line.
+ * Mirrored in Go by bpf2go -type; regenerate after edits. */
+struct alloc_slot {
+	__u64 addr; /* the block; claimed and released by compare-and-swap */
+	__u32 gen;  /* image_pad() of the image that made it */
+	__u32 pad;
+	struct alloc_info info;
+	__u64 pad2;
+};
+
+/* Mirrored in Go by bpf2go -type; regenerate after edits. */
+enum alloc_table {
+	/* Slots of a bucket of alloc_buckets: a block is in one of the
+	 * slots of the bucket its address hashes to. */
+	ALLOC_WAYS = 4,
+};
+
+struct alloc_bucket {
+	struct alloc_slot slot[ALLOC_WAYS];
 };
 
 /* An inflate stream traced without the malloc family whose window is not

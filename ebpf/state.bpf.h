@@ -137,6 +137,32 @@ struct {
 	__type(value, struct alloc_info);
 } allocs SEC(".maps");
 
+/* The live heap blocks (KIND_MALLOC), first: an open-addressed table in an
+ * array, a block in one of the ALLOC_WAYS slots of the bucket its address
+ * hashes to, claimed and released by a compare-and-swap on its address:
+ * no bucket lock, no element to allocate, lookups inlined by the verifier.
+ * A block whose bucket is full, every resource (other kinds) and every
+ * orphan are in allocs, the hash. alloc_buckets_used buckets are in use, a
+ * power of two (0: none, everything is in allocs); probe/ sizes both. */
+const volatile __u32 alloc_buckets_used = 1 << 14;
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32);
+	__type(value, struct alloc_bucket);
+} alloc_buckets SEC(".maps");
+
+/* The heap blocks of allocs (those whose bucket was full), counted per
+ * hash of their address: a free or a new block whose count is 0 is not in
+ * allocs, without the lookup. BPF-only. */
+#define SPILL_FILTER_BITS 16
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << SPILL_FILTER_BITS);
+	__type(key, __u32);
+	__type(value, __u32);
+} spill_filter SEC(".maps");
+
 /* Sites: one per (stack, kind, image), its totals in a slot of site_slots,
  * an array (found without a hash lookup: an allocation keeps its slot, so
  * its release goes straight there) that user space reads in batches.

@@ -16,12 +16,139 @@ static __always_inline struct site_stats *site_stats_of(__u32 slot)
 	return bpf_map_lookup_elem(&site_counts, &idx);
 }
 
+/* filter_count returns the sampled_filter counter of heap block addr. */
+static __always_inline __u32 *filter_count(__u64 addr)
+{
+	__u32 idx = (__u32)(((addr >> 4) * 0x9E3779B97F4A7C15ULL) >> (64 - SAMPLED_FILTER_BITS));
+	return bpf_map_lookup_elem(&sampled_filter, &idx);
+}
+
+/* filter_note counts a heap block in (delta 1) or out of (-1)
+ * sampled_filter, when sampling. */
+static __always_inline void filter_note(__u64 addr, __u32 kind, __s32 delta)
+{
+	if (!sample_bytes || kind != KIND_MALLOC)
+		return;
+	__u32 *n = filter_count(addr);
+	if (n)
+		__sync_fetch_and_add(n, delta);
+}
+
+/* addr_hash spreads a block's address (16-byte aligned, mostly) over 64 bits. */
+static __always_inline __u64 addr_hash(__u64 addr)
+{
+	return (addr >> 4) * 0x9E3779B97F4A7C15ULL;
+}
+
+/* bucket_of returns the bucket of alloc_buckets heap block addr belongs
+ * in; NULL when the table is not in use. */
+static __always_inline struct alloc_bucket *bucket_of(__u64 addr)
+{
+	if (!alloc_buckets_used)
+		return NULL;
+	__u32 idx = (__u32)(addr_hash(addr) >> 32) & (alloc_buckets_used - 1);
+	return bpf_map_lookup_elem(&alloc_buckets, &idx);
+}
+
+/* A slot's addr with SLOT_BUSY set is being written: a block being
+ * inserted (its record not written yet) or moved to allocs (alloc_evict).
+ * Heap blocks are at least 8-byte aligned, so the bit is never an
+ * address's. */
+#define SLOT_BUSY 1ULL
+
+/* slot_find returns the slot of live heap block addr of the current image
+ * in bucket b, busy or not; NULL if it is not there. */
+static __always_inline struct alloc_slot *slot_find(struct alloc_bucket *b, __u64 addr)
+{
+	__u32 gen = image_pad();
+#pragma unroll
+	for (int i = 0; i < ALLOC_WAYS; i++) {
+		if ((b->slot[i].addr & ~SLOT_BUSY) == addr && b->slot[i].gen == gen)
+			return &b->slot[i];
+	}
+	return NULL;
+}
+
+/* spill_count returns the spill_filter counter of heap block addr. */
+static __always_inline __u32 *spill_count(__u64 addr)
+{
+	__u32 idx = (__u32)(addr_hash(addr) >> (64 - SPILL_FILTER_BITS));
+	return bpf_map_lookup_elem(&spill_filter, &idx);
+}
+
+/* spill_note counts a heap block into (delta 1) or out of (-1) allocs. */
+static __always_inline void spill_note(__u64 addr, __u32 kind, __s32 delta)
+{
+	if (kind != KIND_MALLOC)
+		return;
+	__u32 *n = spill_count(addr);
+	if (n)
+		__sync_fetch_and_add(n, delta);
+}
+
+/* alloc_find returns the record of live handle (addr, kind) of the current
+ * image, and in *slot its slot in alloc_buckets (NULL: it is in allocs);
+ * NULL if it is not live. A heap block is looked up in allocs only when
+ * spill_filter says it may be there. */
+static __always_inline struct alloc_info *alloc_find(__u64 addr, __u32 kind, struct alloc_slot **slot)
+{
+	*slot = NULL;
+	if (kind == KIND_MALLOC) {
+		struct alloc_bucket *b = bucket_of(addr);
+		if (b) {
+			struct alloc_slot *s = slot_find(b, addr);
+			if (s) {
+				*slot = s;
+				return &s->info;
+			}
+			__u32 *n = spill_count(addr);
+			if (n && *n == 0)
+				return NULL;
+		}
+	}
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	return bpf_map_lookup_elem(&allocs, &hk);
+}
+
+/* alloc_remove removes live handle (addr, kind), found by alloc_find as
+ * info in slot, copying its record into *out. Only the remover gets it, so
+ * a racing double release counts once. A slot's record does not change
+ * while its addr is the block's, busy or not; a block whose slot another
+ * CPU took meanwhile was moved to allocs first (alloc_evict). */
+static __always_inline bool alloc_remove(__u64 addr, __u32 kind, struct alloc_slot *slot,
+					 struct alloc_info *info, struct alloc_info *out)
+{
+	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
+	if (slot) {
+		*out = *info;
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			__u64 cur = slot->addr;
+			if ((cur & ~SLOT_BUSY) != addr)
+				break;
+			if (__sync_val_compare_and_swap(&slot->addr, cur, 0) == cur) {
+				filter_note(addr, kind, -1);
+				return true;
+			}
+		}
+		info = bpf_map_lookup_elem(&allocs, &hk);
+		if (!info)
+			return false;
+	}
+	*out = *info;
+	if (bpf_map_delete_elem(&allocs, &hk))
+		return false;
+	spill_note(addr, kind, -1);
+	filter_note(addr, kind, -1);
+	return true;
+}
+
 /* owner_add moves bytes into (or, negative, out of) a live resource and
  * its site. Returns false if the owner is not live. */
 static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes)
 {
-	struct handle_key hk = { .addr = owner, .kind = owner_kind, .pad = image_pad() };
-	struct alloc_info *o = bpf_map_lookup_elem(&allocs, &hk);
+	struct alloc_slot *slot;
+	struct alloc_info *o = alloc_find(owner, owner_kind, &slot);
 	if (!o)
 		return false;
 	__sync_fetch_and_add(&o->size_bytes, bytes);
@@ -46,37 +173,15 @@ static __always_inline void site_release(struct alloc_info *info)
 	__sync_fetch_and_add(&s->frees, 1);
 }
 
-/* filter_count returns the sampled_filter counter of heap block addr. */
-static __always_inline __u32 *filter_count(__u64 addr)
-{
-	__u32 idx = (__u32)(((addr >> 4) * 0x9E3779B97F4A7C15ULL) >> (64 - SAMPLED_FILTER_BITS));
-	return bpf_map_lookup_elem(&sampled_filter, &idx);
-}
-
-/* filter_note counts a heap block in (delta 1) or out of (-1)
- * sampled_filter, when sampling. */
-static __always_inline void filter_note(__u64 addr, __u32 kind, __s32 delta)
-{
-	if (!sample_bytes || kind != KIND_MALLOC)
-		return;
-	__u32 *n = filter_count(addr);
-	if (n)
-		__sync_fetch_and_add(n, delta);
-}
-
 /* take_entry removes a live handle of this image from allocs into *out.
  * Only the deleter gets it, so a racing double release counts once. */
 static __always_inline bool take_entry(__u64 addr, __u32 kind, struct alloc_info *out)
 {
-	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
-	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
+	struct alloc_slot *slot;
+	struct alloc_info *info = alloc_find(addr, kind, &slot);
 	if (!info)
 		return false;
-	*out = *info;
-	if (bpf_map_delete_elem(&allocs, &hk))
-		return false;
-	filter_note(addr, kind, -1);
-	return true;
+	return alloc_remove(addr, kind, slot, info, out);
 }
 
 /* track_release forgets a live handle. Returns false if it was not known. */
@@ -120,21 +225,95 @@ static __always_inline void retire_live(__u64 addr, __u32 kind)
 	orphan_resource(addr, kind);
 }
 
-/* insert_alloc adds a new live handle to allocs, retiring the entry a
- * handle still recorded has (retire_live). Inserting first saves the
- * lookups on every other acquisition. False if the table is full. */
+/* slot_fill writes a new block's record into slot s, claimed busy, and
+ * makes it visible. */
+static __always_inline void slot_fill(struct alloc_slot *s, __u64 addr, struct alloc_info *info)
+{
+	s->info = *info;
+	s->gen = image_pad();
+	__sync_val_compare_and_swap(&s->addr, addr | SLOT_BUSY, addr);
+	filter_note(addr, KIND_MALLOC, 1);
+}
+
+/* alloc_evict makes room in full bucket b for heap block addr: its oldest
+ * block moves to allocs, and addr takes the slot (busy: slot_fill writes
+ * it). The block is claimed busy while it moves, so that its record holds
+ * still; a release meanwhile takes the slot (alloc_remove), and its copy
+ * in allocs goes again. NULL if nothing moved. */
+static __always_inline struct alloc_slot *alloc_evict(struct alloc_bucket *b, __u64 addr)
+{
+	__u32 v = 0;
+	__u64 oldest = b->slot[0].info.ts_ns;
+#pragma unroll
+	for (int i = 1; i < ALLOC_WAYS; i++) {
+		if (b->slot[i].info.ts_ns < oldest) {
+			oldest = b->slot[i].info.ts_ns;
+			v = i;
+		}
+	}
+	struct alloc_slot *s = &b->slot[v & (ALLOC_WAYS - 1)];
+	__u64 x = s->addr;
+	if (!x || (x & SLOT_BUSY) || __sync_val_compare_and_swap(&s->addr, x, x | SLOT_BUSY) != x)
+		return NULL;
+	struct handle_key xk = { .addr = x, .kind = KIND_MALLOC, .pad = s->gen };
+	struct alloc_info moved = s->info;
+	if (bpf_map_update_elem(&allocs, &xk, &moved, BPF_NOEXIST)) {
+		__sync_val_compare_and_swap(&s->addr, x | SLOT_BUSY, x);
+		return NULL;
+	}
+	spill_note(x, KIND_MALLOC, 1);
+	if (__sync_val_compare_and_swap(&s->addr, x | SLOT_BUSY, addr | SLOT_BUSY) == (x | SLOT_BUSY)) {
+		stat_add(STAT_ALLOCS_MOVED, 1);
+		return s;
+	}
+	/* Released meanwhile: the copy goes too. */
+	if (!bpf_map_delete_elem(&allocs, &xk))
+		spill_note(x, KIND_MALLOC, -1);
+	return NULL;
+}
+
+/* insert_alloc adds a new live handle, retiring the record a handle
+ * still live has (retire_live). A heap block takes a free slot of its
+ * bucket in alloc_buckets, or the slot of the bucket's oldest block,
+ * which moves to allocs (alloc_evict), so that the slots hold the recent
+ * blocks, most of which are soon freed. Anything else goes to allocs,
+ * inserted first: that saves the lookups on every other acquisition.
+ * False if the tables are full. */
 static __always_inline bool insert_alloc(__u64 addr, __u32 kind, struct alloc_info *info)
 {
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
-	long err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
-	if (err == -17 /* EEXIST */) {
-		retire_live(addr, kind);
+	long err;
+	struct alloc_bucket *b = kind == KIND_MALLOC ? bucket_of(addr) : NULL;
+	if (b) {
+		struct alloc_slot *old;
+		if (alloc_find(addr, kind, &old))
+			retire_live(addr, kind);
+#pragma unroll
+		for (int i = 0; i < ALLOC_WAYS; i++) {
+			struct alloc_slot *s = &b->slot[i];
+			if (s->addr || __sync_val_compare_and_swap(&s->addr, 0, addr | SLOT_BUSY) != 0)
+				continue;
+			slot_fill(s, addr, info);
+			return true;
+		}
+		struct alloc_slot *s = alloc_evict(b, addr);
+		if (s) {
+			slot_fill(s, addr, info);
+			return true;
+		}
 		err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+	} else {
+		err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+		if (err == -17 /* EEXIST */) {
+			retire_live(addr, kind);
+			err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+		}
 	}
 	if (err) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
 		return false;
 	}
+	spill_note(addr, kind, 1);
 	filter_note(addr, kind, 1);
 	return true;
 }
@@ -194,8 +373,8 @@ static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindo
 		return; /* not allocated (yet) */
 	__u32 bytes = wbits >= 8 && wbits <= 15 ? 1U << wbits : w->bytes;
 	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
-	struct handle_key bk = { .addr = window, .kind = KIND_MALLOC, .pad = image_pad() };
-	bool traced = bpf_map_lookup_elem(&allocs, &bk) != NULL;
+	struct alloc_slot *slot;
+	bool traced = alloc_find(window, KIND_MALLOC, &slot) != NULL;
 	if (bpf_map_delete_elem(&zwindows, &hk) == 0 && !traced)
 		owner_add(strm, kind, bytes);
 }

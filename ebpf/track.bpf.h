@@ -115,8 +115,8 @@ static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 
 			    i == 3 ? ctx->r13 : i == 4 ? ctx->r14 : ctx->r15;
 		__u64 owner = 0;
 		if (!computed) {
-			struct handle_key hk = { .addr = reg, .kind = KIND_MALLOC, .pad = image_pad() };
-			struct alloc_info *b = bpf_map_lookup_elem(&allocs, &hk);
+			struct alloc_slot *slot;
+			struct alloc_info *b = alloc_find(reg, KIND_MALLOC, &slot);
 			if (!b || b->owner_kind != KIND_ZLIB_INFLATE || !(owner = b->owner))
 				continue;
 		} else if (reg < 4096) {
@@ -383,19 +383,17 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 		if (n && *n == 0)
 			return false;
 	}
-	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
-	struct alloc_info *info = bpf_map_lookup_elem(&allocs, &hk);
+	struct alloc_slot *slot;
+	struct alloc_info *info = alloc_find(addr, kind, &slot);
 	if (!info && sample_bytes && kind == KIND_MALLOC)
 		return false;
 	struct thread_state *ts = thread_state(false);
 	struct pending *p = ts ? &ts->outer : NULL;
+	struct alloc_info copy;
 	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
 		if (info && info->owner && info->owner == p->out_ptr) {
-			__s64 size = info->size_bytes;
-			if (!bpf_map_delete_elem(&allocs, &hk)) {
-				p->size_bytes -= size;
-				filter_note(addr, kind, -1);
-			}
+			if (alloc_remove(addr, kind, slot, info, &copy))
+				p->size_bytes -= copy.size_bytes;
 			return false;
 		}
 		stat_add(STAT_NESTED_CALLS, 1);
@@ -405,11 +403,8 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 		stat_add(STAT_UNKNOWN_FREES, 1);
 		return false;
 	}
-	/* Only the deleter releases, so a racing double release counts once. */
-	struct alloc_info copy = *info;
-	if (bpf_map_delete_elem(&allocs, &hk))
+	if (!alloc_remove(addr, kind, slot, info, &copy))
 		return false;
-	filter_note(addr, kind, -1);
 	site_release(&copy);
 	stat_add(STAT_FREES, 1);
 	return true;

@@ -602,9 +602,7 @@ func TestTrackAllocRelease(t *testing.T) {
 		return run(t, objs.TestTrackRelease, addr, kind) == 1
 	}
 	entry := func(addr, kind uint64) (leakAllocInfo, bool) {
-		var info leakAllocInfo
-		err := objs.Allocs.Lookup(leakHandleKey{Addr: addr, Kind: uint32(kind)}, &info)
-		return info, err == nil
+		return harnessEntry(t, objs, addr, kind)
 	}
 	stats := func(slot uint32, want leakSiteStats) {
 		t.Helper()
@@ -681,6 +679,108 @@ func TestTrackAllocRelease(t *testing.T) {
 		if n := statSum(t, objs.Stats, idx); n != want {
 			t.Errorf("stat %d = %d, want %d", idx, n, want)
 		}
+	}
+}
+
+// harnessBuckets is the harness's alloc_buckets_used: its default.
+const harnessBuckets = 1 << 14
+
+// harnessEntry finds live handle (addr, kind) of image 0 where the kernel
+// keeps it: a heap block in its bucket of alloc_buckets (found by Go's
+// allocBucket: if it and bucket_of disagree, it is not found), or allocs.
+func harnessEntry(t *testing.T, objs *bpftest.HarnessObjects, addr, kind uint64) (leakAllocInfo, bool) {
+	t.Helper()
+	if kind == uint64(leakAllocKindKIND_MALLOC) {
+		var b leakAllocBucket
+		if err := objs.AllocBuckets.Lookup(allocBucket(addr, harnessBuckets), &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range b.Slot {
+			if s.Addr == addr && s.Gen == 0 {
+				return s.Info, true
+			}
+		}
+	}
+	var info leakAllocInfo
+	err := objs.Allocs.Lookup(leakHandleKey{Addr: addr, Kind: uint32(kind)}, &info)
+	return info, err == nil
+}
+
+// A heap block takes a slot of its bucket; in a full bucket it takes the
+// oldest block's slot, and that block moves to allocs (spill_filter
+// counts it there) with its record. Every release finds its block in
+// either table, once.
+func TestAllocBucketsSpill(t *testing.T) {
+	objs := harness(t, 0)
+	malloc := uint64(leakAllocKindKIND_MALLOC)
+	ways := int(leakAllocTableALLOC_WAYS)
+	// ways+2 blocks of one bucket, block i made at time 100+i.
+	var same []uint64
+	for a := uint64(0x7f0000001000); len(same) < ways+2; a += 16 {
+		if allocBucket(a, harnessBuckets) == allocBucket(0x7f0000001000, harnessBuckets) {
+			same = append(same, a)
+		}
+	}
+	for i, a := range same {
+		if run(t, objs.TestTrackAlloc, a, uint64(10+i), malloc, 7, uint64(100+i)) != 1 {
+			t.Fatalf("track_alloc(%#x) failed", a)
+		}
+	}
+	var b leakAllocBucket
+	if err := objs.AllocBuckets.Lookup(allocBucket(same[0], harnessBuckets), &b); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks ways and ways+1 took the slots of blocks 0 and 1, the oldest.
+	inSlot := []int{ways, ways + 1}
+	for i := 2; i < ways; i++ {
+		inSlot = append(inSlot, i)
+	}
+	for i, s := range b.Slot {
+		j := inSlot[i]
+		if s.Addr != same[j] || s.Info != (leakAllocInfo{SizeBytes: uint64(10 + j), TsNs: uint64(100 + j), StackId: 7}) {
+			t.Errorf("bucket slot %d: block %#x %+v, want block %d (%#x)", i, s.Addr, s.Info, j, same[j])
+		}
+	}
+	for j := range 2 {
+		var info leakAllocInfo
+		err := objs.Allocs.Lookup(leakHandleKey{Addr: same[j], Kind: uint32(malloc)}, &info)
+		if err != nil || info != (leakAllocInfo{SizeBytes: uint64(10 + j), TsNs: uint64(100 + j), StackId: 7}) {
+			t.Errorf("block %d moved to allocs: found %v, %+v", j, err == nil, info)
+		}
+	}
+	if n := statSum(t, objs.Stats, leakStatIndexSTAT_ALLOCS_MOVED); n != 2 {
+		t.Errorf("%d blocks moved, want 2", n)
+	}
+	spilled := func() (n uint64) {
+		var c uint32
+		for it := objs.SpillFilter.Iterate(); it.Next(new(uint32), &c); {
+			n += uint64(c)
+		}
+		return n
+	}
+	if n := spilled(); n != 2 {
+		t.Errorf("spill_filter counts %d blocks in allocs, want 2", n)
+	}
+	if got := siteTotals(t, objs, 0); got != (leakSiteStats{LiveBytes: uint64(10*(ways+2) + (ways+2)*(ways+1)/2), Allocs: uint64(ways + 2)}) {
+		t.Errorf("site totals %+v", got)
+	}
+	// Released in an order that mixes the tables: each is found once.
+	for _, i := range []int{1, ways, 0, ways + 1, 2, 3} {
+		if run(t, objs.TestTrackRelease, same[i], malloc) != 1 {
+			t.Errorf("release of block %d (%#x) not found", i, same[i])
+		}
+		if run(t, objs.TestTrackRelease, same[i], malloc) != 0 {
+			t.Errorf("block %d released twice", i)
+		}
+	}
+	if got := siteTotals(t, objs, 0); got != (leakSiteStats{Allocs: uint64(ways + 2), Frees: uint64(ways + 2)}) {
+		t.Errorf("site totals after the releases %+v", got)
+	}
+	if n := spilled(); n != 0 {
+		t.Errorf("spill_filter counts %d blocks after every release", n)
+	}
+	if n := statSum(t, objs.Stats, leakStatIndexSTAT_ALLOCS_DROPPED); n != 0 {
+		t.Errorf("%d allocations dropped", n)
 	}
 }
 

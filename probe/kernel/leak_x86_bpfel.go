@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type leakAllocBucket struct {
+	_    structs.HostLayout
+	Slot [4]leakAllocSlot
+}
+
 type leakAllocCookie struct {
 	_   structs.HostLayout
 	Fn  uint32
@@ -63,6 +68,21 @@ const (
 	leakAllocOpOP_OUT_PTR         leakAllocOp = 2
 	leakAllocOpOP_ARG_HANDLE      leakAllocOp = 3
 	leakAllocOpOP_REALLOC_RELEASE leakAllocOp = 4
+)
+
+type leakAllocSlot struct {
+	_    structs.HostLayout
+	Addr uint64
+	Gen  uint32
+	Pad  uint32
+	Info leakAllocInfo
+	Pad2 uint64
+}
+
+type leakAllocTable uint32
+
+const (
+	leakAllocTableALLOC_WAYS leakAllocTable = 4
 )
 
 type leakArgReg uint32
@@ -361,7 +381,8 @@ const (
 	leakStatIndexSTAT_WALKS_PREEMPTED    leakStatIndex = 12
 	leakStatIndexSTAT_MAP_EVENTS_LOST    leakStatIndex = 13
 	leakStatIndexSTAT_EXACT_BUDGET       leakStatIndex = 14
-	leakStatIndexSTAT_MAX                leakStatIndex = 15
+	leakStatIndexSTAT_ALLOCS_MOVED       leakStatIndex = 15
+	leakStatIndexSTAT_MAX                leakStatIndex = 16
 )
 
 type leakThreadState struct {
@@ -473,6 +494,7 @@ type leakZwindow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	leakMapAllocBuckets               = "alloc_buckets"
 	leakMapAllocs                     = "allocs"
 	leakMapExactBudgets               = "exact_budgets"
 	leakMapExecRanges                 = "exec_ranges"
@@ -489,6 +511,7 @@ const (
 	leakMapSiteSeen                   = "site_seen"
 	leakMapSiteSlots                  = "site_slots"
 	leakMapSites                      = "sites"
+	leakMapSpillFilter                = "spill_filter"
 	leakMapStackScratch               = "stack_scratch"
 	leakMapStackSeen                  = "stack_seen"
 	leakMapStackWindows               = "stack_windows"
@@ -538,6 +561,7 @@ const (
 	leakProgZlibInflateEnterMulti     = "zlib_inflate_enter_multi"
 	leakProgZlibInflateInitEnter      = "zlib_inflate_init_enter"
 	leakProgZlibInflateInitEnterMulti = "zlib_inflate_init_enter_multi"
+	leakVarAllocBucketsUsed           = "alloc_buckets_used"
 	leakVarExecGen                    = "exec_gen"
 	leakVarExecSeen                   = "exec_seen"
 	leakVarExecStop                   = "exec_stop"
@@ -563,6 +587,7 @@ const (
 	leakVarUnusedAllocFn              = "unused_alloc_fn"
 	leakVarUnusedAllocKind            = "unused_alloc_kind"
 	leakVarUnusedAllocOp              = "unused_alloc_op"
+	leakVarUnusedAllocTable           = "unused_alloc_table"
 	leakVarUnusedArgReg               = "unused_arg_reg"
 	leakVarUnusedCookieLayout         = "unused_cookie_layout"
 	leakVarUnusedExactBudget          = "unused_exact_budget"
@@ -680,6 +705,7 @@ type leakProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakMapSpecs struct {
+	AllocBuckets    *ebpf.MapSpec `ebpf:"alloc_buckets"`
 	Allocs          *ebpf.MapSpec `ebpf:"allocs"`
 	ExactBudgets    *ebpf.MapSpec `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
@@ -696,6 +722,7 @@ type leakMapSpecs struct {
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
+	SpillFilter     *ebpf.MapSpec `ebpf:"spill_filter"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackSeen       *ebpf.MapSpec `ebpf:"stack_seen"`
 	StackWindows    *ebpf.MapSpec `ebpf:"stack_windows"`
@@ -712,6 +739,7 @@ type leakMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type leakVariableSpecs struct {
+	AllocBucketsUsed    *ebpf.VariableSpec `ebpf:"alloc_buckets_used"`
 	ExecGen             *ebpf.VariableSpec `ebpf:"exec_gen"`
 	ExecSeen            *ebpf.VariableSpec `ebpf:"exec_seen"`
 	ExecStop            *ebpf.VariableSpec `ebpf:"exec_stop"`
@@ -737,6 +765,7 @@ type leakVariableSpecs struct {
 	UnusedAllocFn       *ebpf.VariableSpec `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind     *ebpf.VariableSpec `ebpf:"unused_alloc_kind"`
 	UnusedAllocOp       *ebpf.VariableSpec `ebpf:"unused_alloc_op"`
+	UnusedAllocTable    *ebpf.VariableSpec `ebpf:"unused_alloc_table"`
 	UnusedArgReg        *ebpf.VariableSpec `ebpf:"unused_arg_reg"`
 	UnusedCookieLayout  *ebpf.VariableSpec `ebpf:"unused_cookie_layout"`
 	UnusedExactBudget   *ebpf.VariableSpec `ebpf:"unused_exact_budget"`
@@ -787,6 +816,7 @@ func (o *leakObjects) Close() error {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakMaps struct {
+	AllocBuckets    *ebpf.Map `ebpf:"alloc_buckets"`
 	Allocs          *ebpf.Map `ebpf:"allocs"`
 	ExactBudgets    *ebpf.Map `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
@@ -803,6 +833,7 @@ type leakMaps struct {
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
+	SpillFilter     *ebpf.Map `ebpf:"spill_filter"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	StackSeen       *ebpf.Map `ebpf:"stack_seen"`
 	StackWindows    *ebpf.Map `ebpf:"stack_windows"`
@@ -817,6 +848,7 @@ type leakMaps struct {
 
 func (m *leakMaps) Close() error {
 	return _LeakClose(
+		m.AllocBuckets,
 		m.Allocs,
 		m.ExactBudgets,
 		m.ExecRanges,
@@ -833,6 +865,7 @@ func (m *leakMaps) Close() error {
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
+		m.SpillFilter,
 		m.StackScratch,
 		m.StackSeen,
 		m.StackWindows,
@@ -850,6 +883,7 @@ func (m *leakMaps) Close() error {
 //
 // It can be passed to loadLeakObjects or ebpf.CollectionSpec.LoadAndAssign.
 type leakVariables struct {
+	AllocBucketsUsed    *ebpf.Variable `ebpf:"alloc_buckets_used"`
 	ExecGen             *ebpf.Variable `ebpf:"exec_gen"`
 	ExecSeen            *ebpf.Variable `ebpf:"exec_seen"`
 	ExecStop            *ebpf.Variable `ebpf:"exec_stop"`
@@ -875,6 +909,7 @@ type leakVariables struct {
 	UnusedAllocFn       *ebpf.Variable `ebpf:"unused_alloc_fn"`
 	UnusedAllocKind     *ebpf.Variable `ebpf:"unused_alloc_kind"`
 	UnusedAllocOp       *ebpf.Variable `ebpf:"unused_alloc_op"`
+	UnusedAllocTable    *ebpf.Variable `ebpf:"unused_alloc_table"`
 	UnusedArgReg        *ebpf.Variable `ebpf:"unused_arg_reg"`
 	UnusedCookieLayout  *ebpf.Variable `ebpf:"unused_cookie_layout"`
 	UnusedExactBudget   *ebpf.Variable `ebpf:"unused_exact_budget"`

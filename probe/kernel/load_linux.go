@@ -64,7 +64,9 @@ type Objects struct {
 	countKeys []uint32
 	// copies is site_copies: the copies of each site's totals.
 	copies uint32
-	stack  leakStack // Stack's read buffer: 528 B, not one per new stack
+	// buckets is alloc_buckets_used: the buckets of alloc_buckets in use.
+	buckets uint32
+	stack   leakStack // Stack's read buffer: 528 B, not one per new stack
 	// lazy holds the stack-walking programs until they are needed.
 	lazy lazyPrograms
 }
@@ -101,6 +103,8 @@ func Load(c Config) (*Objects, error) {
 	set("page_size", uint64(os.Getpagesize()))
 	set("trace_maps", flag(c.Maps))
 	set("max_sites", c.MaxSites)
+	buckets, hashed := allocTables(c.MaxAllocations)
+	set("alloc_buckets_used", buckets)
 	copies := siteCopies()
 	set("site_copies", copies)
 	if err != nil {
@@ -109,7 +113,8 @@ func Load(c Config) (*Objects, error) {
 	if c.Maps {
 		spec.Maps["mmap_events"].MaxEntries = mapEventsBytes
 	}
-	spec.Maps["allocs"].MaxEntries = c.MaxAllocations
+	spec.Maps["alloc_buckets"].MaxEntries = max(buckets, 1)
+	spec.Maps["allocs"].MaxEntries = hashed
 	spec.Maps["sites"].MaxEntries = c.MaxSites
 	spec.Maps["site_slots"].MaxEntries = c.MaxSites
 	spec.Maps["site_counts"].MaxEntries = c.MaxSites * copies
@@ -123,7 +128,7 @@ func Load(c Config) (*Objects, error) {
 	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}
-	o := &Objects{copies: copies}
+	o := &Objects{copies: copies, buckets: buckets}
 	if c.Plain {
 		o.features.NoMulti, o.features.NoSession = true, true
 	}
@@ -205,6 +210,25 @@ func verifierDetail(err error) error {
 		return fmt.Errorf("%+v", ve)
 	}
 	return err
+}
+
+// maxAllocSlots is the most slots alloc_buckets has: 64Ki heap blocks,
+// 4 MiB of kernel memory, taken at load.
+const maxAllocSlots = 1 << 16
+
+// allocTables splits room for max live handles between alloc_buckets
+// (buckets of ALLOC_WAYS heap blocks: a power of two, at most
+// maxAllocSlots slots and half of max) and allocs (the rest): together
+// they hold max. No buckets when max is too small for one.
+func allocTables(max uint32) (buckets, hashed uint32) {
+	slots := uint32(maxAllocSlots)
+	for slots > max/2 {
+		slots >>= 1
+	}
+	if slots < uint32(leakAllocTableALLOC_WAYS) {
+		return 0, max
+	}
+	return slots / uint32(leakAllocTableALLOC_WAYS), max - slots
 }
 
 // TryLoad loads the object with small tables and closes it: whether this

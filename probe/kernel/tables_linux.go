@@ -262,16 +262,39 @@ type Alloc struct {
 	Site uint32 // its site's slot in site_slots
 }
 
-// ForEachAlloc calls fn with every live allocation of allocs.
+// ForEachAlloc calls fn with every live allocation: the heap blocks of
+// alloc_buckets, then allocs.
 func (o *Objects) ForEachAlloc(fn func(Handle, Alloc)) error {
+	err := forEach(o.objs.AllocBuckets, func(_ *uint32, b *leakAllocBucket) {
+		for i := range b.Slot {
+			// A busy slot (SLOT_BUSY, the low bit) is being written.
+			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&1 == 0 {
+				fn(Handle{Addr: s.Addr, Kind: KindMalloc, Gen: s.Gen >> 1}, Alloc{Size: s.Info.SizeBytes, At: s.Info.TsNs, Site: s.Info.Site})
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
 	return forEach(o.objs.Allocs, func(k *leakHandleKey, v *leakAllocInfo) {
 		fn(handleOf(k), Alloc{Size: v.SizeBytes, At: v.TsNs, Site: v.Site})
 	})
 }
 
 // BlockTraced reports whether heap block addr of image gen is a live
-// traced allocation in allocs.
+// traced allocation, in alloc_buckets or allocs.
 func (o *Objects) BlockTraced(addr uint64, gen uint32) (bool, error) {
+	if o.buckets > 0 {
+		var b leakAllocBucket
+		if err := o.objs.AllocBuckets.Lookup(allocBucket(addr, o.buckets), &b); err != nil {
+			return false, fmt.Errorf("read alloc_buckets: %w", err)
+		}
+		for _, s := range b.Slot {
+			if s.Addr == addr && s.Gen == gen<<1 {
+				return true, nil
+			}
+		}
+	}
 	k := leakHandleKey{Addr: addr, Kind: KindMalloc, Pad: gen << 1}
 	var v leakAllocInfo
 	err := o.objs.Allocs.Lookup(&k, &v)
@@ -279,6 +302,12 @@ func (o *Objects) BlockTraced(addr uint64, gen uint32) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// allocBucket is the bucket of alloc_buckets that heap block addr is in,
+// of buckets (a power of two): bucket_of (ebpf/table.bpf.h).
+func allocBucket(addr uint64, buckets uint32) uint32 {
+	return uint32((addr>>4)*0x9E3779B97F4A7C15>>32) & (buckets - 1)
 }
 
 // Window is what the kernel knows of a live inflate stream's window.

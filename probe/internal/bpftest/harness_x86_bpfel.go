@@ -13,6 +13,18 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type HarnessAllocBucket struct {
+	_    structs.HostLayout
+	Slot [4]struct {
+		_    structs.HostLayout
+		Addr uint64
+		Gen  uint32
+		Pad  uint32
+		Info HarnessAllocInfo
+		Pad2 uint64
+	}
+}
+
 type HarnessAllocCookie struct {
 	_   structs.HostLayout
 	Fn  uint32
@@ -218,6 +230,7 @@ type HarnessZwindow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	HarnessMapAllocBuckets       = "alloc_buckets"
 	HarnessMapAllocs             = "allocs"
 	HarnessMapExactBudgets       = "exact_budgets"
 	HarnessMapExecRanges         = "exec_ranges"
@@ -234,6 +247,7 @@ const (
 	HarnessMapSiteSeen           = "site_seen"
 	HarnessMapSiteSlots          = "site_slots"
 	HarnessMapSites              = "sites"
+	HarnessMapSpillFilter        = "spill_filter"
 	HarnessMapStackScratch       = "stack_scratch"
 	HarnessMapStackSeen          = "stack_seen"
 	HarnessMapStackWindows       = "stack_windows"
@@ -256,6 +270,7 @@ const (
 	HarnessProgTestZlibCookie    = "test_zlib_cookie"
 	HarnessProgTestZwindowOwner  = "test_zwindow_owner"
 	HarnessProgTestZwindowSettle = "test_zwindow_settle"
+	HarnessVarAllocBucketsUsed   = "alloc_buckets_used"
 	HarnessVarExecGen            = "exec_gen"
 	HarnessVarExecSeen           = "exec_seen"
 	HarnessVarFollowForks        = "follow_forks"
@@ -339,6 +354,7 @@ type HarnessProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type HarnessMapSpecs struct {
+	AllocBuckets    *ebpf.MapSpec `ebpf:"alloc_buckets"`
 	Allocs          *ebpf.MapSpec `ebpf:"allocs"`
 	ExactBudgets    *ebpf.MapSpec `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.MapSpec `ebpf:"exec_ranges"`
@@ -355,6 +371,7 @@ type HarnessMapSpecs struct {
 	SiteSeen        *ebpf.MapSpec `ebpf:"site_seen"`
 	SiteSlots       *ebpf.MapSpec `ebpf:"site_slots"`
 	Sites           *ebpf.MapSpec `ebpf:"sites"`
+	SpillFilter     *ebpf.MapSpec `ebpf:"spill_filter"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackSeen       *ebpf.MapSpec `ebpf:"stack_seen"`
 	StackWindows    *ebpf.MapSpec `ebpf:"stack_windows"`
@@ -371,27 +388,28 @@ type HarnessMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type HarnessVariableSpecs struct {
-	ExecGen       *ebpf.VariableSpec `ebpf:"exec_gen"`
-	ExecSeen      *ebpf.VariableSpec `ebpf:"exec_seen"`
-	FollowForks   *ebpf.VariableSpec `ebpf:"follow_forks"`
-	MaxSites      *ebpf.VariableSpec `ebpf:"max_sites"`
-	OutAlloc      *ebpf.VariableSpec `ebpf:"out_alloc"`
-	OutPair       *ebpf.VariableSpec `ebpf:"out_pair"`
-	OutU32        *ebpf.VariableSpec `ebpf:"out_u32"`
-	OutU64        *ebpf.VariableSpec `ebpf:"out_u64"`
-	OutZlib       *ebpf.VariableSpec `ebpf:"out_zlib"`
-	PageSize      *ebpf.VariableSpec `ebpf:"page_size"`
-	ProbesOnly    *ebpf.VariableSpec `ebpf:"probes_only"`
-	ResourceCalls *ebpf.VariableSpec `ebpf:"resource_calls"`
-	SampleBytes   *ebpf.VariableSpec `ebpf:"sample_bytes"`
-	SampleExact   *ebpf.VariableSpec `ebpf:"sample_exact"`
-	SiteCopies    *ebpf.VariableSpec `ebpf:"site_copies"`
-	SiteCount     *ebpf.VariableSpec `ebpf:"site_count"`
-	StopSent      *ebpf.VariableSpec `ebpf:"stop_sent"`
-	TargetTgid    *ebpf.VariableSpec `ebpf:"target_tgid"`
-	TraceMaps     *ebpf.VariableSpec `ebpf:"trace_maps"`
-	WaitExec      *ebpf.VariableSpec `ebpf:"wait_exec"`
-	ZcallsSeen    *ebpf.VariableSpec `ebpf:"zcalls_seen"`
+	AllocBucketsUsed *ebpf.VariableSpec `ebpf:"alloc_buckets_used"`
+	ExecGen          *ebpf.VariableSpec `ebpf:"exec_gen"`
+	ExecSeen         *ebpf.VariableSpec `ebpf:"exec_seen"`
+	FollowForks      *ebpf.VariableSpec `ebpf:"follow_forks"`
+	MaxSites         *ebpf.VariableSpec `ebpf:"max_sites"`
+	OutAlloc         *ebpf.VariableSpec `ebpf:"out_alloc"`
+	OutPair          *ebpf.VariableSpec `ebpf:"out_pair"`
+	OutU32           *ebpf.VariableSpec `ebpf:"out_u32"`
+	OutU64           *ebpf.VariableSpec `ebpf:"out_u64"`
+	OutZlib          *ebpf.VariableSpec `ebpf:"out_zlib"`
+	PageSize         *ebpf.VariableSpec `ebpf:"page_size"`
+	ProbesOnly       *ebpf.VariableSpec `ebpf:"probes_only"`
+	ResourceCalls    *ebpf.VariableSpec `ebpf:"resource_calls"`
+	SampleBytes      *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SampleExact      *ebpf.VariableSpec `ebpf:"sample_exact"`
+	SiteCopies       *ebpf.VariableSpec `ebpf:"site_copies"`
+	SiteCount        *ebpf.VariableSpec `ebpf:"site_count"`
+	StopSent         *ebpf.VariableSpec `ebpf:"stop_sent"`
+	TargetTgid       *ebpf.VariableSpec `ebpf:"target_tgid"`
+	TraceMaps        *ebpf.VariableSpec `ebpf:"trace_maps"`
+	WaitExec         *ebpf.VariableSpec `ebpf:"wait_exec"`
+	ZcallsSeen       *ebpf.VariableSpec `ebpf:"zcalls_seen"`
 }
 
 // HarnessObjects contains all objects after they have been loaded into the kernel.
@@ -414,6 +432,7 @@ func (o *HarnessObjects) Close() error {
 //
 // It can be passed to LoadHarnessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HarnessMaps struct {
+	AllocBuckets    *ebpf.Map `ebpf:"alloc_buckets"`
 	Allocs          *ebpf.Map `ebpf:"allocs"`
 	ExactBudgets    *ebpf.Map `ebpf:"exact_budgets"`
 	ExecRanges      *ebpf.Map `ebpf:"exec_ranges"`
@@ -430,6 +449,7 @@ type HarnessMaps struct {
 	SiteSeen        *ebpf.Map `ebpf:"site_seen"`
 	SiteSlots       *ebpf.Map `ebpf:"site_slots"`
 	Sites           *ebpf.Map `ebpf:"sites"`
+	SpillFilter     *ebpf.Map `ebpf:"spill_filter"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	StackSeen       *ebpf.Map `ebpf:"stack_seen"`
 	StackWindows    *ebpf.Map `ebpf:"stack_windows"`
@@ -444,6 +464,7 @@ type HarnessMaps struct {
 
 func (m *HarnessMaps) Close() error {
 	return _HarnessClose(
+		m.AllocBuckets,
 		m.Allocs,
 		m.ExactBudgets,
 		m.ExecRanges,
@@ -460,6 +481,7 @@ func (m *HarnessMaps) Close() error {
 		m.SiteSeen,
 		m.SiteSlots,
 		m.Sites,
+		m.SpillFilter,
 		m.StackScratch,
 		m.StackSeen,
 		m.StackWindows,
@@ -477,27 +499,28 @@ func (m *HarnessMaps) Close() error {
 //
 // It can be passed to LoadHarnessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HarnessVariables struct {
-	ExecGen       *ebpf.Variable `ebpf:"exec_gen"`
-	ExecSeen      *ebpf.Variable `ebpf:"exec_seen"`
-	FollowForks   *ebpf.Variable `ebpf:"follow_forks"`
-	MaxSites      *ebpf.Variable `ebpf:"max_sites"`
-	OutAlloc      *ebpf.Variable `ebpf:"out_alloc"`
-	OutPair       *ebpf.Variable `ebpf:"out_pair"`
-	OutU32        *ebpf.Variable `ebpf:"out_u32"`
-	OutU64        *ebpf.Variable `ebpf:"out_u64"`
-	OutZlib       *ebpf.Variable `ebpf:"out_zlib"`
-	PageSize      *ebpf.Variable `ebpf:"page_size"`
-	ProbesOnly    *ebpf.Variable `ebpf:"probes_only"`
-	ResourceCalls *ebpf.Variable `ebpf:"resource_calls"`
-	SampleBytes   *ebpf.Variable `ebpf:"sample_bytes"`
-	SampleExact   *ebpf.Variable `ebpf:"sample_exact"`
-	SiteCopies    *ebpf.Variable `ebpf:"site_copies"`
-	SiteCount     *ebpf.Variable `ebpf:"site_count"`
-	StopSent      *ebpf.Variable `ebpf:"stop_sent"`
-	TargetTgid    *ebpf.Variable `ebpf:"target_tgid"`
-	TraceMaps     *ebpf.Variable `ebpf:"trace_maps"`
-	WaitExec      *ebpf.Variable `ebpf:"wait_exec"`
-	ZcallsSeen    *ebpf.Variable `ebpf:"zcalls_seen"`
+	AllocBucketsUsed *ebpf.Variable `ebpf:"alloc_buckets_used"`
+	ExecGen          *ebpf.Variable `ebpf:"exec_gen"`
+	ExecSeen         *ebpf.Variable `ebpf:"exec_seen"`
+	FollowForks      *ebpf.Variable `ebpf:"follow_forks"`
+	MaxSites         *ebpf.Variable `ebpf:"max_sites"`
+	OutAlloc         *ebpf.Variable `ebpf:"out_alloc"`
+	OutPair          *ebpf.Variable `ebpf:"out_pair"`
+	OutU32           *ebpf.Variable `ebpf:"out_u32"`
+	OutU64           *ebpf.Variable `ebpf:"out_u64"`
+	OutZlib          *ebpf.Variable `ebpf:"out_zlib"`
+	PageSize         *ebpf.Variable `ebpf:"page_size"`
+	ProbesOnly       *ebpf.Variable `ebpf:"probes_only"`
+	ResourceCalls    *ebpf.Variable `ebpf:"resource_calls"`
+	SampleBytes      *ebpf.Variable `ebpf:"sample_bytes"`
+	SampleExact      *ebpf.Variable `ebpf:"sample_exact"`
+	SiteCopies       *ebpf.Variable `ebpf:"site_copies"`
+	SiteCount        *ebpf.Variable `ebpf:"site_count"`
+	StopSent         *ebpf.Variable `ebpf:"stop_sent"`
+	TargetTgid       *ebpf.Variable `ebpf:"target_tgid"`
+	TraceMaps        *ebpf.Variable `ebpf:"trace_maps"`
+	WaitExec         *ebpf.Variable `ebpf:"wait_exec"`
+	ZcallsSeen       *ebpf.Variable `ebpf:"zcalls_seen"`
 }
 
 // HarnessPrograms contains all programs after they have been loaded into the kernel.
