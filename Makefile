@@ -62,7 +62,8 @@ cross:
 ## prometheus cmd/leakscope/agent_linux_test.go (the agent scraped by a real one);
 ## libjemalloc2, libgoogle-perftools4 (tcmalloc), libmimalloc2.0 and musl-tools
 ## probe/allocators_linux_test.go and probe/probesite_linux_test.go (each allocator's
-## probe sites) and bench/probesites.sh.
+## probe sites) and bench/probesites.sh; valgrind probe/valgrind_linux_test.go (the
+## oracle for Debian's programs).
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed; deps and test use it.
 define MISSING
@@ -89,7 +90,8 @@ command -v musl-gcc >/dev/null || need="$$need musl-tools"; \
 command -v debuginfod >/dev/null || need="$$need debuginfod"; \
 command -v node >/dev/null || need="$$need nodejs"; \
 command -v gdb >/dev/null || need="$$need gdb"; \
-command -v prometheus >/dev/null || need="$$need prometheus";
+command -v prometheus >/dev/null || need="$$need prometheus"; \
+command -v valgrind >/dev/null || need="$$need valgrind";
 endef
 deps:
 	@$(MISSING) \
