@@ -63,7 +63,8 @@ cross:
 ## libjemalloc2, libgoogle-perftools4 (tcmalloc), libmimalloc2.0 and musl-tools
 ## probe/allocators_linux_test.go and probe/probesite_linux_test.go (each allocator's
 ## probe sites) and bench/probesites.sh; valgrind probe/valgrind_linux_test.go (the
-## oracle for Debian's programs).
+## oracle for Debian's programs); redis-server probe/redis_linux_test.go (installed
+## with a policy-rc.d that keeps its service from starting: the test runs its own).
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed; deps and test use it.
 define MISSING
@@ -91,14 +92,21 @@ command -v debuginfod >/dev/null || need="$$need debuginfod"; \
 command -v node >/dev/null || need="$$need nodejs"; \
 command -v gdb >/dev/null || need="$$need gdb"; \
 command -v prometheus >/dev/null || need="$$need prometheus"; \
-command -v valgrind >/dev/null || need="$$need valgrind";
+command -v valgrind >/dev/null || need="$$need valgrind"; \
+command -v redis-server >/dev/null || need="$$need redis-server";
 endef
 deps:
 	@$(MISSING) \
 	if [ -n "$$need" ]; then \
 		echo "make deps: apt-get install$$need"; \
+		policy=; \
+		if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			policy=/usr/sbin/policy-rc.d; \
+			printf '#!/bin/sh\nexit 101\n' | $(SUDO) tee $$policy >/dev/null && $(SUDO) chmod 755 $$policy; \
+		fi; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
+		rc=$$?; [ -z "$$policy" ] || $(SUDO) rm -f $$policy; exit $$rc; \
 	fi
 	@$(GO) mod download
 
