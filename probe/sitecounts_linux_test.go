@@ -58,3 +58,39 @@ func TestSiteCountsPerCPU(t *testing.T) {
 		}
 	}
 }
+
+// Blocks malloc'd by producer threads and freed by consumer threads,
+// thousands live at once (examples/c/handoff.c), are counted exactly:
+// with the default tables, and with tables small enough that the live
+// blocks fill their buckets, so that blocks move to the hash table while
+// other threads free them.
+func TestHandoffAcrossThreads(t *testing.T) {
+	testutil.RequireBPF(t)
+	bin := buildExample(t, "handoff", true)
+	const producers, blocks = 2, 200000
+	var wantN, wantB uint64
+	for k := 0; k < blocks; k += 1000 {
+		wantN += producers
+		wantB += producers * uint64(16+k*37%241)
+	}
+	for _, max := range []uint32{0, 1 << 13} {
+		c, _ := launchWith(t, Options{MaxAllocations: max}, bin, "--producers", itoa(producers), "--consumers", "2",
+			"--blocks", itoa(blocks), "--ring", "3000")
+		checkNoLoss(t, c)
+		// Unknown frees there are: a thread's exit frees the chunks
+		// its tcache holds, which the program freed before.
+		if c.Lost.FreesMissed != 0 {
+			t.Errorf("--max-allocations %d: %d frees missed", max, c.Lost.FreesMissed)
+		}
+		n, b, stacks := sumSites(c, "handoff_alloc")
+		var allocs, frees uint64
+		for _, s := range siteOf(c, "handoff_alloc") {
+			allocs += s.Allocs
+			frees += s.Frees
+		}
+		if n != wantN || b != wantB || allocs != producers*blocks || frees != allocs-wantN {
+			t.Errorf("--max-allocations %d: handoff_alloc %d live, %d bytes, %d made, %d freed (%v); want %d, %d, %d, %d",
+				max, n, b, allocs, frees, stacks, wantN, wantB, producers*blocks, producers*blocks-wantN)
+		}
+	}
+}
