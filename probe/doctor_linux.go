@@ -18,6 +18,7 @@ import (
 	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/unwind"
 	"github.com/leakscope/leakscope/probe/uprobe"
+	"github.com/leakscope/leakscope/probe/zlib"
 )
 
 // Check is one finding of Doctor.
@@ -153,7 +154,7 @@ func doctorTarget(pid int) []Check {
 		path := procfs.ObjectPath(pid, procfs.Mapping{Path: o.Path})
 		if obj, err := cache.Object(path); err == nil {
 			if _, ok := obj.Lookup("inflateInit2_"); ok {
-				cs = append(cs, siteCheck(path, o.Path, obj.Lookup, zlibFamily, uprobe.SiteFor))
+				cs = append(cs, siteCheck(path, o.Path, obj.Lookup, zlib.Family, uprobe.SiteFor))
 			}
 		}
 	}

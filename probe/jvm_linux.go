@@ -16,6 +16,7 @@ import (
 	"github.com/leakscope/leakscope/probe/jvm"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/stacks"
+	"github.com/leakscope/leakscope/probe/zlib"
 )
 
 // frameNamer names return addresses in anonymous executable memory, which
@@ -243,13 +244,13 @@ func doctorJVMZlib(pid int, vm *jvm.VM, maps []procfs.Mapping) Check {
 			where += ", probed by its .symtab names"
 		}
 	}
-	l := readZlibLayout(path)
-	l.zstream = jniZStreamSize
+	l := zlib.ReadLayout(path)
+	l.ZStream = zlib.JNIZStreamSize
 	d := where + ": " + l.String()
-	if !l.known {
+	if !l.Known {
 		d += "; stream bytes computed with malloc not traced are estimates (--malloc on counts zlib's own mallocs)"
 	}
-	return Check{"JVM zlib", l.known, d}
+	return Check{"JVM zlib", l.Known, d}
 }
 
 // hasSymbol reports whether the ELF object at path defines name in its

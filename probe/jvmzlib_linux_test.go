@@ -23,7 +23,7 @@ type zipBytes struct {
 	inflateInit uint64 // zlib's allocations in Inflater.init
 	inflateRead uint64 // and in the first read (the window)
 	deflateInit uint64 // zlib's allocations in Deflater.init
-	zlib        string // zlibVersion(), "?" where hidden
+	zlib        string // zlib.Version, "?" where hidden
 }
 
 // inflate is a GZIPInputStream's bytes after its first read; withZStream

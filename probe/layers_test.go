@@ -29,6 +29,7 @@ func TestLayers(t *testing.T) {
 		{pkg: "probe/kernel", exact: []string{mod + "probe", mod + "probe/target", mod + "probe/stacks", mod + "probe/uprobe"}},
 		{pkg: "probe/uprobe", exact: []string{mod + "probe", mod + "probe/target", mod + "probe/stacks"}},
 		{pkg: "probe/target", exact: []string{mod + "probe", mod + "probe/uprobe"}},
+		{pkg: "probe/zlib", exact: []string{mod + "probe", mod + "probe/target", mod + "probe/stacks"}},
 		{pkg: "probe/stacks", exact: []string{mod + "probe", mod + "probe/kernel", mod + "probe/target", mod + "probe/uprobe"}, under: []string{"github.com/cilium/ebpf"}},
 		{pkg: "analyze", under: []string{mod + "probe", "github.com/cilium/ebpf"}},
 		{pkg: "report", under: []string{mod + "probe", "github.com/cilium/ebpf"}},

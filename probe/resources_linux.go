@@ -16,23 +16,8 @@ import (
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/track"
 	"github.com/leakscope/leakscope/probe/uprobe"
+	"github.com/leakscope/leakscope/probe/zlib"
 )
-
-// zlibFamily are zlib's stream lifecycles, keyed by the z_stream pointer
-// (the first argument of each). Every init ends in an End of its kind.
-// inflate() allocates the window lazily: it is probed only where a malloc
-// inside it may go untraced or unrecognised (zlibTracedFamily).
-var zlibFamily = []uprobe.Spec{
-	{Symbol: "inflateInit_", Prog: kernel.ZlibInflateInitEnter, Ret: true},
-	{Symbol: "inflateInit2_", Prog: kernel.ZlibInflateInitEnter, Ret: true},
-	{Symbol: "inflateBackInit_", Prog: kernel.ZlibInflateInitEnter, Ret: true},
-	{Symbol: "deflateInit_", Prog: kernel.ZlibDeflateInitEnter, Ret: true},
-	{Symbol: "deflateInit2_", Prog: kernel.ZlibDeflateInitEnter, Ret: true},
-	{Symbol: "inflateEnd", Prog: kernel.ZlibInflateEndEnter},
-	{Symbol: "inflateBackEnd", Prog: kernel.ZlibInflateEndEnter},
-	{Symbol: "deflateEnd", Prog: kernel.ZlibDeflateEndEnter},
-	{Symbol: "inflate", Prog: kernel.ZlibInflateEnter},
-}
 
 // acquireOp is how the return probe of an acquire call finds handle h
 // (enum alloc_op).
@@ -87,15 +72,15 @@ func (t *Tracer) attachResources(path, display string) error {
 		if err := open(); err != nil {
 			return err
 		}
-		family := zlibTracedFamily(zlibLibrary(display))
-		var layout zlibLayout
-		computed := zlibComputed(t.mallocTraced(), t.opts.SampleBytes > 0, zlibLibrary(display))
+		family := zlib.TracedFamily(zlib.Library(display))
+		var layout zlib.Layout
+		computed := zlib.Computed(t.mallocTraced(), t.opts.SampleBytes > 0, zlib.Library(display))
 		if computed {
-			layout = readZlibLayout(path)
-			if t.jvmTarget() && javaZipZlib(path) {
-				layout.zstream = jniZStreamSize
+			layout = zlib.ReadLayout(path)
+			if t.jvmTarget() && zlib.JavaZip(path) {
+				layout.ZStream = zlib.JNIZStreamSize
 			}
-			family = zlibComputedFamily(layout)
+			family = zlib.ComputedFamily(layout)
 		}
 		ls, n, err := t.uprobes.Family(o, family)
 		t.keep(ls)
@@ -106,10 +91,7 @@ func (t *Tracer) attachResources(path, display string) error {
 			t.view.ProbeZlib(ino, computed)
 			t.probed = append(t.probed, "zlib in "+display)
 			if computed {
-				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())
-				if !layout.known {
-					t.warnOnce(fmt.Sprintf("%s: the struct sizes of zlib %q are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, layout.version, layout.assumed))
-				}
+				t.noteZlibLayout(display, layout)
 			}
 		}
 	}
@@ -123,11 +105,11 @@ func (t *Tracer) attachResources(path, display string) error {
 		// No mallocs to count: the size argument, or for java.util.zip's
 		// JNI entry points the bytes zlib allocates for the stream.
 		var computed, window uint32
-		var layout zlibLayout
+		var layout zlib.Layout
 		if !t.mallocTraced() && p.FallbackFor == "zlib" {
-			layout = readZlibLayout(path)
-			layout.zstream = jniZStreamSize
-			computed, window = jniZlibBytes(p.Kind, layout)
+			layout = zlib.ReadLayout(path)
+			layout.ZStream = zlib.JNIZStreamSize
+			computed, window = zlib.JNIBytes(p.Kind, layout)
 		}
 		var specs []uprobe.Spec
 		for _, c := range p.Acquire {
@@ -160,15 +142,26 @@ func (t *Tracer) attachResources(path, display string) error {
 		}
 		if n > 0 {
 			t.pairObjects[i] = append(t.pairObjects[i], display)
-			if computed != 0 && !slices.Contains(t.zlibLayouts, display+": "+layout.String()) {
-				t.zlibLayouts = append(t.zlibLayouts, display+": "+layout.String())
-				if !layout.known {
-					t.warnOnce(fmt.Sprintf("%s: the struct sizes of zlib %q are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, layout.version, layout.assumed))
-				}
+			if computed != 0 {
+				t.noteZlibLayout(display, layout)
 			}
 		}
 	}
 	return nil
+}
+
+// noteZlibLayout records, once, that the streams of the zlib in display
+// are computed with layout (the probe set says so), and warns when its
+// sizes are assumed.
+func (t *Tracer) noteZlibLayout(display string, layout zlib.Layout) {
+	d := display + ": " + layout.String()
+	if slices.Contains(t.zlibLayouts, d) {
+		return
+	}
+	t.zlibLayouts = append(t.zlibLayouts, d)
+	if !layout.Known {
+		t.warnOnce(fmt.Sprintf("%s: the struct sizes of zlib %q are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, layout.Version, layout.Assumed))
+	}
 }
 
 // needsZlib reports whether the ELF object at path loads a shared zlib

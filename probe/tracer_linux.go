@@ -90,7 +90,7 @@ type Tracer struct {
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
 	// zlibLayouts describe the zlib copies whose stream bytes are computed
-	// (object: layout; zlibComputed).
+	// (object: layout; zlib.Computed).
 	zlibLayouts []string
 	// windows: the inflate windows the last read found in the target's
 	// memory, not counted by the kernel yet (malloc not traced).
@@ -545,7 +545,7 @@ func (t *Tracer) mallocTraced() bool { return t.opts.Malloc != MallocOff }
 
 // windowsComputed reports whether inflate streams may count their window
 // from their state (zwindows) rather than from its malloc: without the
-// malloc family, or when sampling it (zlibComputed).
+// malloc family, or when sampling it (zlib.Computed).
 func (t *Tracer) windowsComputed() bool { return !t.mallocTraced() || t.opts.SampleBytes > 0 }
 
 // MallocTraced reports whether the malloc family is traced: when not,
