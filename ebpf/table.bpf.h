@@ -278,9 +278,12 @@ static __always_inline struct alloc_slot *alloc_evict(struct alloc_bucket *b, __
  * which moves to allocs (alloc_evict), so that the slots hold the recent
  * blocks, most of which are soon freed. Anything else goes to allocs,
  * inserted first: that saves the lookups on every other acquisition.
- * False if the tables are full. */
-static __always_inline bool insert_alloc(__u64 addr, __u32 kind, struct alloc_info *info)
+ * A function of its own, verified once for each program rather than at
+ * each of its callers. Returns 0 if the tables are full. */
+__attribute__((noinline)) int insert_alloc(__u64 addr, __u32 kind, struct alloc_info *info)
 {
+	if (!info)
+		return 0;
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	long err;
 	struct alloc_bucket *b = kind == KIND_MALLOC ? bucket_of(addr) : NULL;
@@ -311,11 +314,11 @@ static __always_inline bool insert_alloc(__u64 addr, __u32 kind, struct alloc_in
 	}
 	if (err) {
 		stat_add(STAT_ALLOCS_DROPPED, 1);
-		return false;
+		return 0;
 	}
 	spill_note(addr, kind, 1);
 	filter_note(addr, kind, 1);
-	return true;
+	return 1;
 }
 
 /* orphan_resource keeps a live resource that is being re-initialised

@@ -96,6 +96,18 @@ static __always_inline bool zwindow_size(__u64 size)
 	return size >= 256 && size <= 32768 && !(size & (size - 1));
 }
 
+/* inflate_block_owner returns the inflate stream live heap block addr
+ * belongs to, 0 if none. A function of its own, verified once: zwindow_owner
+ * asks for six registers. */
+__attribute__((noinline)) __u64 inflate_block_owner(__u64 addr)
+{
+	struct alloc_slot *slot;
+	struct alloc_info *b = alloc_find(addr, KIND_MALLOC, &slot);
+	if (!b || b->owner_kind != KIND_ZLIB_INFLATE)
+		return 0;
+	return b->owner;
+}
+
 /* A function of its own: its frame and alloc_exit's share the 512 bytes of
  * BPF stack. Its callers check zwindow_size first, so that only a
  * candidate window's malloc makes the call. */
@@ -115,9 +127,7 @@ static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 
 			    i == 3 ? ctx->r13 : i == 4 ? ctx->r14 : ctx->r15;
 		__u64 owner = 0;
 		if (!computed) {
-			struct alloc_slot *slot;
-			struct alloc_info *b = alloc_find(reg, KIND_MALLOC, &slot);
-			if (!b || b->owner_kind != KIND_ZLIB_INFLATE || !(owner = b->owner))
+			if (!(owner = inflate_block_owner(reg)))
 				continue;
 		} else if (reg < 4096) {
 			continue;
