@@ -378,6 +378,16 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	}
 }
 
+/* returns_pending reports whether the current thread has a return probe
+ * pending: it may be inside a traced acquire call, whose return every
+ * such call waits for (a plain read of its uprobe state, where the
+ * thread's own state costs a helper call). */
+static __always_inline bool returns_pending(void)
+{
+	struct uprobe_task *u = bpf_get_current_task_btf()->utask;
+	return !u || u->return_instances;
+}
+
 /* release_enter handles a release call (free, inflateEnd, ...). A release
  * inside a tracked acquire call on the same thread belongs to that call: a
  * block the library allocated for the resource being built is forgotten
@@ -397,7 +407,7 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 	struct alloc_info *info = alloc_find(addr, kind, &slot);
 	if (!info && sample_bytes && kind == KIND_MALLOC)
 		return false;
-	struct thread_state *ts = thread_state(false);
+	struct thread_state *ts = returns_pending() ? thread_state(false) : NULL;
 	struct pending *p = ts ? &ts->outer : NULL;
 	struct alloc_info copy;
 	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
