@@ -5,6 +5,7 @@ package probe
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,9 +52,15 @@ func launch(t *testing.T, argv ...string) (*analyze.Capture, string) {
 // test log; stderr collects the command's standard error.
 func startLaunch(t *testing.T, opts Options, argv ...string) (*Tracer, *Process, *bytes.Buffer) {
 	t.Helper()
+	return startLaunchTo(t, os.Stdout, opts, argv...)
+}
+
+// startLaunchTo is startLaunch with the command's standard output to out.
+func startLaunchTo(t *testing.T, out io.Writer, opts Options, argv ...string) (*Tracer, *Process, *bytes.Buffer) {
+	t.Helper()
 	var stderr bytes.Buffer
 	opts.Warnf = t.Logf
-	tr, proc, err := Launch(argv, Stdio{Out: os.Stdout, Err: &stderr}, opts)
+	tr, proc, err := Launch(argv, Stdio{Out: out, Err: &stderr}, opts)
 	if err != nil {
 		t.Fatalf("launch %s: %v", argv[0], err)
 	}
@@ -63,7 +70,13 @@ func startLaunch(t *testing.T, opts Options, argv ...string) (*Tracer, *Process,
 // launchWith is launch with tracer options.
 func launchWith(t *testing.T, opts Options, argv ...string) (*analyze.Capture, string) {
 	t.Helper()
-	tr, proc, stderr := startLaunch(t, opts, argv...)
+	return launchTo(t, os.Stdout, opts, argv...)
+}
+
+// launchTo is launchWith with the command's standard output to out.
+func launchTo(t *testing.T, out io.Writer, opts Options, argv ...string) (*analyze.Capture, string) {
+	t.Helper()
+	tr, proc, stderr := startLaunchTo(t, out, opts, argv...)
 	select {
 	case <-proc.Done():
 	case <-time.After(60 * time.Second):

@@ -3,7 +3,6 @@
 package probe
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -11,9 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/internal/testutil"
@@ -62,8 +59,12 @@ func TestDebianProgramsMatchValgrind(t *testing.T) {
 			os.Remove(archive)
 			// Default tables, and tables small enough that buckets
 			// fill: blocks move out of them while the program runs.
+			for _, kv := range fixedEnv {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
 			for _, max := range []uint32{0, 1 << 12} {
-				c := launchDiscard(t, argv, Options{MaxAllocations: max})
+				c, _ := launchTo(t, io.Discard, Options{MaxAllocations: max}, argv...)
 				checkNoLoss(t, c)
 				var blocks, bytes uint64
 				for _, s := range c.Sites {
@@ -82,7 +83,8 @@ func TestDebianProgramsMatchValgrind(t *testing.T) {
 }
 
 // fixedEnv makes two runs of a program make the same calls: the C locale,
-// and Python's string hashes unrandomized.
+// and Python's string hashes unrandomized (valgrind's run gets it, and
+// leakscope's inherits it).
 var fixedEnv = []string{"LC_ALL=C", "PYTHONHASHSEED=0"}
 
 // inUse is memcheck's heap summary line.
@@ -113,33 +115,4 @@ func valgrindInUse(t *testing.T, vg string, argv []string) (blocks, size uint64)
 		return n
 	}
 	return number(m[2]), number(m[1])
-}
-
-// launchDiscard launches argv (fixedEnv, output discarded) under a tracer
-// with opts and returns the capture of its whole run.
-func launchDiscard(t *testing.T, argv []string, opts Options) *analyze.Capture {
-	t.Helper()
-	for _, kv := range fixedEnv {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	var stderr bytes.Buffer
-	opts.Warnf = func(string, ...any) {} // frames unnamed without debug files
-	tr, proc, err := Launch(argv, Stdio{Out: io.Discard, Err: &stderr}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-proc.Done():
-	case <-time.After(60 * time.Second):
-		proc.Signal(syscall.SIGKILL)
-		<-proc.Done()
-		tr.Stop()
-		t.Fatalf("%s did not exit within 60s", argv[0])
-	}
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatalf("stop: %v\n%s", err, stderr.String())
-	}
-	return c
 }
