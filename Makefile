@@ -211,7 +211,7 @@ test:
 	# Hermetic: a DEBUGINFOD_URLS of the machine's (Debian's
 	# /etc/profile.d/debuginfod.sh) would make every traced test fetch
 	# from the internet; the debuginfod tests start their own server.
-	# The timeout is a hang guard: cmd/leakscope takes ~14 min on an idle
+	# The timeout is a hang guard: cmd/leakscope takes ~13 min on an idle
 	# machine of this kind, over 30 on a slow one.
 	env -u DEBUGINFOD_URLS $(GO) test -count=1 -timeout 50m ./...
 
