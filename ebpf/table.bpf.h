@@ -16,10 +16,16 @@ static __always_inline struct site_stats *site_stats_of(__u32 slot)
 	return bpf_map_lookup_elem(&site_counts, &idx);
 }
 
+/* addr_hash spreads a block's address (16-byte aligned, mostly) over 64 bits. */
+static __always_inline __u64 addr_hash(__u64 addr)
+{
+	return (addr >> 4) * 0x9E3779B97F4A7C15ULL;
+}
+
 /* filter_count returns the sampled_filter counter of heap block addr. */
 static __always_inline __u32 *filter_count(__u64 addr)
 {
-	__u32 idx = (__u32)(((addr >> 4) * 0x9E3779B97F4A7C15ULL) >> (64 - SAMPLED_FILTER_BITS));
+	__u32 idx = (__u32)(addr_hash(addr) >> (64 - SAMPLED_FILTER_BITS));
 	return bpf_map_lookup_elem(&sampled_filter, &idx);
 }
 
@@ -34,11 +40,6 @@ static __always_inline void filter_note(__u64 addr, __u32 kind, __s32 delta)
 		__sync_fetch_and_add(n, delta);
 }
 
-/* addr_hash spreads a block's address (16-byte aligned, mostly) over 64 bits. */
-static __always_inline __u64 addr_hash(__u64 addr)
-{
-	return (addr >> 4) * 0x9E3779B97F4A7C15ULL;
-}
 
 /* bucket_of returns the bucket of alloc_buckets heap block addr belongs
  * in; NULL when the table is not in use. */
@@ -297,12 +298,12 @@ __attribute__((noinline)) int insert_alloc(__u64 addr, __u32 kind, struct alloc_
 			if (s->addr || __sync_val_compare_and_swap(&s->addr, 0, addr | SLOT_BUSY) != 0)
 				continue;
 			slot_fill(s, addr, info);
-			return true;
+			return 1;
 		}
 		struct alloc_slot *s = alloc_evict(b, addr);
 		if (s) {
 			slot_fill(s, addr, info);
-			return true;
+			return 1;
 		}
 		err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
 	} else {

@@ -39,6 +39,10 @@ func harness(t *testing.T, maxSites uint32) *bpftest.HarnessObjects {
 	spec.Maps["site_slots"].MaxEntries = 1 << 10
 	spec.Maps["site_counts"].MaxEntries = 1 << 10 * harnessCopies
 	spec.Maps["unwind_rows"].MaxEntries = 1 << 10
+	spec.Maps["alloc_buckets"].MaxEntries = harnessBuckets
+	if err := spec.Variables["alloc_buckets_used"].Set(uint32(harnessBuckets)); err != nil {
+		t.Fatal(err)
+	}
 	if maxSites != 0 {
 		if err := spec.Variables["max_sites"].Set(maxSites); err != nil {
 			t.Fatal(err)
@@ -682,8 +686,8 @@ func TestTrackAllocRelease(t *testing.T) {
 	}
 }
 
-// harnessBuckets is the harness's alloc_buckets_used: its default.
-const harnessBuckets = 1 << 14
+// harnessBuckets is the harness's alloc_buckets_used (harness sets it).
+const harnessBuckets = 1 << 12
 
 // harnessEntry finds live handle (addr, kind) of image 0 where the kernel
 // keeps it: a heap block in its bucket of alloc_buckets (found by Go's
