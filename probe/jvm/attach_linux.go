@@ -31,9 +31,11 @@ var (
 	ErrCommandFailed = errors.New("command failed")
 )
 
-// attachTimeout bounds the wait for a JVM to start its attach listener.
-// jcmd waits up to 10 s; a listener normally appears within 100 ms.
-const attachTimeout = 5 * time.Second
+// attachTimeout bounds the wait for a JVM to start its attach listener:
+// 10 s, as jcmd waits. A listener normally appears within 100 ms, but a JVM
+// on a loaded machine, still starting, took over 5 s here (2 CPUs, two test
+// suites beside it).
+const attachTimeout = 10 * time.Second
 
 // Bounds on one command's exchange with the JVM, which a target controls.
 const (
