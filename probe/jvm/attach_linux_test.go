@@ -41,16 +41,18 @@ func (l *lockedBuffer) String() string {
 }
 
 // startJVM starts the example in a JVM that waits (for a file that never
-// appears) and returns once the JVM handles SIGQUIT. cred runs it as
-// another user; dir is its working directory.
+// appears) and returns once main runs, and so the JVM handles SIGQUIT.
+// cred runs it as another user; dir is its working directory. A failed
+// test shows the JVM's attach log.
 func startJVM(t *testing.T, java, classes, dir string, cred *syscall.Credential, flags ...string) *exec.Cmd {
 	t.Helper()
 	never := filepath.Join(t.TempDir(), "never")
-	args := append(append([]string{}, flags...), "-cp", classes, "KafkaRecovery", "--wait-file", never,
+	args := append(append([]string{"-Xlog:attach=trace:stderr"}, flags...), "-cp", classes, "KafkaRecovery", "--wait-file", never,
 		"--warmup", "300", "--plain", "300")
 	cmd := exec.Command(java, args...)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
 	cmd.Dir = dir
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
@@ -62,19 +64,39 @@ func startJVM(t *testing.T, java, classes, dir string, cred *syscall.Credential,
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
+		if t.Failed() {
+			t.Logf("JVM %d's attach log and thread dumps:\n%s", pid, attachLog(stderr.String()))
+		}
 		// A killed JVM cannot remove its files.
 		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
 		os.Remove(fmt.Sprintf("/tmp/.java_pid%d", pid))
 	})
+	// Ready once main has run: the attach commands that run Java code
+	// (properties) fail in a JVM still initialising its modules.
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if st, err := procfs.ReadStatus(pid); err == nil && st.Catches(int(syscall.SIGQUIT)) {
+		if strings.Contains(stderr.String(), "KafkaRecovery: warmed up") {
+			if st, err := procfs.ReadStatus(pid); err != nil || !st.Catches(int(syscall.SIGQUIT)) {
+				t.Fatalf("JVM %d running main does not catch SIGQUIT (%v)", pid, err)
+			}
 			return cmd
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("JVM %d never installed its SIGQUIT handler; stderr:\n%s", pid, stderr.String())
+	t.Fatalf("JVM %d never said it was ready; output:\n%s", pid, stderr.String())
 	return nil
+}
+
+// attachLog is a JVM's attach log lines and the headers of the thread
+// dumps it printed (for each SIGQUIT that did not start the listener).
+func attachLog(out string) string {
+	var b strings.Builder
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "[attach]") || strings.HasPrefix(line, "Full thread dump") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 func execute(t *testing.T, pid int, cmd string, args ...string) string {
