@@ -238,7 +238,7 @@ struct handle_key {
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct alloc_info {
 	__u64 size_bytes;
-	__u64 ts_ns;    /* bpf_ktime_get_ns() when the allocation returned */
+	__u64 ts_ns;    /* tick_now() when the allocation returned: monotonic, to a jiffy */
 	__u64 stack_id; /* key into stacks; 0 when the stack was lost */
 	__u16 kind;     /* enum alloc_kind */
 	__u16 owner_kind; /* kind of the owner, when owner != 0 */

@@ -321,7 +321,7 @@ static __always_inline bool inner_exit(struct pt_regs *ctx, struct thread_state 
 	__u64 addr = result_addr(&in, PT_REGS_RC(ctx));
 	if (!addr)
 		return true;
-	if (!track_owned(addr, in.size_bytes, in.owner, in.owner_kind, bpf_ktime_get_ns()))
+	if (!track_owned(addr, in.size_bytes, in.owner, in.owner_kind, tick_now()))
 		return true;
 	/* The resource is created when the outer call returns: its bytes
 	 * wait in the outer pending record. */
@@ -352,7 +352,7 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	__u64 addr = result_addr(&p, PT_REGS_RC(ctx));
 	if (!addr)
 		return;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = tick_now();
 	if (!p.owner && p.kind == KIND_MALLOC && zwindow_size(p.size_bytes) &&
 	    (p.owner = zwindow_owner(ctx, p.size_bytes))) {
 		if (p.owner == ZWINDOW_COMPUTED)

@@ -431,6 +431,12 @@ type leakThreadState struct {
 	Pad       uint32
 }
 
+type leakTickClock struct {
+	_     structs.HostLayout
+	Jiffy uint64
+	Ns    uint64
+}
+
 type leakUnwindCfa uint32
 
 const (
@@ -518,6 +524,7 @@ const (
 	leakMapStacks                     = "stacks"
 	leakMapStats                      = "stats"
 	leakMapThreads                    = "threads"
+	leakMapTickClocks                 = "tick_clocks"
 	leakMapUnwindRows                 = "unwind_rows"
 	leakMapVmChildren                 = "vm_children"
 	leakMapVmShared                   = "vm_shared"
@@ -729,6 +736,7 @@ type leakMapSpecs struct {
 	Stacks          *ebpf.MapSpec `ebpf:"stacks"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
+	TickClocks      *ebpf.MapSpec `ebpf:"tick_clocks"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.MapSpec `ebpf:"vm_children"`
 	VmShared        *ebpf.MapSpec `ebpf:"vm_shared"`
@@ -840,6 +848,7 @@ type leakMaps struct {
 	Stacks          *ebpf.Map `ebpf:"stacks"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Threads         *ebpf.Map `ebpf:"threads"`
+	TickClocks      *ebpf.Map `ebpf:"tick_clocks"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.Map `ebpf:"vm_children"`
 	VmShared        *ebpf.Map `ebpf:"vm_shared"`
@@ -872,6 +881,7 @@ func (m *leakMaps) Close() error {
 		m.Stacks,
 		m.Stats,
 		m.Threads,
+		m.TickClocks,
 		m.UnwindRows,
 		m.VmChildren,
 		m.VmShared,

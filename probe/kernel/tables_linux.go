@@ -258,7 +258,7 @@ func (o *Objects) ForEachSite(max uint32, fn func(idx uint32, s Site, t Totals))
 // Alloc is one live allocation.
 type Alloc struct {
 	Size uint64
-	At   uint64 // monotonic ns when it returned
+	At   uint64 // monotonic ns when it returned, to a kernel tick (up to one before)
 	Site uint32 // its site's slot in site_slots
 }
 
