@@ -203,6 +203,12 @@ type HarnessThreadState struct {
 	Pad       uint32
 }
 
+type HarnessTickClock struct {
+	_     structs.HostLayout
+	Jiffy uint64
+	Ns    uint64
+}
+
 type HarnessUnwindRow struct {
 	_      structs.HostLayout
 	Pc     uint32
@@ -255,6 +261,7 @@ const (
 	HarnessMapStats              = "stats"
 	HarnessMapTestThreads        = "test_threads"
 	HarnessMapThreads            = "threads"
+	HarnessMapTickClocks         = "tick_clocks"
 	HarnessMapUnwindRows         = "unwind_rows"
 	HarnessMapVmShared           = "vm_shared"
 	HarnessMapZwindows           = "zwindows"
@@ -379,6 +386,7 @@ type HarnessMapSpecs struct {
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	TestThreads     *ebpf.MapSpec `ebpf:"test_threads"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
+	TickClocks      *ebpf.MapSpec `ebpf:"tick_clocks"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
 	VmShared        *ebpf.MapSpec `ebpf:"vm_shared"`
 	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
@@ -457,6 +465,7 @@ type HarnessMaps struct {
 	Stats           *ebpf.Map `ebpf:"stats"`
 	TestThreads     *ebpf.Map `ebpf:"test_threads"`
 	Threads         *ebpf.Map `ebpf:"threads"`
+	TickClocks      *ebpf.Map `ebpf:"tick_clocks"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
 	VmShared        *ebpf.Map `ebpf:"vm_shared"`
 	Zwindows        *ebpf.Map `ebpf:"zwindows"`
@@ -489,6 +498,7 @@ func (m *HarnessMaps) Close() error {
 		m.Stats,
 		m.TestThreads,
 		m.Threads,
+		m.TickClocks,
 		m.UnwindRows,
 		m.VmShared,
 		m.Zwindows,
