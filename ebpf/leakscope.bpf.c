@@ -638,18 +638,21 @@ static __always_inline bool clone_vfork(struct task_struct *parent)
 
 /* stop_new_child stops child before its first instruction (the signal is
  * pending when the new task first returns to user mode) and tells user
- * space, which continues it. The stop comes first: user space may read
- * the record and send its SIGCONT at once (tracing is ending), and a
- * SIGCONT only discards a stop already sent; one sent after it would
- * stand. A record that cannot be sent takes the stop back (a SIGCONT
- * discards the pending SIGSTOP): false then. */
+ * space, which continues it; as stop_told, only with the record's room
+ * taken, and the stop before the record: user space may read the record
+ * and send its SIGCONT at once (tracing is ending), and a SIGCONT only
+ * discards a stop already sent. False (no stop, no record) when the ring
+ * buffer is full. */
 static __always_inline bool stop_new_child(struct task_struct *child, struct range_miss *m)
 {
-	bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0);
-	if (bpf_ringbuf_output(&range_misses, m, sizeof(*m), 0) == 0)
-		return true;
-	bpf_send_signal_task(child, 18 /* SIGCONT */, PIDTYPE_TGID, 0);
-	return false;
+	struct range_miss *r = bpf_ringbuf_reserve(&range_misses, sizeof(*r), 0);
+	if (!r)
+		return false;
+	*r = *m;
+	if (bpf_send_signal_task(child, 19 /* SIGSTOP */, PIDTYPE_TGID, 0))
+		stat_add(STAT_STOPS_UNSENT, 1);
+	bpf_ringbuf_submit(r, 0);
+	return true;
 }
 
 /* target_fork counts the processes the target starts; its threads are

@@ -93,7 +93,8 @@ enum stat_index {
 	STAT_MAP_EVENTS_LOST = 13, /* mmap_events full: a mapping or thread event not sent */
 	STAT_EXACT_BUDGET = 14,   /* sampling: malloc-family calls the exact budget traced (sample_exact) */
 	STAT_ALLOCS_MOVED = 15,   /* heap blocks moved from alloc_buckets to allocs (alloc_evict) */
-	STAT_MAX = 16,
+	STAT_STOPS_UNSENT = 16,   /* stops not made (stop_told: ring buffer full, or the kernel refused the signal): the process ran on */
+	STAT_MAX = 17,
 };
 
 /* Why a stack walk stopped early (bits of struct stack.flags). */

@@ -61,6 +61,10 @@ static __always_inline void note_range_miss(__u64 ip)
 	__u64 *last = bpf_map_lookup_elem(&miss_times, &zero);
 	if (!last || now - *last < RANGE_MISS_INTERVAL_NS)
 		return;
+	/* A miss is a hint that a later one repeats: it never takes the
+	 * room a stop's record needs (stop_told) while user space is busy. */
+	if (bpf_ringbuf_query(&range_misses, BPF_RB_AVAIL_DATA) > RANGE_MISSES_BYTES / 2)
+		return;
 	*last = now;
 	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
 	struct range_miss m = { .ip = ip, .generation = ctl ? ctl->generation : 0, .at_ns = bpf_ktime_get_ns() };

@@ -390,9 +390,11 @@ struct {
 	__type(value, struct jvm_heap); /* low == 0: unused */
 } jvm_heaps SEC(".maps");
 
+#define RANGE_MISSES_BYTES 4096
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
+	__uint(max_entries, RANGE_MISSES_BYTES);
 } range_misses SEC(".maps");
 
 /* Inflate streams traced without the malloc family (zlib bytes computed

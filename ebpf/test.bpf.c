@@ -166,4 +166,36 @@ int BPF_PROG(test_zwindow_settle, __u64 strm, __u64 kind)
 	return 0;
 }
 
+/* test_fill_misses puts up to n records in range_misses, as user space
+ * would find them while busy: how many went in. */
+SEC("raw_tp/test")
+int BPF_PROG(test_fill_misses, __u64 n)
+{
+	struct range_miss m = { .ip = 1 };
+	int sent = 0;
+	for (int i = 0; i < 512 && i < (int)n; i++) {
+		if (bpf_ringbuf_output(&range_misses, &m, sizeof(m), 0))
+			break;
+		sent++;
+	}
+	return sent;
+}
+
+/* test_stop_told is stop_told with a record for ip. Run only with
+ * range_misses full: otherwise it stops the calling thread's process. */
+SEC("raw_tp/test")
+int BPF_PROG(test_stop_told, __u64 ip)
+{
+	struct range_miss m = { .ip = ip };
+	return stop_told(&m);
+}
+
+/* test_note_range_miss is note_range_miss for a frame at ip. */
+SEC("raw_tp/test")
+int BPF_PROG(test_note_range_miss, __u64 ip)
+{
+	note_range_miss(ip);
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -151,20 +151,29 @@ static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 
 
 /* stop_told stops the current process (SIGSTOP to itself, pending until
  * it returns to user mode) and tells user space (record m), which
- * continues it. The stop comes first: user space may handle the record
- * and send its SIGCONT at once, and a SIGCONT discards only a stop sent
- * before it; one sent after would stand, with nothing left to continue
- * the process. A record that cannot be sent takes the stop back (a
- * SIGCONT discards the pending SIGSTOP): false then. The caller sets the
- * flag user space reads the stop from (stop_sent, exit_stop, exec_stop)
- * first. */
+ * continues it. The record's room is taken first: a stop is sent only
+ * with a record sure to follow, since nothing could take it back (a
+ * SIGCONT sent from here fails while the SIGSTOP is still being sent:
+ * one signal at a time per CPU goes through the kernel's deferred work in
+ * a tracepoint). The stop comes before the record: user space may handle
+ * the record and send its SIGCONT at once, and a SIGCONT discards only a
+ * stop sent before it. False (no stop, no record) when the ring buffer
+ * is full. The caller sets the flag user space reads the stop from
+ * (stop_sent, exit_stop, exec_stop) first; a stop the kernel would not
+ * send still has its record, and user space continues a process that
+ * was not stopped, which does nothing. */
 static __always_inline bool stop_told(struct range_miss *m)
 {
-	bpf_send_signal(19 /* SIGSTOP */);
-	if (bpf_ringbuf_output(&range_misses, m, sizeof(*m), 0) == 0)
-		return true;
-	bpf_send_signal(18 /* SIGCONT */);
-	return false;
+	struct range_miss *r = bpf_ringbuf_reserve(&range_misses, sizeof(*r), 0);
+	if (!r) {
+		stat_add(STAT_STOPS_UNSENT, 1);
+		return false;
+	}
+	*r = *m;
+	if (bpf_send_signal(19 /* SIGSTOP */))
+		stat_add(STAT_STOPS_UNSENT, 1);
+	bpf_ringbuf_submit(r, 0);
+	return true;
 }
 
 /* stop_until_ranges stops a launched command at its first tracked call

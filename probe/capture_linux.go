@@ -624,6 +624,9 @@ func (t *Tracer) warnLossesLocked(l analyze.Lost, preempted uint64) {
 	if l.PendingDropped > 0 {
 		t.warnOnce(fmt.Sprintf("%d calls were not tracked: the kernel could not store their per-thread state", l.PendingDropped))
 	}
+	if n, err := t.objs.Stat(kernel.StatStopsUnsent); err == nil && n > 0 {
+		t.warnOnce(fmt.Sprintf("%d of leakscope's stops of pid %d (at an exec, a library load, a new child) were not made: its record had no room, or the kernel refused the signal; the process ran on before its new objects were probed, and calls made meanwhile may be missing", n, t.pid))
+	}
 }
 
 // monotonicNow is CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.

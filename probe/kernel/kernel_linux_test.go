@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/internal/testutil"
@@ -992,5 +994,68 @@ func TestZwindowSettle(t *testing.T) {
 
 	if ret := run(t, objs.TestZwindowSettle, strm, inflate); ret != -1 {
 		t.Errorf("settled window looked for again: %d", ret)
+	}
+}
+
+// A stop is made only with room for its record: with range_misses full,
+// stop_told neither stops the process nor sends a record, and counts
+// STAT_STOPS_UNSENT (a stop without its record would never be continued:
+// the SIGCONT that took it back could not be sent from there). A range
+// miss, a hint, leaves half of the ring buffer to stops.
+func TestStopNeedsRoomForItsRecord(t *testing.T) {
+	objs := harness(t, 0)
+	rd, err := ringbuf.NewReader(objs.RangeMisses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	records := func() int {
+		n := 0
+		rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		for {
+			if _, err := rd.Read(); err != nil {
+				return n
+			}
+			n++
+		}
+	}
+	// 32 bytes a record (struct range_miss and the ring buffer's
+	// header), and the ring buffer keeps one byte of its 4096 free.
+	const per, half = 4095 / 32, 4096 / 2 / 32
+	if n := run(t, objs.TestFillMisses, 512); n != per {
+		t.Fatalf("range_misses took %d records, want %d", n, per)
+	}
+	// The test process would stop here if stop_told sent its SIGSTOP.
+	if run(t, objs.TestStopTold, 0x1234) != 0 {
+		t.Error("stop_told with range_misses full reported a stop")
+	}
+	if n := statSum(t, objs.Stats, leakStatIndexSTAT_STOPS_UNSENT); n != 1 {
+		t.Errorf("STAT_STOPS_UNSENT = %d, want 1", n)
+	}
+	if n := records(); n != per {
+		t.Errorf("read %d records, want the %d put in", n, per)
+	}
+
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	miss := func() int {
+		if err := objs.MissTimes.Update(uint32(0), make([]uint64, cpus), ebpf.UpdateAny); err != nil {
+			t.Fatal(err)
+		}
+		run(t, objs.TestNoteRangeMiss, 0x5678)
+		return records()
+	}
+	if n := miss(); n != 1 {
+		t.Errorf("range miss with range_misses empty: %d records, want 1", n)
+	}
+	run(t, objs.TestFillMisses, half+1)
+	if n := miss(); n != half+1 {
+		t.Errorf("range miss with range_misses over half full: %d records, want only the %d put in", n, half+1)
+	}
+	run(t, objs.TestFillMisses, half)
+	if n := miss(); n != half+1 {
+		t.Errorf("range miss with range_misses half full: %d records, want %d", n, half+1)
 	}
 }

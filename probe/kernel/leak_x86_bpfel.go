@@ -382,7 +382,8 @@ const (
 	leakStatIndexSTAT_MAP_EVENTS_LOST    leakStatIndex = 13
 	leakStatIndexSTAT_EXACT_BUDGET       leakStatIndex = 14
 	leakStatIndexSTAT_ALLOCS_MOVED       leakStatIndex = 15
-	leakStatIndexSTAT_MAX                leakStatIndex = 16
+	leakStatIndexSTAT_STOPS_UNSENT       leakStatIndex = 16
+	leakStatIndexSTAT_MAX                leakStatIndex = 17
 )
 
 type leakThreadState struct {

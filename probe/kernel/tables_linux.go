@@ -121,6 +121,7 @@ const (
 	StatWalksPreempted   = Stat(leakStatIndexSTAT_WALKS_PREEMPTED)
 	StatMapEventsLost    = Stat(leakStatIndexSTAT_MAP_EVENTS_LOST)
 	StatExactBudget      = Stat(leakStatIndexSTAT_EXACT_BUDGET)
+	StatStopsUnsent      = Stat(leakStatIndexSTAT_STOPS_UNSENT)
 )
 
 // BudgetPast is the calls that came past the exact budget (sample_exact)

@@ -266,9 +266,12 @@ const (
 	HarnessMapVmShared           = "vm_shared"
 	HarnessMapZwindows           = "zwindows"
 	HarnessProgTestAllocCookie   = "test_alloc_cookie"
+	HarnessProgTestFillMisses    = "test_fill_misses"
+	HarnessProgTestNoteRangeMiss = "test_note_range_miss"
 	HarnessProgTestPairCookie    = "test_pair_cookie"
 	HarnessProgTestSiteArg       = "test_site_arg"
 	HarnessProgTestSiteFor       = "test_site_for"
+	HarnessProgTestStopTold      = "test_stop_told"
 	HarnessProgTestTrackAlloc    = "test_track_alloc"
 	HarnessProgTestTrackOwned    = "test_track_owned"
 	HarnessProgTestTrackRelease  = "test_track_release"
@@ -344,9 +347,12 @@ type HarnessSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type HarnessProgramSpecs struct {
 	TestAllocCookie   *ebpf.ProgramSpec `ebpf:"test_alloc_cookie"`
+	TestFillMisses    *ebpf.ProgramSpec `ebpf:"test_fill_misses"`
+	TestNoteRangeMiss *ebpf.ProgramSpec `ebpf:"test_note_range_miss"`
 	TestPairCookie    *ebpf.ProgramSpec `ebpf:"test_pair_cookie"`
 	TestSiteArg       *ebpf.ProgramSpec `ebpf:"test_site_arg"`
 	TestSiteFor       *ebpf.ProgramSpec `ebpf:"test_site_for"`
+	TestStopTold      *ebpf.ProgramSpec `ebpf:"test_stop_told"`
 	TestTrackAlloc    *ebpf.ProgramSpec `ebpf:"test_track_alloc"`
 	TestTrackOwned    *ebpf.ProgramSpec `ebpf:"test_track_owned"`
 	TestTrackRelease  *ebpf.ProgramSpec `ebpf:"test_track_release"`
@@ -538,9 +544,12 @@ type HarnessVariables struct {
 // It can be passed to LoadHarnessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type HarnessPrograms struct {
 	TestAllocCookie   *ebpf.Program `ebpf:"test_alloc_cookie"`
+	TestFillMisses    *ebpf.Program `ebpf:"test_fill_misses"`
+	TestNoteRangeMiss *ebpf.Program `ebpf:"test_note_range_miss"`
 	TestPairCookie    *ebpf.Program `ebpf:"test_pair_cookie"`
 	TestSiteArg       *ebpf.Program `ebpf:"test_site_arg"`
 	TestSiteFor       *ebpf.Program `ebpf:"test_site_for"`
+	TestStopTold      *ebpf.Program `ebpf:"test_stop_told"`
 	TestTrackAlloc    *ebpf.Program `ebpf:"test_track_alloc"`
 	TestTrackOwned    *ebpf.Program `ebpf:"test_track_owned"`
 	TestTrackRelease  *ebpf.Program `ebpf:"test_track_release"`
@@ -554,9 +563,12 @@ type HarnessPrograms struct {
 func (p *HarnessPrograms) Close() error {
 	return _HarnessClose(
 		p.TestAllocCookie,
+		p.TestFillMisses,
+		p.TestNoteRangeMiss,
 		p.TestPairCookie,
 		p.TestSiteArg,
 		p.TestSiteFor,
+		p.TestStopTold,
 		p.TestTrackAlloc,
 		p.TestTrackOwned,
 		p.TestTrackRelease,
