@@ -170,8 +170,10 @@ func doctorJVM(pid int, maps []procfs.Mapping) []Check {
 	switch {
 	case vmErr == nil && m.Walks():
 		code := m.Code()
-		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size and named from the code heap%s%s (%d code heaps, interpreter at %#x); no JVM flag needed",
-			flag, detail(len(m.Gaps()) == 0, ", with inlined methods", ""), detail(code.ConstMethodSize != 0, " and source lines", ""), len(code.Heaps), code.Interpreter[0])
+		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by %s and named from the code heap%s%s (%d code heaps, interpreter at %#x); %s",
+			flag, detail(on, "frame pointer (the flag keeps them: no read of a code blob a frame)", "their frame size"),
+			detail(len(m.Gaps()) == 0, ", with inlined methods", ""), detail(code.ConstMethodSize != 0, " and source lines", ""), len(code.Heaps), code.Interpreter[0],
+			detail(on, "the cheapest walk", "no JVM flag needed"))
 	case vmErr == nil && on:
 		how = fmt.Sprintf("%s: VMStructs read: interpreted frames are named by their Method*; compiled frames are walked by frame pointer and named from the perf map", flag)
 	case vmErr == nil:

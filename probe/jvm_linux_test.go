@@ -532,7 +532,7 @@ func testDoctorJVM(t *testing.T, jdk testutil.JDK) {
 		want := "JVM: -XX:+PreserveFramePointer not on the command line: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by their frame size"
 		if pfp {
 			flags = append(flags, "-XX:+PreserveFramePointer")
-			want = "JVM: -XX:+PreserveFramePointer: VMStructs read"
+			want = "JVM: -XX:+PreserveFramePointer: VMStructs read: interpreted frames are named by their Method*, compiled frames walked by frame pointer"
 		}
 		cmd, _ := startGated(t, java, classes, "KafkaRecovery", filepath.Join(t.TempDir(), "never"), flags...)
 		var jvmOK, fp bool

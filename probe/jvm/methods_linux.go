@@ -66,6 +66,11 @@ type Code struct {
 	// Where a Method's bytecodes start: *(Method* + ConstMethodOffset) +
 	// ConstMethodSize; both 0 when line numbers cannot be read.
 	ConstMethodOffset, ConstMethodSize uint32
+	// FramePointers: the JVM is known to run with
+	// -XX:+PreserveFramePointer, so compiled code keeps %rbp as its frame
+	// pointer and its frames can be walked by it, with no read of their
+	// code blob (Namer.Code sets it).
+	FramePointers bool
 }
 
 // CodeHeap is one of the code cache's heaps (HotSpot's CodeHeap): the

@@ -276,7 +276,9 @@ func (n *Namer) Code() (Code, bool) {
 	if !n.loadMethods() {
 		return Code{}, false
 	}
-	return n.methods.Code(), true
+	c := n.methods.Code()
+	c.FramePointers, _ = n.PreserveFramePointer()
+	return c, true
 }
 
 // Method names the Method* of an interpreted frame at bytecode index bci

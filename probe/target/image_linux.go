@@ -225,8 +225,11 @@ func (v *Image) Ranges() []kernel.Range {
 		rs = v.splitGo(rs, m)
 	}
 	if c := v.jvmCode; c != nil {
+		// Compiled code keeps frame pointers under
+		// -XX:+PreserveFramePointer: walked by them (as anonymous code
+		// is), a frame costs no read of its code blob.
 		for i := range rs {
-			if rs[i].Start >= c.Cache[0] && rs[i].End <= c.Cache[1] {
+			if !c.FramePointers && rs[i].Start >= c.Cache[0] && rs[i].End <= c.Cache[1] {
 				rs[i].Flags |= kernel.RangeJVMCode
 			}
 		}
