@@ -130,16 +130,24 @@ type filePaths struct {
 }
 
 // path returns the path of the file (dev, ino) mapped at addr in pid; a
-// file whose mapping is gone from maps is named by its inode.
+// file whose mapping is gone from maps is named by its inode. Inode 0 is
+// a file the kernel could not identify (bpf_find_vma gives up while
+// another thread holds the process's mmap lock): it is named by the file
+// mapping at addr, never cached, and never taken for an anonymous region
+// ([heap] and the like have inode 0 too).
 func (fp *filePaths) path(pid int, addr uint64, dev uint32, ino uint64) string {
 	k := fileKey{dev, ino}
-	if p, ok := fp.byKey[k]; ok {
+	if p, ok := fp.byKey[k]; ok && ino != 0 {
 		return p
 	}
 	name := fmt.Sprintf("inode %d on device %d:%d", ino, dev>>20, dev&(1<<20-1))
+	if ino == 0 {
+		name = "a file the kernel could not name, unmapped since"
+	}
 	if ms, err := procfs.ReadMaps(pid); err == nil {
 		for _, m := range ms {
-			if m.Inode == ino && m.Path != "" && (addr >= m.Start && addr < m.End || m.Dev == fmt.Sprintf("%02x:%02x", dev>>20, dev&(1<<20-1))) {
+			at := addr >= m.Start && addr < m.End
+			if m.Inode != 0 && m.Path != "" && (ino == 0 && at || m.Inode == ino && (at || m.Dev == fmt.Sprintf("%02x:%02x", dev>>20, dev&(1<<20-1)))) {
 				name = m.Path
 				if m.Deleted {
 					name += " (deleted)"
@@ -147,6 +155,9 @@ func (fp *filePaths) path(pid int, addr uint64, dev uint32, ino uint64) string {
 				break
 			}
 		}
+	}
+	if ino == 0 {
+		return name
 	}
 	if fp.byKey == nil {
 		fp.byKey = map[fileKey]string{}
