@@ -133,31 +133,25 @@ type filePaths struct {
 // file whose mapping is gone from maps is named by its inode. Inode 0 is
 // a file the kernel could not identify (bpf_find_vma gives up while
 // another thread holds the process's mmap lock): it is named by the file
-// mapping at addr, never cached, and never taken for an anonymous region
-// ([heap] and the like have inode 0 too).
+// mapping at addr, never cached (every such file has that key), and never
+// taken for an anonymous region ([heap] and the like have inode 0 too).
 func (fp *filePaths) path(pid int, addr uint64, dev uint32, ino uint64) string {
+	if ino == 0 {
+		if m, ok := fileMapping(pid, func(m procfs.Mapping) bool { return addr >= m.Start && addr < m.End }); ok {
+			return mappedName(m)
+		}
+		return "a file the kernel could not name, unmapped since"
+	}
 	k := fileKey{dev, ino}
-	if p, ok := fp.byKey[k]; ok && ino != 0 {
+	if p, ok := fp.byKey[k]; ok {
 		return p
 	}
 	name := fmt.Sprintf("inode %d on device %d:%d", ino, dev>>20, dev&(1<<20-1))
-	if ino == 0 {
-		name = "a file the kernel could not name, unmapped since"
-	}
-	if ms, err := procfs.ReadMaps(pid); err == nil {
-		for _, m := range ms {
-			at := addr >= m.Start && addr < m.End
-			if m.Inode != 0 && m.Path != "" && (ino == 0 && at || m.Inode == ino && (at || m.Dev == fmt.Sprintf("%02x:%02x", dev>>20, dev&(1<<20-1)))) {
-				name = m.Path
-				if m.Deleted {
-					name += " (deleted)"
-				}
-				break
-			}
-		}
-	}
-	if ino == 0 {
-		return name
+	devName := fmt.Sprintf("%02x:%02x", dev>>20, dev&(1<<20-1))
+	if m, ok := fileMapping(pid, func(m procfs.Mapping) bool {
+		return m.Inode == ino && (addr >= m.Start && addr < m.End || m.Dev == devName)
+	}); ok {
+		name = mappedName(m)
 	}
 	if fp.byKey == nil {
 		fp.byKey = map[fileKey]string{}
@@ -166,4 +160,27 @@ func (fp *filePaths) path(pid int, addr uint64, dev uint32, ino uint64) string {
 		fp.byKey[k] = name
 	}
 	return name
+}
+
+// mappedName is the file m maps, as its maps line names it.
+func mappedName(m procfs.Mapping) string {
+	if m.Deleted {
+		return m.Path + " (deleted)"
+	}
+	return m.Path
+}
+
+// fileMapping returns the first mapping of a file in pid's maps that
+// match accepts.
+func fileMapping(pid int, match func(procfs.Mapping) bool) (procfs.Mapping, bool) {
+	ms, err := procfs.ReadMaps(pid)
+	if err != nil {
+		return procfs.Mapping{}, false
+	}
+	for _, m := range ms {
+		if m.Inode != 0 && m.Path != "" && match(m) {
+			return m, true
+		}
+	}
+	return procfs.Mapping{}, false
 }
