@@ -101,7 +101,7 @@ func (l *lazyPrograms) load(name string) (*ebpf.Program, error) {
 		one.Maps[n] = ms
 		replace[n] = m
 	}
-	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: replace})
+	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: replace, Cache: kernelTypes})
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,8 @@ type Objects struct {
 	stack   leakStack // Stack's read buffer: 528 B, not one per new stack
 	// lazy holds the stack-walking programs until they are needed.
 	lazy lazyPrograms
+	// config is what the collection was loaded with (Reset restores it).
+	config Config
 }
 
 // mapEventsBytes is the size of mmap_events: ~116k records between two
@@ -82,7 +84,7 @@ const mapEventsBytes = 8 << 20
 // uprobe_multi links or uprobe sessions it loads plain copies of those
 // programs, never attached (Features says which).
 func Load(c Config) (*Objects, error) {
-	spec, err := loadLeak()
+	spec, err := leakSpec()
 	if err != nil {
 		return nil, fmt.Errorf("parse embedded BPF object: %w", err)
 	}
@@ -128,14 +130,22 @@ func Load(c Config) (*Objects, error) {
 	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}
-	o := &Objects{copies: copies, buckets: buckets}
+	// Arrays are mapped into leakscope too, so that Reset empties one
+	// with a memclr (a batch update writes each entry on its own: ~1 s
+	// for the 1.5M entries of a collection's arrays).
+	for name, m := range spec.Maps {
+		if m.Type == ebpf.Array && !strings.HasPrefix(name, ".") {
+			m.Flags |= unix.BPF_F_MMAPABLE
+		}
+	}
+	o := &Objects{copies: copies, buckets: buckets, config: c}
 	if c.Plain {
 		o.features.NoMulti, o.features.NoSession = true, true
 	}
 	o.features.NoExitHook = !useExitHook(spec)
 	o.lazy.deferWalkers(spec)
 	var lo loadedObjects
-	err = spec.LoadAndAssign(&lo, nil)
+	err = spec.LoadAndAssign(&lo, loadOptions())
 	if err != nil && strings.Contains(err.Error(), "_multi") {
 		// A kernel without uprobe_multi links (before 6.6): every probe
 		// is a perf link of its own. The twins are loaded as copies of
@@ -149,7 +159,7 @@ func Load(c Config) (*Objects, error) {
 		}
 		delete(o.lazy.specs, "alloc_exit_multi")
 		o.features.NoMulti = true
-		err = spec.LoadAndAssign(&lo, nil)
+		err = spec.LoadAndAssign(&lo, loadOptions())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", verifierDetail(err))
@@ -287,11 +297,34 @@ func (o *Objects) Close() error {
 	return err
 }
 
+// parsedLeak is the embedded object, parsed once: each Load copies it.
+var parsedLeak = sync.OnceValues(loadLeak)
+
+// leakSpec returns a copy of the embedded object's spec, to be changed
+// and loaded.
+func leakSpec() (*ebpf.CollectionSpec, error) {
+	spec, err := parsedLeak()
+	if err != nil {
+		return nil, err
+	}
+	return spec.Copy(), nil
+}
+
+// kernelTypes is the running kernel's BTF, decoded once for every load
+// (each would decode its own: ~50 ms of CPU).
+var kernelTypes = btf.NewCache()
+
+// loadOptions are the options of every load of the object's programs.
+func loadOptions() *ebpf.CollectionOptions {
+	return &ebpf.CollectionOptions{Cache: kernelTypes}
+}
+
 // exitHookSupported reports whether the kernel's sched_process_exit
 // tracepoint has group_dead: since Linux 6.13 it comes before exit_mm(),
 // with the exiting task's memory still readable, which target_exit needs.
-func exitHookSupported() bool {
-	spec, err := btf.LoadKernelSpec()
+// Asked once: every load asks.
+var exitHookSupported = sync.OnceValue(func() bool {
+	spec, err := kernelTypes.Kernel()
 	if err != nil {
 		return false
 	}
@@ -305,7 +338,7 @@ func exitHookSupported() bool {
 	}
 	fp, ok := ptr.Target.(*btf.FuncProto)
 	return ok && len(fp.Params) >= 3 // ctx, task, group_dead
-}
+})
 
 // useExitHook reports whether target_exit can load on this kernel
 // (exitHookSupported); where it cannot, it puts a stand-in in spec, never
