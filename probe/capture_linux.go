@@ -269,7 +269,7 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		return nil, errStopped
 	}
 	t.endProbes()
-	defer t.objs.Close()
+	defer t.releaseObjects()
 	if t.mapEvents != nil {
 		defer t.mapEvents.Close()
 	}
@@ -282,6 +282,20 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 		return nil, err
 	}
 	return t.captureLocked(points, end, nowMono)
+}
+
+// bigCapture is the number of sites from which Stop collects the heap
+// before it builds the capture.
+const bigCapture = 4096
+
+// releaseObjects closes t's BPF collection, or gives it to the tree to
+// trace another process (follower.recycle): its links are closed and
+// its records read by now.
+func (t *Tracer) releaseObjects() {
+	if t.tree != nil && !t.isRoot() && t.tree.recycle(t) {
+		return
+	}
+	t.objs.Close()
 }
 
 // endProbes ends the tracing: the tree's other processes' captures, then
@@ -409,10 +423,14 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 	// frames (~23 MB) were live together with every table: 78 MB, the
 	// peak of a run. After it, the heap goal is set by what the capture
 	// needs, and the live allocations, ranking and the report fill the
-	// pages the tables held. ~15-30 ms at 100k stacks.
+	// pages the tables held. ~15-30 ms at 100k stacks. A small capture
+	// (most of a launch script's processes) is not worth a collection
+	// of the whole heap: the tree's other captures and caches are in it.
 	slots, ser := t.sites.slots, t.series
 	t.releaseLocked()
-	runtime.GC()
+	if len(slots) >= bigCapture {
+		runtime.GC()
+	}
 	if points.len() > 0 {
 		c.Sites = make([]analyze.Site, 0, points.len())
 	}

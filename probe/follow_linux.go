@@ -33,12 +33,26 @@ type follower struct {
 	// waiting are the processes stopped for an adoption under way.
 	waiting map[int]bool
 	adopts  sync.WaitGroup
-	// spare is a BPF collection loaded ahead for the next process (a
-	// load takes 200-300 ms, which the new process would wait stopped);
+	// spares are BPF collections ready for the next processes: one
+	// loaded ahead (a load is ~0.5 s of CPU, which the new process would
+	// wait stopped) or one a process that ended traced, emptied (Reset);
 	// loading: one is on its way.
-	spare   *Tracer
+	spares  []*Tracer
 	loading chan struct{}
+	// loaded and reused count the collections the tree's processes were
+	// given: loaded for them, or emptied after another process's end.
+	loaded, reused int
 }
+
+// maxSpares bounds the collections kept ready: each holds its arrays,
+// ~25 MiB of kernel memory at the default sizes, while no process uses
+// it.
+const maxSpares = 4
+
+// resetKeys bounds the hash entries emptied to reuse a collection: a
+// process that ended with more live allocations and stacks than this
+// takes about as long to empty as a load, whose CPU is the verifier's.
+const resetKeys = 1 << 16
 
 // newFollower prepares following with opts (the command's), loading a
 // collection ahead; its root is set once the command's Tracer exists.
@@ -66,9 +80,10 @@ func (f *follower) waitSpare(timeout time.Duration) {
 	}
 }
 
-// refillLocked loads the next spare collection in the background.
+// refillLocked loads a spare collection in the background when none is
+// ready or on its way.
 func (f *follower) refillLocked() {
-	if f.closed || f.spare != nil || f.loading != nil {
+	if f.closed || len(f.spares) != 0 || f.loading != nil {
 		return
 	}
 	done := make(chan struct{})
@@ -86,34 +101,93 @@ func (f *follower) refillLocked() {
 		if s == nil {
 			return
 		}
-		if f.closed {
+		if f.closed || len(f.spares) >= maxSpares {
 			s.closeSpare()
 			return
 		}
-		f.spare = s
+		f.spares = append(f.spares, s)
 	}()
 }
 
-// takeSpare returns the spare collection and starts loading the next;
-// nil if none is ready (the caller loads its own, at the same time as
-// the next spare). Options that shape the load are the tree's throughout.
+// takeSpare returns a spare collection and, if it was the last, starts
+// loading the next; nil if none is ready (the caller loads its own, at
+// the same time as the next spare). Options that shape the load are the
+// tree's throughout.
 func (f *follower) takeSpare(opts Options) *Tracer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.spare
-	f.spare = nil
+	var s *Tracer
+	if n := len(f.spares); n != 0 {
+		s, f.spares = f.spares[n-1], f.spares[:n-1]
+	}
 	f.refillLocked()
-	if s != nil && (s.opts.SampleBytes != opts.SampleBytes || s.opts.SampleExact != opts.SampleExact || s.opts.ProbesOnly != opts.ProbesOnly) {
+	if s != nil && !sameLoad(s.opts, opts) {
 		s.closeSpare()
-		return nil
+		s = nil
+	}
+	if s != nil && s.emptied {
+		f.reused++
+	} else {
+		f.loaded++
 	}
 	return s
 }
 
-// closeSpare releases a spare collection never used.
+// sameLoad reports whether collections loaded for a and b are alike.
+func sameLoad(a, b Options) bool {
+	return a.SampleBytes == b.SampleBytes && a.SampleExact == b.SampleExact && a.ProbesOnly == b.ProbesOnly
+}
+
+// recycle keeps the collection of t, a process of the tree whose capture
+// just ended (Stop: its links are closed, its records read), as a spare
+// once emptied, and reports whether it did; the caller closes it
+// otherwise. A collection that traced a process sharing its memory with
+// another (CLONE_VM) is not kept: the other may live on, and its
+// per-thread state in the collection cannot be emptied.
+func (f *follower) recycle(t *Tracer) bool {
+	t.mu.Lock()
+	shared := len(t.vmFollowed) != 0
+	t.mu.Unlock()
+	f.mu.Lock()
+	keep := !f.closed && !shared && len(f.spares) < maxSpares && sameLoad(t.opts, f.opts)
+	f.mu.Unlock()
+	if !keep {
+		return false
+	}
+	if err := t.objs.Reset(resetKeys); err != nil {
+		return false
+	}
+	s := &Tracer{opts: f.opts, objs: t.objs, noExitHook: t.noExitHook, emptied: true}
+	var err error
+	if s.misses, err = s.objs.OpenMisses(); err != nil {
+		return false
+	}
+	if f.opts.Maps {
+		if s.mapEvents, err = s.objs.OpenMapEvents(); err != nil {
+			s.misses.Close()
+			return false
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || len(f.spares) >= maxSpares {
+		s.misses.Close()
+		if s.mapEvents != nil {
+			s.mapEvents.Close()
+		}
+		return false
+	}
+	f.spares = append(f.spares, s)
+	return true
+}
+
+// closeSpare releases a spare collection not used.
 func (t *Tracer) closeSpare() {
 	if t.misses != nil {
 		t.misses.Close()
+	}
+	if t.mapEvents != nil {
+		t.mapEvents.Close()
 	}
 	t.objs.Close()
 }
@@ -123,6 +197,9 @@ type followed struct {
 	t            *Tracer
 	parent       int
 	startedAfter time.Duration // since the root's capture began
+	// reused: traced with a collection another process of the tree had
+	// used (follower.recycle).
+	reused bool
 	// final is its capture once it ended (or the root stopped); until
 	// then nil.
 	final *analyze.Capture
@@ -201,7 +278,9 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 	parent.mu.Lock()
 	alloc := parent.alloc
 	parent.mu.Unlock()
-	t, err := newTracerFrom(pid, alloc, nil, parent.cache, modeChild, opts, f.takeSpare(opts))
+	spare := f.takeSpare(opts)
+	reused := spare != nil && spare.emptied
+	t, err := newTracerFrom(pid, alloc, nil, parent.cache, modeChild, opts, spare)
 	if err != nil {
 		f.mu.Lock()
 		f.skipped++
@@ -223,7 +302,7 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 		t.execs = nil // its first program, not an exec of one traced before
 		t.mu.Unlock()
 	}
-	p := &followed{t: t, parent: parent.pid, startedAfter: startedAfter, ended: make(chan struct{})}
+	p := &followed{t: t, parent: parent.pid, startedAfter: startedAfter, reused: reused, ended: make(chan struct{})}
 	f.mu.Lock()
 	closed := f.closed
 	if !closed {
@@ -354,6 +433,33 @@ func (f *follower) endNow(fp *followed) {
 	f.mu.Unlock()
 }
 
+// endExited ends the capture of t, a process of the tree continued from
+// its stop in exit(), once it has exited: its collection is free for the
+// next process then, not at the root's next snapshot (a launch script
+// starts its programs one after another, each waiting for the last).
+// One that takes longer to exit is ended by a snapshot, as one that
+// exits without the stop (a signal) is.
+func (f *follower) endExited(t *Tracer) {
+	f.mu.Lock()
+	var fp *followed
+	for _, p := range f.procs {
+		if p.t == t {
+			fp = p
+		}
+	}
+	f.mu.Unlock()
+	if fp == nil {
+		return
+	}
+	for wait := 100 * time.Microsecond; wait < time.Second; wait *= 2 {
+		if exited(t.pid) {
+			f.end(fp, true)
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
 // close ends following: nothing new is followed, and a process waiting
 // stopped for its adoption (a load takes seconds on a loaded machine) runs
 // on at once, untraced.
@@ -364,10 +470,10 @@ func (f *follower) close() {
 	for pid := range f.waiting {
 		continueStopped(pid)
 	}
-	if f.spare != nil {
-		f.spare.closeSpare()
-		f.spare = nil
+	for _, s := range f.spares {
+		s.closeSpare()
 	}
+	f.spares = nil
 }
 
 // stop ends every capture of the tree (the root's Stop): nothing new is
@@ -475,6 +581,7 @@ func (f *follower) merge(c *analyze.Capture) {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("pid %d: %s", tg.Pid, w))
 		}
 	}
+	sortSnapshots(c.Snapshots)
 	if skipped > 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("%d processes the command started were not traced (see the warnings above): what they allocated is not in this report", skipped))
 	}
@@ -482,7 +589,8 @@ func (f *follower) merge(c *analyze.Capture) {
 
 // mergeSnapshots puts into each of root's snapshots the newest of
 // other's points taken by then (before the next root snapshot): the
-// tree's processes are read one after the other at each snapshot.
+// tree's processes are read one after the other at each snapshot. The
+// points are in no order then (sortSnapshots).
 func mergeSnapshots(root, other []analyze.Snapshot) {
 	j := -1
 	for i := range root {
@@ -497,7 +605,14 @@ func mergeSnapshots(root, other []analyze.Snapshot) {
 			continue
 		}
 		root[i].Sites = append(root[i].Sites, other[j].Sites...)
-		slices.SortFunc(root[i].Sites, func(a, b analyze.SitePoint) int { return cmp.Compare(a.ID, b.ID) })
+	}
+}
+
+// sortSnapshots orders each snapshot's points by site ID, once all the
+// tree's processes are merged in (mergeSnapshots).
+func sortSnapshots(snaps []analyze.Snapshot) {
+	for i := range snaps {
+		slices.SortFunc(snaps[i].Sites, func(a, b analyze.SitePoint) int { return cmp.Compare(a.ID, b.ID) })
 	}
 }
 

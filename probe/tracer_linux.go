@@ -116,6 +116,9 @@ type Tracer struct {
 	// vmFollowed are the CLONE_VM children followed: traced with t
 	// (sharing its memory) or from their exec.
 	vmFollowed map[int]bool
+	// emptied: a spare collection (follower) that traced a process
+	// before and was Reset.
+	emptied bool
 	// recipes make each uprobe link of t again for another process;
 	// shared holds those made for the children sharing t's memory
 	// (sharedLocked), by pid.
@@ -646,7 +649,11 @@ func (t *Tracer) watchMisses() {
 		if ended != 0 && m.At != 0 && ended > m.At {
 			t.stops.Add(time.Duration(ended - m.At))
 		}
+		tree := t.tree
 		t.mu.Unlock()
+		if m.IP == kernel.MissExit && tree != nil && tree.root != t {
+			go tree.endExited(t)
+		}
 	}
 }
 
