@@ -200,6 +200,14 @@ type followed struct {
 	// reused: traced with a collection another process of the tree had
 	// used (follower.recycle).
 	reused bool
+	// ending: its capture is being ended (end); guarded by the
+	// follower's mu, as are final and stamped.
+	ending bool
+	// stamped: final's last point is dated for the tree's snapshots
+	// (stampEnded): the first snapshot of the root's that found the
+	// process ended shows its final point, the ones before it its point
+	// before, whenever between two snapshots it ended.
+	stamped bool
 	// final is its capture once it ended (or the root stopped); until
 	// then nil.
 	final *analyze.Capture
@@ -371,12 +379,32 @@ func (f *follower) snapshot(p *Progress) {
 			p.Stops.Longest = max(p.Stops.Longest, pp.Stops.Longest)
 		}
 	}
+	f.stampEnded(p.Elapsed)
 	for _, fp := range f.ended() {
 		for _, s := range fp.final.Sites {
 			p.LiveCount += s.LiveCount
 			p.LiveBytes += s.LiveBytes
 		}
 		p.Sites += len(fp.final.Sites)
+	}
+}
+
+// stampEnded dates the final point of each ended process not dated yet
+// at the root's snapshot at: a process that ended between two snapshots
+// (endExited) shows its final point from the first snapshot after its
+// end, as the capture written as it happens does (lastSnapshot), not in
+// the one before. Its state no longer changes once it exited.
+func (f *follower) stampEnded(at time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.procs {
+		if p.final == nil || p.stamped {
+			continue
+		}
+		p.stamped = true
+		if n := len(p.final.Snapshots); n > 0 && p.final.Snapshots[n-1].At < at {
+			p.final.Snapshots[n-1].At = at
+		}
 	}
 }
 
@@ -411,6 +439,9 @@ func (f *follower) ended() []*followed {
 func (f *follower) end(fp *followed, gone bool) {
 	fp.endOnce.Do(func() {
 		defer close(fp.ended)
+		f.mu.Lock()
+		fp.ending = true
+		f.mu.Unlock()
 		if gone {
 			fp.exitCode = exitStatus(fp.t.pid)
 		}
@@ -541,6 +572,9 @@ func (t *Tracer) targetInfo() analyze.Target {
 // root snapshot takes the newest point each process had by then), their
 // losses, objects and warnings, and the processes themselves.
 func (f *follower) merge(c *analyze.Capture) {
+	if n := len(c.Snapshots); n > 0 {
+		f.stampEnded(c.Snapshots[n-1].At)
+	}
 	f.mu.Lock()
 	procs := slices.Clone(f.procs)
 	skipped := f.skipped
@@ -625,12 +659,25 @@ func (f *follower) lastSnapshot(sites *treeSites, last *analyze.Snapshot) {
 	procs := slices.Clone(f.procs)
 	f.mu.Unlock()
 	for _, p := range procs {
+		f.mu.Lock()
+		ending := p.ending && p.final == nil
+		f.mu.Unlock()
+		if ending {
+			<-p.ended // its tables are going: its capture is the one to read
+		}
+		f.mu.Lock()
+		final, stamped := p.final, p.stamped
+		f.mu.Unlock()
 		var ns analyze.SiteList
 		var ls analyze.Snapshot
-		if p.final != nil {
-			ns = analyze.Sites(p.final.Sites)
-			if n := len(p.final.Snapshots); n > 0 {
-				ls = p.final.Snapshots[n-1]
+		if final != nil {
+			ns = analyze.Sites(final.Sites)
+			n := len(final.Snapshots)
+			if !stamped {
+				n-- // ended since the root's snapshot: the point before its end
+			}
+			if n > 0 {
+				ls = final.Snapshots[n-1]
 			}
 		} else {
 			ns, ls = p.t.LastSnapshot()
