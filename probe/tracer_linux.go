@@ -348,6 +348,7 @@ func (t *Tracer) load(mode tracerMode) error {
 		MaxUnwindRows:  t.opts.MaxUnwindRows,
 		Plain:          forcePlainProbes,
 		Malloc:         t.mallocTraced(),
+		LazyReturns:    mode == modeChild,
 	})
 	if err != nil {
 		if uprobe.IsPerm(err) {

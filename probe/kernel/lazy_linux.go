@@ -14,7 +14,8 @@ import (
 // alloc_session) are each ~60k instructions to the verifier: ~0.2 s of a
 // load apiece, most of a collection's. A collection loads the ones its
 // target will use (Config.Malloc: the session program; the return
-// program, plain or twin) and the others when first asked for (Prepare):
+// program, plain or twin, unless Config.LazyReturns) and the others when
+// first asked for (Prepare):
 // a JVM, with malloc not traced, never verifies alloc_session, and a
 // kernel with uprobe_multi links never the plain alloc_exit.
 var walkerPrograms = []string{"alloc_exit", "alloc_exit_multi", "alloc_session"}

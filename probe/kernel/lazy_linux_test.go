@@ -85,3 +85,31 @@ func TestWalkersLoadWhenNeeded(t *testing.T) {
 		t.Error("Prepare loaded a program for a closed collection")
 	}
 }
+
+// A followed process's collection (LazyReturns) loads the return program
+// of zlib's inits and the pairs when first asked for, the session program
+// with the rest.
+func TestLazyReturnsLoadWhenAttached(t *testing.T) {
+	testutil.RequireBPF(t)
+	o, err := Load(Config{Malloc: true, LazyReturns: true, MaxAllocations: 1024, MaxSites: 1024, MaxStacks: 1024, MaxUnwindRows: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	f := o.Features()
+	if f.NoMulti || f.NoSession {
+		testutil.SkipOrFail(t, "this kernel has no uprobe_multi links or sessions: the walkers are loaded plain")
+	}
+	if o.Program(AllocSession) == nil {
+		t.Fatal("alloc_session not loaded with malloc traced")
+	}
+	if o.Multi(AllocExit) != nil {
+		t.Fatal("alloc_exit_multi loaded at Load with LazyReturns")
+	}
+	if err := o.Prepare(AllocExit, true); err != nil {
+		t.Fatal(err)
+	}
+	if o.Multi(AllocExit) == nil {
+		t.Fatal("alloc_exit_multi not loaded after Prepare")
+	}
+}

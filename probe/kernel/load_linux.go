@@ -43,6 +43,12 @@ type Config struct {
 	// Malloc: the malloc family will be probed, so its session program
 	// is loaded with the rest (Prepare loads it later otherwise).
 	Malloc bool
+	// LazyReturns: the return program of zlib's inits and the declared
+	// pairs (alloc_exit's uprobe_multi twin) is loaded when first
+	// attached, not with the rest: a followed process's collection, most
+	// of whose processes (a launch script's shells and tools) never call
+	// them. The process that does waits ~0.2 s stopped for the load.
+	LazyReturns bool
 }
 
 // Features are what the running kernel lacks, found at Load.
@@ -176,7 +182,7 @@ func Load(c Config) (*Objects, error) {
 // prepareWalkers loads the stack-walking programs a collection for c
 // will use: the malloc family's session program, and the return program
 // of every other acquire (zlib's inits, the declared pairs), as a
-// uprobe_multi twin where the kernel has them. A kernel without uprobe
+// uprobe_multi twin where the kernel has them (unless c.LazyReturns). A kernel without uprobe
 // sessions (before 6.13) traces exact mode with plain uprobes and
 // uretprobes; sampling needs sessions.
 // The two load at once: each is the verifier's work in the loading
@@ -192,7 +198,7 @@ func (o *Objects) prepareWalkers(c Config) error {
 		}()
 	}
 	var err error
-	if !o.features.NoMulti {
+	if !o.features.NoMulti && !c.LazyReturns {
 		err = o.Prepare(AllocExit, true)
 	}
 	wg.Wait()
