@@ -39,8 +39,8 @@ type follower struct {
 	// loading: one is on its way.
 	spares  []*Tracer
 	loading chan struct{}
-	// loaded and reused count the collections the tree's processes were
-	// given: loaded for them, or emptied after another process's end.
+	// loaded and reused count the collections the tree's processes are
+	// traced with: loaded for them, or emptied after another's end.
 	loaded, reused int
 }
 
@@ -125,11 +125,6 @@ func (f *follower) takeSpare(opts Options) *Tracer {
 		s.closeSpare()
 		s = nil
 	}
-	if s != nil && s.emptied {
-		f.reused++
-	} else {
-		f.loaded++
-	}
 	return s
 }
 
@@ -143,11 +138,15 @@ func sameLoad(a, b Options) bool {
 // once emptied, and reports whether it did; the caller closes it
 // otherwise. A collection that traced a process sharing its memory with
 // another (CLONE_VM) is not kept: the other may live on, and its
-// per-thread state in the collection cannot be emptied.
+// per-thread state in the collection cannot be emptied (counted by the
+// kernel: one whose record was lost counts too).
 func (f *follower) recycle(t *Tracer) bool {
 	t.mu.Lock()
 	shared := len(t.vmFollowed) != 0
 	t.mu.Unlock()
+	if n, err := t.objs.VMForks(); err != nil || n != 0 {
+		shared = true // the kernel saw one, followed or not
+	}
 	f.mu.Lock()
 	keep := !f.closed && !shared && len(f.spares) < maxSpares && sameLoad(t.opts, f.opts)
 	f.mu.Unlock()
@@ -312,6 +311,11 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 	}
 	p := &followed{t: t, parent: parent.pid, startedAfter: startedAfter, reused: reused, ended: make(chan struct{})}
 	f.mu.Lock()
+	if reused {
+		f.reused++
+	} else {
+		f.loaded++
+	}
 	closed := f.closed
 	if !closed {
 		f.procs = append(f.procs, p)
@@ -408,6 +412,13 @@ func (f *follower) stampEnded(at time.Duration) {
 	}
 }
 
+// all returns the processes of the tree besides the root.
+func (f *follower) all() []*followed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.procs)
+}
+
 // live returns the processes still traced.
 func (f *follower) live() []*followed {
 	f.mu.Lock()
@@ -483,12 +494,26 @@ func (f *follower) endExited(t *Tracer) {
 		return
 	}
 	for wait := 100 * time.Microsecond; wait < time.Second; wait *= 2 {
-		if exited(t.pid) {
+		if exited(t.pid) && t.exitKnown() {
 			f.end(fp, true)
 			return
 		}
 		time.Sleep(wait)
 	}
+}
+
+// exitKnown reports whether the kernel saw t's process's last thread
+// exit (target_exit, where it is attached): a thread group's leader is a
+// zombie while other threads are still in exit(), before target_exit
+// counts the inflate windows left and keeps the exit status.
+func (t *Tracer) exitKnown() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || !t.exitHooked {
+		return true
+	}
+	_, ok := t.objs.ExitStatus()
+	return ok
 }
 
 // close ends following: nothing new is followed, and a process waiting
@@ -660,29 +685,29 @@ func (f *follower) lastSnapshot(sites *treeSites, last *analyze.Snapshot) {
 	f.mu.Unlock()
 	for _, p := range procs {
 		f.mu.Lock()
-		ending := p.ending && p.final == nil
+		ending := p.ending // or ended
 		f.mu.Unlock()
-		if ending {
-			<-p.ended // its tables are going: its capture is the one to read
+		if !ending {
+			ns, ls, stopped := p.t.lastSnapshotOf()
+			if !stopped {
+				sites.add(analyze.Sites(ns), p.t.pid)
+				last.Sites = append(last.Sites, ls.Sites...)
+				continue
+			}
 		}
+		<-p.ended // its tables are gone or going: its capture is the one to read
 		f.mu.Lock()
 		final, stamped := p.final, p.stamped
 		f.mu.Unlock()
-		var ns analyze.SiteList
 		var ls analyze.Snapshot
-		if final != nil {
-			ns = analyze.Sites(final.Sites)
-			n := len(final.Snapshots)
-			if !stamped {
-				n-- // ended since the root's snapshot: the point before its end
-			}
-			if n > 0 {
-				ls = final.Snapshots[n-1]
-			}
-		} else {
-			ns, ls = p.t.LastSnapshot()
+		n := len(final.Snapshots)
+		if !stamped {
+			n-- // ended since the root's snapshot: the point before its end
 		}
-		sites.add(ns, p.t.pid)
+		if n > 0 {
+			ls = final.Snapshots[n-1]
+		}
+		sites.add(analyze.Sites(final.Sites), p.t.pid)
 		last.Sites = append(last.Sites, ls.Sites...)
 	}
 	slices.SortFunc(last.Sites, func(a, b analyze.SitePoint) int { return cmp.Compare(a.ID, b.ID) })

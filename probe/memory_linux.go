@@ -355,6 +355,9 @@ func (t *Tracer) recordMemory(k memoryKnown, at time.Duration) {
 	pm, err := memoryOf(t.pid, k)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.stopped {
+		return // the capture ended meanwhile (follower.endExited), without it
+	}
 	if err != nil {
 		t.warnOnce(fmt.Sprintf("pid %d: no memory breakdown: %v", t.pid, err))
 		t.lastMemory = nil
@@ -378,7 +381,10 @@ func (t *Tracer) LastMemory() *analyze.Memory {
 	}
 	tree := *m
 	tree.Processes = slices.Clone(m.Processes)
-	for _, p := range t.tree.live() {
+	// Every process's, ended or not: one that ended after this
+	// snapshot's breakdown of it (follower.endExited) has it in its
+	// final capture, which merge adds too.
+	for _, p := range t.tree.all() {
 		if pm := p.t.LastMemory(); pm != nil && pm.At >= m.At {
 			tree.Processes = append(tree.Processes, pm.Processes...)
 		}

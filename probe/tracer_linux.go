@@ -861,6 +861,33 @@ func (t *Tracer) lastSnapshot() (analyze.SiteList, analyze.Snapshot) {
 // newSites are the sites LastSnapshot returned, each made with its frames
 // when asked for: 100k new sites made at once, with a []*Frame each, were
 // ~25 MB at the first snapshot of a --save.
+// lastSnapshotOf is lastSnapshot for a process of the tree other than the
+// root, whose capture another goroutine may end (follower.endExited): its
+// new sites are copied while its tables are known to be there, and
+// stopped says the capture already ended (the caller reads it instead).
+func (t *Tracer) lastSnapshotOf() (sites []analyze.Site, last analyze.Snapshot, stopped bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return nil, analyze.Snapshot{}, true
+	}
+	if t.series.len() == 0 {
+		return nil, analyze.Snapshot{}, false
+	}
+	last = t.series.lastSnapshot()
+	st := t.sites
+	for _, p := range last.Sites {
+		slot := st.slotOf[p.ID]
+		if st.given[slot] {
+			continue
+		}
+		st.given[slot] = true
+		m := &st.slots[slot]
+		sites = append(sites, analyze.Site{ID: p.ID, Kind: m.kind, Stack: m.stack.Stack()})
+	}
+	return sites, last, false
+}
+
 type newSites struct {
 	t     *Tracer
 	st    *siteTable

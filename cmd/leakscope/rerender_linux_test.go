@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/leakscope/leakscope/internal/testutil"
@@ -29,6 +30,9 @@ func TestReportOfSavedCaptureEqualsLiveReport(t *testing.T) {
 		// Snapshots with memory breakdowns, which the capture records.
 		{"memory", []string{"--interval", "200ms", "--duration", "1500ms", "--", leaky, "--hold", "30000"}},
 		{"processes", []string{"--", "sh", "-c", leaky + " > /dev/null & " + leaky + " > /dev/null; wait"}},
+		// Processes that end between snapshots, one after another, each
+		// traced with the collection of the one before.
+		{"process chain", []string{"--interval", "100ms", "--", "sh", "-c", strings.Repeat(leaky+" --hold 250 > /dev/null; ", 4) + "true"}},
 	} {
 		for _, format := range []string{"text", "json", "html", "pprof"} {
 			t.Run(c.name+"/"+format, func(t *testing.T) {

@@ -5,6 +5,7 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 
 	"github.com/cilium/ebpf"
@@ -25,8 +26,8 @@ var ErrResetTooLarge = errors.New("tables too full to empty")
 // ring buffers must have been read to the end: Reset refuses a
 // collection with an unread record (a record names a process that may
 // be waiting stopped for it). maxKeys bounds the hash entries it deletes
-// (ErrResetTooLarge beyond); on any error the collection is to be
-// closed, not used.
+// (ErrResetTooLarge beyond, once up to 4,096 more went); on any error the
+// collection is half emptied, to be closed, not used.
 //
 // Per-task storage (threads) is not emptied (it cannot be listed): its
 // entries belong to tasks of the process traced before, which either
@@ -168,16 +169,17 @@ var zeros [1 << 16]byte
 // copy): through its memory where it is mapped, in batches otherwise.
 func zeroArray(m *ebpf.Map, perCPU bool) error {
 	if !perCPU && m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		mem, err := m.Memory()
+		// Mapped here and unmapped at once: a mapping kept (cilium's
+		// Map.Memory) would hold the map's memory past its Close.
+		page := uint64(os.Getpagesize())
+		size := (uint64(m.ValueSize()+7) &^ 7) * uint64(m.MaxEntries())
+		size = (size + page - 1) &^ (page - 1)
+		mem, err := unix.Mmap(m.FD(), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err != nil {
-			return err
+			return fmt.Errorf("map its memory: %w", err)
 		}
-		for off := uint32(0); off < mem.Size(); off += uint32(len(zeros)) {
-			if _, err := mem.WriteAt(zeros[:min(uint32(len(zeros)), mem.Size()-off)], int64(off)); err != nil {
-				return err
-			}
-		}
-		return nil
+		clear(mem)
+		return unix.Munmap(mem)
 	}
 	cpus := 1
 	if perCPU {

@@ -79,8 +79,8 @@ func TestResetMatchesFreshLoad(t *testing.T) {
 	}
 }
 
-// Reset deletes no more hash entries than it is allowed: a collection
-// whose tables are fuller is refused (the caller closes it).
+// A collection whose hash tables hold more entries than Reset may delete
+// is refused (the caller closes it), one that holds as many is emptied.
 func TestResetRefusesFullTables(t *testing.T) {
 	testutil.RequireBPF(t)
 	o, err := Load(resetConfig)
@@ -88,18 +88,22 @@ func TestResetRefusesFullTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	for i := range 100 {
-		key := make([]byte, o.objs.Allocs.KeySize())
-		key[0], key[1] = byte(i), 1
-		if err := o.objs.Allocs.Update(key, make([]byte, o.objs.Allocs.ValueSize()), ebpf.UpdateNoExist); err != nil {
-			t.Fatal(err)
+	fill := func() {
+		for i := range 100 {
+			key := make([]byte, o.objs.Allocs.KeySize())
+			key[0], key[1] = byte(i), 1
+			if err := o.objs.Allocs.Update(key, make([]byte, o.objs.Allocs.ValueSize()), ebpf.UpdateAny); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	fill()
 	if err := o.Reset(99); !errors.Is(err, ErrResetTooLarge) {
 		t.Fatalf("Reset(99) of 100 allocations = %v, want ErrResetTooLarge", err)
 	}
+	fill()
 	if err := o.Reset(100); err != nil {
-		t.Fatalf("Reset(100) of what is left = %v", err)
+		t.Fatalf("Reset(100) of 100 allocations = %v", err)
 	}
 	if k, err := o.objs.Allocs.NextKeyBytes(nil); err != nil || k != nil {
 		t.Fatalf("allocs not empty after Reset: key %x, %v", k, err)
