@@ -50,7 +50,7 @@ const (
 // holds what is known only at the end: each site's final totals and live
 // allocations, the lost counters, the objects, the warnings and the
 // target's exit code. A memory record (added within v2) holds the
-// memory breakdown taken with a snapshot, after it. Readers skip records
+// memory breakdown taken with a snapshot, right after it (the same at_ns). Readers skip records
 // of types they do not know, so a
 // version may add record types and fields that readers can do without;
 // anything else needs a new schema version (delta records did).
@@ -717,6 +717,10 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 	index := map[uint64]int{} // site ID to index in c.Sites
 	var end *captureEnd
 	var last []SitePoint // the last snapshot's points by ascending ID, for a delta
+	// snapAt is the last snapshot's time, which a memory record's must
+	// be (snapped: one was read).
+	var snapAt time.Duration
+	snapped := false
 	fast := newLineDecoder()
 	for n := 2; complete; n++ {
 		var rec captureRecord
@@ -808,10 +812,14 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 			if len(snap.Sites) == 0 {
 				snap.Sites = nil // listed as null or [], or emptied: the same
 			}
+			snapAt, snapped = snap.At, true
 			c.Snapshots = ThinSnapshots(append(c.Snapshots, snap))
 		case "memory":
 			if rec.Memory == nil {
 				return nil, fmt.Errorf("line %d: memory record without a memory", n)
+			}
+			if !snapped || rec.Memory.At != snapAt {
+				return nil, fmt.Errorf("line %d: memory record at %v follows no snapshot of that time", n, rec.Memory.At)
 			}
 			if err := checkMemory(rec.Memory, c.Memory); err != nil {
 				return nil, fmt.Errorf("line %d: %w", n, err)

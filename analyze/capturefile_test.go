@@ -703,8 +703,8 @@ func memoryCapture() *Capture {
 
 // A capture's memory breakdowns come back from its file as recorded, in
 // memory records after their snapshots; a breakdown whose parts do not
-// add up to its RSS, or that names a part leakscope does not make, is a
-// corrupt capture.
+// add up to its RSS, that names a part leakscope does not make, or that
+// follows no snapshot of its time, is a corrupt capture.
 func TestCaptureMemoryRoundTrip(t *testing.T) {
 	want := memoryCapture()
 	data := string(streamCapture(t, want))
@@ -724,6 +724,9 @@ func TestCaptureMemoryRoundTrip(t *testing.T) {
 		{`"rss_bytes":13631488`, `"rss_bytes":13631489`},
 		{`"pid":42,"rss_bytes"`, `"pid":0,"rss_bytes"`},
 		{`"name":"thread stacks"`, `"name":"threads"`},
+		// A breakdown is taken with a snapshot: one of another time
+		// (here the 30 s breakdown dated 25 s) follows none.
+		{`"memory":{"at_ns":30000000000`, `"memory":{"at_ns":25000000000`},
 	} {
 		bad := strings.Replace(data, c.old, c.new, 1)
 		if bad == data {
