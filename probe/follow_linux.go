@@ -369,12 +369,16 @@ func (t *Tracer) warnf(msg string) {
 // snapshot, and ends the capture of those that exited: their last point
 // is their state at exit, kept for the rest of the capture.
 func (f *follower) snapshot(p *Progress) {
+	// read: processes counted from this snapshot of theirs, not again
+	// from their capture should it end meanwhile (endExited).
+	read := map[*followed]bool{}
 	for _, fp := range f.live() {
 		if exited(fp.t.pid) {
 			f.end(fp, true)
 			continue
 		}
 		if pp, err := fp.t.Snapshot(); err == nil {
+			read[fp] = true
 			p.LiveCount += pp.LiveCount
 			p.LiveBytes += pp.LiveBytes
 			p.Sites += pp.Sites
@@ -385,6 +389,9 @@ func (f *follower) snapshot(p *Progress) {
 	}
 	f.stampEnded(p.Elapsed)
 	for _, fp := range f.ended() {
+		if read[fp] {
+			continue
+		}
 		for _, s := range fp.final.Sites {
 			p.LiveCount += s.LiveCount
 			p.LiveBytes += s.LiveBytes
