@@ -4,7 +4,6 @@ package kernel
 
 import (
 	"fmt"
-	"reflect"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -70,11 +69,8 @@ func (l *lazyPrograms) deferWalkers(spec *ebpf.CollectionSpec) {
 func (l *lazyPrograms) keepMaps(o *loadedObjects) {
 	l.data = o.dataSections
 	l.maps = map[string]*ebpf.Map{".rodata": o.Rodata, ".bss": o.Bss}
-	v := reflect.ValueOf(o.leakMaps)
-	for i := range v.NumField() {
-		if m, ok := v.Field(i).Interface().(*ebpf.Map); ok && m != nil {
-			l.maps[v.Type().Field(i).Tag.Get("ebpf")] = m
-		}
+	for _, nm := range namedMaps(&o.leakMaps) {
+		l.maps[nm.name] = nm.m
 	}
 }
 

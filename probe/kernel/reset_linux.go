@@ -84,9 +84,12 @@ type namedMap struct {
 
 // tables lists every map of the collection but the global-data sections,
 // by its name in the object.
-func (o *Objects) tables() []namedMap {
+func (o *Objects) tables() []namedMap { return namedMaps(&o.objs.leakMaps) }
+
+// namedMaps lists the maps of m by their names in the object.
+func namedMaps(m *leakMaps) []namedMap {
 	var out []namedMap
-	v := reflect.ValueOf(o.objs.leakMaps)
+	v := reflect.ValueOf(m).Elem()
 	for i := range v.NumField() {
 		if m, ok := v.Field(i).Interface().(*ebpf.Map); ok && m != nil {
 			out = append(out, namedMap{v.Type().Field(i).Tag.Get("ebpf"), m})
