@@ -5,7 +5,6 @@ package probe
 import (
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,19 +25,7 @@ func TestFollowReusesCollections(t *testing.T) {
 	const runs = 6
 	script := strings.Repeat(leaky+" > /dev/null; ", runs) + "true"
 	tr, proc, stderr := startLaunch(t, Options{Follow: true}, "sh", "-c", script)
-	select {
-	case <-proc.Done():
-	case <-time.After(120 * time.Second):
-		proc.Signal(syscall.SIGKILL)
-		t.Fatal("the script did not end within 120s")
-	}
-	c, err := tr.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := proc.ExitCode(); code != 0 {
-		t.Fatalf("sh exited %d: %s", code, stderr)
-	}
+	c := stopLaunched(t, tr, proc, stderr, "sh")
 	checkNoLoss(t, c)
 
 	tr.tree.mu.Lock()

@@ -77,20 +77,27 @@ func launchWith(t *testing.T, opts Options, argv ...string) (*analyze.Capture, s
 func launchTo(t *testing.T, out io.Writer, opts Options, argv ...string) (*analyze.Capture, string) {
 	t.Helper()
 	tr, proc, stderr := startLaunchTo(t, out, opts, argv...)
+	return stopLaunched(t, tr, proc, stderr, argv[0]), stderr.String()
+}
+
+// stopLaunched waits for the command name that proc runs under tr to
+// exit, stops tr and returns its capture; the command must exit 0.
+func stopLaunched(t *testing.T, tr *Tracer, proc *Process, stderr *bytes.Buffer, name string) *analyze.Capture {
+	t.Helper()
 	select {
 	case <-proc.Done():
 	case <-time.After(60 * time.Second):
 		proc.Signal(syscall.SIGKILL)
-		t.Fatalf("%s did not exit within 60s", argv[0])
+		t.Fatalf("%s did not exit within 60s", name)
 	}
 	c, err := tr.Stop()
 	if err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	if code := proc.ExitCode(); code != 0 {
-		t.Fatalf("%s exited %d: %s", argv[0], code, stderr.String())
+		t.Fatalf("%s exited %d: %s", name, code, stderr.String())
 	}
-	return c, stderr.String()
+	return c
 }
 
 // sitesIn returns the sites whose first frame is function fn of module.
