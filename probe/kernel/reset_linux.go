@@ -74,9 +74,6 @@ func (o *Objects) Reset(maxKeys int) error {
 	return nil
 }
 
-// Config is the configuration o was loaded with.
-func (o *Objects) Config() Config { return o.config }
-
 type namedMap struct {
 	name string
 	m    *ebpf.Map
