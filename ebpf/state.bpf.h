@@ -311,6 +311,22 @@ struct {
 	__type(value, __u64);
 } stack_seen SEC(".maps");
 
+/* The numbers of one stack walk, which change at every frame. They live
+ * in this CPU's stack window, a map value, not on the walking program's
+ * stack: the verifier tracks what a program keeps on its stack, bounds
+ * and all, so every iteration of walk_step would start from a state of
+ * its own (a frame pointer known to be 8-aligned, above the last stack
+ * pointer, ...) and none could be pruned; it knows nothing of a map
+ * value's contents, and each iteration starts alike. */
+struct walk_regs {
+	__u64 ip; /* return address of the current frame */
+	__u64 fp; /* frame pointer of the current frame's caller */
+	__u64 sp; /* lowest address the next frame may lie at */
+	__u64 hash;
+	__u64 gen; /* the range table's generation: frame_cache entries of another are stale */
+	__u64 stack_lo, stack_hi; /* the thread's stack, as far as chunks may be read; hi 0: unknown */
+};
+
 /* Where a stack walk keeps the chunk of the target's stack it read last
  * (stack_read). BPF-only. A chunk is at most STACK_CHUNK bytes; a
  * thread's first walk reads STACK_FIRST_CHUNK first, a later walk as
@@ -324,6 +340,7 @@ struct stack_window {
 	__u64 busy; /* a walk on this CPU holds the per-CPU scratch (walk_stack) */
 	__u64 chunk; /* bytes the next chunk read reads, at most */
 	__u64 low, reach; /* this walk's lowest chunk start and highest word end read from chunks; low 0: none */
+	struct walk_regs regs; /* the walk this CPU runs (walk.bpf.h) */
 	__u8 data[STACK_CHUNK];
 };
 

@@ -10,20 +10,14 @@
 /* Frames more than this far above the stack pointer are not trusted. */
 #define MAX_FRAME_SPAN (8ULL << 20)
 
-/* State of one stack walk, shared with walk_step through bpf_loop. */
+/* State of one stack walk, shared with walk_step through bpf_loop:
+ * pointers to map values only (see struct walk_regs, state.bpf.h). */
 struct walk_ctx {
 	struct stack *st;
-	__u64 ip; /* return address of the current frame */
-	__u64 fp; /* frame pointer of the current frame's caller */
-	__u64 sp; /* lowest address the next frame may lie at */
-	__u64 hash;
-	__u64 gen; /* the range table's generation: frame_cache entries of another are stale */
+	struct walk_regs *r;
 	struct stack_window *win;
 	struct thread_state *ts;
-	__u64 stack_lo, stack_hi; /* the thread's stack, as far as chunks may be read; hi 0: unknown */
-	/* The depth lives in st->depth, a map value: a counter on the stack
-	 * would be a known number in every iteration, and the verifier would
-	 * check each of the 64 iterations' paths apart. */
+	/* The depth lives in st->depth, a map value, for the same reason. */
 };
 
 /* stack_read reads size bytes of the target's stack at addr. Each user
@@ -40,13 +34,13 @@ static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size
 {
 	struct stack_window *win = w->win;
 	if (addr < win->lo || addr - win->lo + size > win->len) {
-		if (addr < w->stack_lo || addr + size > w->stack_hi)
+		if (addr < w->r->stack_lo || addr + size > w->r->stack_hi)
 			return bpf_probe_read_user(dst, size, (void *)addr);
 		/* From addr up: a walk reads each frame's words in
 		 * ascending order, and frames lie above their callees. (Not
 		 * below addr: a page below the deepest call so far may never
 		 * have been touched.) */
-		__u64 n = w->stack_hi - addr;
+		__u64 n = w->r->stack_hi - addr;
 		if (n > win->chunk)
 			n = win->chunk;
 		if (n > STACK_CHUNK)
@@ -59,8 +53,8 @@ static __always_inline long stack_read(struct walk_ctx *w, void *dst, __u32 size
 			 * below its arguments. No chunk on this thread runs
 			 * past addr's page again (each fault costs ~1.2 us);
 			 * words above are read alone. */
-			w->stack_hi = (addr | (page_size - 1)) + 1;
-			w->ts->stack_hi = w->stack_hi;
+			w->r->stack_hi = (addr | (page_size - 1)) + 1;
+			w->ts->stack_hi = w->r->stack_hi;
 			stat_add(STAT_STACK_CHUNK_FAULTS, 1);
 			return bpf_probe_read_user(dst, size, (void *)addr);
 		}
@@ -125,9 +119,9 @@ static __always_inline long push_frame(struct walk_ctx *w, __u64 ra, __u64 sp)
 	}
 	st->ips[d] = ra;
 	st->depth = d + 1;
-	w->ip = ra;
-	w->sp = sp;
-	w->hash = (w->hash ^ ra) * 1099511628211ULL;
+	w->r->ip = ra;
+	w->r->sp = sp;
+	w->r->hash = (w->r->hash ^ ra) * 1099511628211ULL;
 	return 0;
 }
 
@@ -169,10 +163,10 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
 	__u64 cfa;
 	switch (fr->rule & 0xf) {
 	case UNWIND_CFA_RSP:
-		cfa = w->sp + fr->cfa_off;
+		cfa = w->r->sp + fr->cfa_off;
 		break;
 	case UNWIND_CFA_RBP:
-		cfa = w->fp + fr->cfa_off;
+		cfa = w->r->fp + fr->cfa_off;
 		break;
 	case UNWIND_UNDEFINED:
 		st->flags |= STACK_UNWIND_END;
@@ -181,13 +175,13 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
 		st->flags |= STACK_UNWIND_UNSUPPORTED;
 		return 1;
 	}
-	if (cfa <= w->sp || cfa - w->sp > MAX_FRAME_SPAN) {
+	if (cfa <= w->r->sp || cfa - w->r->sp > MAX_FRAME_SPAN) {
 		st->flags |= STACK_BAD_FRAME;
 		return 1;
 	}
 	/* The saved %rbp first: it lies below the return address, and a
 	 * chunk of the stack is read upwards from the first word needed. */
-	__u64 ra, fp = w->fp;
+	__u64 ra, fp = w->r->fp;
 	__u32 how = fr->rule >> 4;
 	if ((how == UNWIND_RBP_SAVED && stack_read(w, &fp, sizeof(fp), cfa + fr->rbp_off)) ||
 	    stack_read(w, &ra, sizeof(ra), cfa - 8)) {
@@ -196,34 +190,34 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
 	}
 	if (how == UNWIND_RBP_UNDEFINED)
 		fp = 0;
-	w->fp = fp;
+	w->r->fp = fp;
 	return push_frame(w, ra, cfa);
 }
 
-/* frame_rule finds how to unwind the frame of w->ip: its range's flags
+/* frame_rule finds how to unwind the frame of w->r->ip: its range's flags
  * and, for an object walked with unwind rows, its row; from frame_cache
  * when this generation of the tables already found it (a walk through a
  * big object costs two binary searches per frame otherwise). Returns false
- * when no range holds w->ip. */
+ * when no range holds w->r->ip. */
 static __always_inline bool frame_rule(struct walk_ctx *w, struct frame_rule *fr, struct frame_rule **cached)
 {
-	__u32 slot = (__u32)((w->ip * 0x9E3779B97F4A7C15ULL) >> (64 - FRAME_CACHE_BITS));
+	__u32 slot = (__u32)((w->r->ip * 0x9E3779B97F4A7C15ULL) >> (64 - FRAME_CACHE_BITS));
 	struct frame_rule *c = bpf_map_lookup_elem(&frame_cache, &slot);
 	*cached = c;
-	if (c && c->ip == w->ip && c->generation == w->gen) {
+	if (c && c->ip == w->r->ip && c->generation == w->r->gen) {
 		*fr = *c;
 		return true;
 	}
-	struct exec_range *r = find_range(w->ip);
+	struct exec_range *r = find_range(w->r->ip);
 	if (!r)
 		return false;
-	fr->ip = w->ip;
-	fr->generation = w->gen;
+	fr->ip = w->r->ip;
+	fr->generation = w->r->gen;
 	fr->flags = r->flags;
 	fr->has_row = 0;
 	fr->blob = 0;
 	if (r->flags & RANGE_DWARF)
-		find_row(w->ip, r, fr);
+		find_row(w->r->ip, r, fr);
 	if (c)
 		*c = *fr;
 	return true;
@@ -261,13 +255,13 @@ static __always_inline long jvm_unwind(struct walk_ctx *w, __s32 size)
 		st->flags |= STACK_BAD_FRAME;
 		return 1;
 	}
-	__u64 cfa = w->sp + (__u64)size * 8;
+	__u64 cfa = w->r->sp + (__u64)size * 8;
 	__u64 frame[2]; /* caller's %rbp, return address */
 	if (stack_read(w, frame, sizeof(frame), cfa - 16)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
-	w->fp = frame[0];
+	w->r->fp = frame[0];
 	return push_frame(w, frame[1], cfa);
 }
 
@@ -283,7 +277,7 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 	/* The blob found for this return address before, if the same
 	 * nmethod (compile id) is still there: one read instead of the
 	 * segment map walk. fc is this ip's frame_cache entry. */
-	if (fc && fc->ip == w->ip && fc->generation == w->gen && fc->blob) {
+	if (fc && fc->ip == w->r->ip && fc->generation == w->r->gen && fc->blob) {
 		__u32 zero = 0, id = 0;
 		__s32 size = 0;
 		struct jvm_heap *h0 = bpf_map_lookup_elem(&jvm_heaps, &zero);
@@ -302,14 +296,14 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 	struct jvm_heap *h = NULL;
 	for (__u32 k = 0; k < MAX_JVM_HEAPS; k++) {
 		struct jvm_heap *c = bpf_map_lookup_elem(&jvm_heaps, &k);
-		if (c && c->low && w->ip >= c->low && w->ip < c->high) {
+		if (c && c->low && w->r->ip >= c->low && w->r->ip < c->high) {
 			h = c;
 			break;
 		}
 	}
 	if (!h)
 		return -1;
-	struct seg_search c = { .segmap = h->segmap, .idx = (w->ip - h->low) >> (h->log2_segment & 63) };
+	struct seg_search c = { .segmap = h->segmap, .idx = (w->r->ip - h->low) >> (h->log2_segment & 63) };
 	bpf_loop(JVM_SEGMAP_STEPS, segmap_step, &c, 0);
 	if (c.done != 1) {
 		st->flags |= STACK_BAD_FRAME;
@@ -322,14 +316,14 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 		return 1;
 	}
 	if (size <= 0) {
-		if (fc && fc->ip == w->ip && fc->generation == w->gen) {
+		if (fc && fc->ip == w->r->ip && fc->generation == w->r->gen) {
 			fc->blob = blob;
 			fc->frame_size = 0;
 		}
 		return -1;
 	}
 	__u32 id = 0;
-	if (fc && fc->ip == w->ip && fc->generation == w->gen && h->compile_id_offset &&
+	if (fc && fc->ip == w->r->ip && fc->generation == w->r->gen && h->compile_id_offset &&
 	    !bpf_probe_read_user(&id, sizeof(id), (void *)(blob + h->compile_id_offset))) {
 		fc->blob = blob;
 		fc->frame_size = size;
@@ -356,11 +350,11 @@ static __always_inline __u64 jvm_bci(__u64 bcp, __u64 method)
 	return (bcp - code + 1) << STACK_JVM_BCI_SHIFT;
 }
 
-/* go_stack_switch leaves the system stack for the goroutine's at w->ip, a
+/* go_stack_switch leaves the system stack for the goroutine's at w->r->ip, a
  * return address into runtime.asmcgocall, as asmcgocall itself does when
  * the C call returns (asm_amd64.s). Before switching to the thread's
  * system stack (g0) and calling C, asmcgocall stored at what is now the C
- * callee's CFA (w->sp) the goroutine's stack depth, g.stack.hi minus its
+ * callee's CFA (w->r->sp) the goroutine's stack depth, g.stack.hi minus its
  * own frame pointer, then g; called on a system stack already (nosave),
  * it stored its frame pointer itself, then 0. That frame pointer is where
  * asmcgocall pushed its caller's %rbp, with its return address above: a
@@ -372,7 +366,7 @@ static __always_inline long go_stack_switch(struct walk_ctx *w)
 {
 	struct stack *st = w->st;
 	__u64 saved[2] = {}; /* depth (or the frame pointer), g (or 0) */
-	if (stack_read(w, saved, sizeof(saved), w->sp)) {
+	if (stack_read(w, saved, sizeof(saved), w->r->sp)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
@@ -393,8 +387,8 @@ static __always_inline long go_stack_switch(struct walk_ctx *w)
 		st->flags |= STACK_BAD_FRAME;
 		return 1;
 	}
-	w->fp = fp;
-	w->sp = fp;
+	w->r->fp = fp;
+	w->r->sp = fp;
 	return 0;
 }
 
@@ -423,9 +417,9 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		/* Unknown object: keep walking with the sanity checks below;
 		 * user space validates the frames later. */
 		st->flags |= STACK_UNVERIFIED;
-		note_range_miss(w->ip);
+		note_range_miss(w->r->ip);
 	}
-	__u64 fp = w->fp;
+	__u64 fp = w->r->fp;
 	__u64 sender_sp = 0;
 	if (known && (fr.flags & RANGE_JVM_INTERP)) {
 		/* An interpreted Java frame: every method runs the same
@@ -449,11 +443,11 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		method = STACK_JVM_METHOD | (method & STACK_JVM_METHOD_MASK) | jvm_bci(bcp, slots[0]);
 		st->ips[d] = method;
 		st->depth = d + 1;
-		w->hash = (w->hash ^ method) * 1099511628211ULL;
+		w->r->hash = (w->r->hash ^ method) * 1099511628211ULL;
 	}
 	if (fp == 0)
 		return 1; /* outermost frame */
-	if (fp < w->sp || (fp & 7) || fp - w->sp > MAX_FRAME_SPAN) {
+	if (fp < w->r->sp || (fp & 7) || fp - w->r->sp > MAX_FRAME_SPAN) {
 		/* A cgo call runs C on the thread's stack, and the frame pointer
 		 * it keeps leads back to the goroutine's stack, elsewhere in
 		 * memory: from Go code, or code not classified yet (a command
@@ -480,10 +474,10 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	}
 	st->ips[d] = frame[1];
 	st->depth = d + 1;
-	w->ip = frame[1];
-	w->sp = sender_sp ? sender_sp : fp + 16;
-	w->fp = frame[0];
-	w->hash = (w->hash ^ frame[1]) * 1099511628211ULL;
+	w->r->ip = frame[1];
+	w->r->sp = sender_sp ? sender_sp : fp + 16;
+	w->r->fp = frame[0];
+	w->r->hash = (w->r->hash ^ frame[1]) * 1099511628211ULL;
 	return 0;
 }
 
@@ -515,23 +509,20 @@ static __always_inline __u64 walk_stack_held(struct thread_state *ts, struct sta
 	st->depth = 1;
 	st->ips[0] = ip;
 	struct range_ctl *ctl = bpf_map_lookup_elem(&range_ctls, &zero);
-	struct walk_ctx w = {
-		.st = st,
-		.ip = ip,
-		.fp = fp,
-		.sp = sp,
-		.hash = (14695981039346656037ULL ^ ip) * 1099511628211ULL,
-		.gen = (ctl ? ctl->generation : 0) | ((__u64)exec_gen << 48),
-		.win = win,
-		.ts = ts,
-		.stack_lo = ts->stack_lo,
-		.stack_hi = ts->stack_hi,
-	};
+	struct walk_regs *r = &win->regs;
+	r->ip = ip;
+	r->fp = fp;
+	r->sp = sp;
+	r->hash = (14695981039346656037ULL ^ ip) * 1099511628211ULL;
+	r->gen = (ctl ? ctl->generation : 0) | ((__u64)exec_gen << 48);
+	r->stack_lo = ts->stack_lo;
+	r->stack_hi = ts->stack_hi;
+	struct walk_ctx w = { .st = st, .r = r, .win = win, .ts = ts };
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
 	if (win->low && win->reach > win->low)
 		ts->stack_need = win->reach - win->low > STACK_CHUNK ? STACK_CHUNK : (__u32)(win->reach - win->low);
 	/* ips past depth keep stale frames; readers use depth only. */
-	__u64 h = (w.hash ^ st->flags) * 1099511628211ULL;
+	__u64 h = (r->hash ^ st->flags) * 1099511628211ULL;
 	if (h == 0)
 		h = 1;
 	/* Most walks repeat a stack already stored: this CPU may have seen

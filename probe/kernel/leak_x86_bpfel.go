@@ -360,7 +360,17 @@ type leakStackWindow struct {
 	Chunk uint64
 	Low   uint64
 	Reach uint64
-	Data  [4096]uint8
+	Regs  struct {
+		_       structs.HostLayout
+		Ip      uint64
+		Fp      uint64
+		Sp      uint64
+		Hash    uint64
+		Gen     uint64
+		StackLo uint64
+		StackHi uint64
+	}
+	Data [4096]uint8
 }
 
 type leakStatIndex uint32

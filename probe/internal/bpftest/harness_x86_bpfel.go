@@ -154,7 +154,17 @@ type HarnessStackWindow struct {
 	Chunk uint64
 	Low   uint64
 	Reach uint64
-	Data  [4096]uint8
+	Regs  struct {
+		_       structs.HostLayout
+		Ip      uint64
+		Fp      uint64
+		Sp      uint64
+		Hash    uint64
+		Gen     uint64
+		StackLo uint64
+		StackHi uint64
+	}
+	Data [4096]uint8
 }
 
 type HarnessThreadState struct {
