@@ -219,13 +219,28 @@ func (o *Objects) prepareWalkers(c Config) error {
 	return nil
 }
 
-// verifierDetail gives a verifier's refusal with its whole log.
+// verifierDetail says which kernel's verifier refused a program and its
+// last words (the log's last line and how many it left out: a refusal's
+// whole log runs to hundreds of kilobytes, and is written only where
+// LEAKSCOPE_VERIFIER_LOG=1 asks for it).
 func verifierDetail(err error) error {
 	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		return fmt.Errorf("%+v", ve)
+	if !errors.As(err, &ve) {
+		return err
 	}
-	return err
+	if os.Getenv("LEAKSCOPE_VERIFIER_LOG") == "1" {
+		return fmt.Errorf("the BPF verifier of Linux %s refused it: %+v", kernelRelease(), ve)
+	}
+	return fmt.Errorf("the BPF verifier of Linux %s refused it (LEAKSCOPE_VERIFIER_LOG=1 prints its whole log): %v", kernelRelease(), ve)
+}
+
+// kernelRelease is uname -r, "unknown" when it cannot be read.
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }
 
 // maxAllocSlots is the most slots alloc_buckets has: 64Ki heap blocks,
@@ -258,7 +273,7 @@ func TryLoad() error {
 	useExitHook(spec)
 	var objs leakObjects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		return fmt.Errorf("load BPF programs: %w", err)
+		return fmt.Errorf("load BPF programs: %w", verifierDetail(err))
 	}
 	return objs.Close()
 }

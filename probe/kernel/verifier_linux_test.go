@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 
 	"github.com/leakscope/leakscope/internal/testutil"
 )
@@ -72,5 +74,34 @@ func TestProgramsVerifyWithinBudget(t *testing.T) {
 				t.Errorf("%s: verifier processed %d instructions, budget %d (limit 1M)", name, n, verifierBudget)
 			}
 		})
+	}
+}
+
+// TestVerifierRefusalIsOneLine: a program the verifier refuses (it reads a
+// register nothing wrote) is reported in one line that names the kernel
+// and the verifier's reason, and with LEAKSCOPE_VERIFIER_LOG=1 with the
+// whole log.
+func TestVerifierRefusalIsOneLine(t *testing.T) {
+	testutil.RequireBPF(t)
+	_, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.SocketFilter,
+		Instructions: asm.Instructions{asm.Mov.Reg(asm.R0, asm.R3), asm.Return()},
+		License:      "MIT",
+	})
+	if err == nil {
+		t.Fatal("the verifier accepted a read of an unwritten register")
+	}
+	short := verifierDetail(err).Error()
+	want := "the BPF verifier of Linux " + kernelRelease() + " refused it"
+	if !strings.Contains(short, want) || !strings.Contains(short, "R3 !read_ok") || strings.Contains(short, "\n") {
+		t.Errorf("refusal = %q, want one line with %q and the verifier's reason", short, want)
+	}
+	t.Setenv("LEAKSCOPE_VERIFIER_LOG", "1")
+	long := verifierDetail(err).Error()
+	if !strings.Contains(long, "0: (bf) r0 = r3") || !strings.Contains(long, "R3 !read_ok") {
+		t.Errorf("with LEAKSCOPE_VERIFIER_LOG=1 the refusal lacks the log's instructions: %q", long)
+	}
+	if other := errors.New("no such file"); verifierDetail(other) != other {
+		t.Error("an error that is no refusal was rewritten")
 	}
 }
