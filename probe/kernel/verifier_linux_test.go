@@ -26,15 +26,44 @@ const verifierBudget = 250000
 
 var processedRE = regexp.MustCompile(`processed (\d+) insns`)
 
+// budgetConfigs are the settings of the object's constants the budget is
+// checked under: what Load sets changes which paths the verifier walks
+// (a constant branch is pruned), so each mode the tracer loads in is
+// verified, not only the object's defaults.
+var budgetConfigs = []struct {
+	name string
+	vars map[string]any
+}{
+	{"defaults", nil},
+	{"run", map[string]any{"follow_forks": uint32(1), "wait_exec": uint32(1), "stop_on_load": uint32(1), "site_copies": uint32(2)}},
+	{"sampled", map[string]any{"sample_bytes": uint64(512 << 10), "sample_exact": uint32(40), "follow_forks": uint32(1)}},
+	{"maps", map[string]any{"trace_maps": uint32(1), "alloc_buckets_used": uint32(0)}},
+	{"probes-only", map[string]any{"probes_only": uint32(1)}},
+}
+
 // TestProgramsVerifyWithinBudget loads every program of the object alone
-// (with small hash maps: sizes do not change what is verified) and reads
-// how many instructions the verifier processed.
+// (with small hash maps: sizes do not change what is verified), under
+// each of budgetConfigs, and reads how many instructions the verifier
+// processed.
 func TestProgramsVerifyWithinBudget(t *testing.T) {
 	testutil.RequireBPF(t)
-	spec, err := loadLeak()
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range budgetConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			spec, err := loadLeak()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, v := range c.vars {
+				if err := spec.Variables[name].Set(v); err != nil {
+					t.Fatalf("set %s: %v", name, err)
+				}
+			}
+			verifyWithinBudget(t, spec)
+		})
 	}
+}
+
+func verifyWithinBudget(t *testing.T, spec *ebpf.CollectionSpec) {
 	maps := map[string]*ebpf.MapSpec{}
 	for name, m := range spec.Maps {
 		m = m.Copy()
@@ -56,7 +85,7 @@ func TestProgramsVerifyWithinBudget(t *testing.T) {
 			})
 			var verr *ebpf.VerifierError
 			if errors.As(err, &verr) && processedRE.MatchString(fmt.Sprint(verr.Log)) {
-				t.Fatalf("verifier refused %s: %v", name, err)
+				t.Fatalf("verifier refused %s: %v", name, verifierDetail(err))
 			}
 			if err != nil {
 				// A program this kernel lacks the hook or helpers for
