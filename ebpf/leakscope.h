@@ -188,7 +188,7 @@ struct frame_rule {
 	__u8 pad;
 	__s16 cfa_off;
 	__u16 pad2;
-	__u32 pad3;
+	__u32 checked;    /* RANGE_JVM_CODE: blob_clock() when blob was last read */
 	/* RANGE_JVM_CODE: the code blob found for ip, its frame size in
 	 * words and the compile id read there (blob 0: none yet). A freed
 	 * nmethod's memory reused by another has another compile id. Frame

@@ -265,6 +265,22 @@ static __always_inline long jvm_unwind(struct walk_ctx *w, __s32 size)
 	return push_frame(w, frame[1], cfa);
 }
 
+/* A code blob found for a return address is trusted without reading it
+ * again for JVM_BLOB_RECHECK units of blob_clock() (~2^20 ns: ~0.1 s):
+ * a read of the target's memory costs ~100 ns here, and a stack from a
+ * JIT-compiled program crosses a dozen compiled frames, each its own blob.
+ * Trusting it that long is safe because HotSpot frees an nmethod only
+ * when no thread's stack holds a frame of it: a cached return address
+ * still on a stack is in the same blob, unless the blob was freed and
+ * its memory given to another with a call returning at the very same
+ * address, all within that time. */
+#define JVM_BLOB_RECHECK 100
+
+static __always_inline __u32 blob_clock(void)
+{
+	return (__u32)(tick_now() >> 20);
+}
+
 /* jvm_step unwinds one compiled Java frame (or any code blob with a frame
  * size) in a HotSpot code heap: the frame spans frame_size words above the
  * stack pointer at its call, the return address in the last, the caller's
@@ -274,24 +290,36 @@ static __always_inline long jvm_unwind(struct walk_ctx *w, __s32 size)
 static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 {
 	struct stack *st = w->st;
-	/* The blob found for this return address before, if the same
-	 * nmethod (compile id) is still there: one read instead of the
-	 * segment map walk. fc is this ip's frame_cache entry. */
+	/* The blob found for this return address before: trusted for a
+	 * while (JVM_BLOB_RECHECK), then checked with one read (the same
+	 * nmethod, by its compile id, or still a blob without a frame size)
+	 * instead of the segment map walk. fc is this ip's frame_cache
+	 * entry. */
 	if (fc && fc->ip == w->r->ip && fc->generation == w->r->gen && fc->blob) {
+		__u32 now = blob_clock();
+		if (now - fc->checked < JVM_BLOB_RECHECK) {
+			if (fc->frame_size > 0)
+				return jvm_unwind(w, fc->frame_size);
+			return -1;
+		}
 		__u32 zero = 0, id = 0;
 		__s32 size = 0;
 		struct jvm_heap *h0 = bpf_map_lookup_elem(&jvm_heaps, &zero);
 		if (h0 && fc->frame_size > 0 && h0->compile_id_offset &&
 		    !bpf_probe_read_user(&id, sizeof(id), (void *)(fc->blob + h0->compile_id_offset)) &&
-		    id == fc->compile_id)
+		    id == fc->compile_id) {
+			fc->checked = now;
 			return jvm_unwind(w, fc->frame_size);
+		}
 		/* A blob without a frame size (the interpreter, a stub: a
 		 * frame in nearly every Java stack) is still one if it still
-		 * says so: one read instead of the segment map walk. */
+		 * says so. */
 		if (h0 && fc->frame_size == 0 &&
 		    !bpf_probe_read_user(&size, sizeof(size), (void *)(fc->blob + h0->frame_size_offset)) &&
-		    size <= 0)
+		    size <= 0) {
+			fc->checked = now;
 			return -1;
+		}
 	}
 	struct jvm_heap *h = NULL;
 	for (__u32 k = 0; k < MAX_JVM_HEAPS; k++) {
@@ -319,6 +347,7 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 		if (fc && fc->ip == w->r->ip && fc->generation == w->r->gen) {
 			fc->blob = blob;
 			fc->frame_size = 0;
+			fc->checked = blob_clock();
 		}
 		return -1;
 	}
@@ -328,6 +357,7 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 		fc->blob = blob;
 		fc->frame_size = size;
 		fc->compile_id = id;
+		fc->checked = blob_clock();
 	}
 	return jvm_unwind(w, size);
 }

@@ -167,7 +167,7 @@ type leakFrameRule struct {
 	Pad        uint8
 	CfaOff     int16
 	Pad2       uint16
-	Pad3       uint32
+	Checked    uint32
 	Blob       uint64
 	FrameSize  int32
 	CompileId  uint32

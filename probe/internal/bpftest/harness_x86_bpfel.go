@@ -71,7 +71,7 @@ type HarnessFrameRule struct {
 	Pad        uint8
 	CfaOff     int16
 	Pad2       uint16
-	Pad3       uint32
+	Checked    uint32
 	Blob       uint64
 	FrameSize  int32
 	CompileId  uint32
