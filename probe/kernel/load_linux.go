@@ -219,10 +219,10 @@ func (o *Objects) prepareWalkers(c Config) error {
 	return nil
 }
 
-// verifierDetail says which kernel's verifier refused a program and its
-// last words (the log's last line and how many it left out: a refusal's
-// whole log runs to hundreds of kilobytes, and is written only where
-// LEAKSCOPE_VERIFIER_LOG=1 asks for it).
+// verifierDetail says which kernel's verifier refused a program, and why
+// in a line: its reason (the last line of its log that is not a
+// statistic) and how much it processed. A refusal's whole log runs to
+// hundreds of kilobytes; LEAKSCOPE_VERIFIER_LOG=1 gives it instead.
 func verifierDetail(err error) error {
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {
@@ -231,7 +231,31 @@ func verifierDetail(err error) error {
 	if os.Getenv("LEAKSCOPE_VERIFIER_LOG") == "1" {
 		return fmt.Errorf("the BPF verifier of Linux %s refused it: %+v", kernelRelease(), ve)
 	}
-	return fmt.Errorf("the BPF verifier of Linux %s refused it (LEAKSCOPE_VERIFIER_LOG=1 prints its whole log): %v", kernelRelease(), ve)
+	reason, stats := verifierReason(ve.Log)
+	if stats != "" {
+		reason += " (" + stats + ")"
+	}
+	return fmt.Errorf("the BPF verifier of Linux %s refused it: %v: %s; LEAKSCOPE_VERIFIER_LOG=1 prints its whole log", kernelRelease(), ve.Cause, reason)
+}
+
+// verifierReason finds, in a verifier's log, the last line that says why
+// it refused (not its statistics: time, stack depth) and its count of
+// processed instructions.
+func verifierReason(log []string) (reason, stats string) {
+	for i := len(log) - 1; i >= 0 && reason == ""; i-- {
+		l := strings.TrimSpace(log[i])
+		switch {
+		case strings.HasPrefix(l, "processed "):
+			stats = l
+		case l == "", strings.HasPrefix(l, "verification time"), strings.HasPrefix(l, "stack depth"):
+		default:
+			reason = l
+		}
+	}
+	if reason == "" {
+		reason = "no reason in its log"
+	}
+	return reason, stats
 }
 
 // kernelRelease is uname -r, "unknown" when it cannot be read.

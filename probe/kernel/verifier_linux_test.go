@@ -122,7 +122,7 @@ func TestVerifierRefusalIsOneLine(t *testing.T) {
 	}
 	short := verifierDetail(err).Error()
 	want := "the BPF verifier of Linux " + kernelRelease() + " refused it"
-	if !strings.Contains(short, want) || !strings.Contains(short, "R3 !read_ok") || strings.Contains(short, "\n") {
+	if !strings.Contains(short, want) || !strings.Contains(short, "R3 !read_ok (processed ") || strings.Contains(short, "\n") {
 		t.Errorf("refusal = %q, want one line with %q and the verifier's reason", short, want)
 	}
 	t.Setenv("LEAKSCOPE_VERIFIER_LOG", "1")
@@ -132,5 +132,39 @@ func TestVerifierRefusalIsOneLine(t *testing.T) {
 	}
 	if other := errors.New("no such file"); verifierDetail(other) != other {
 		t.Error("an error that is no refusal was rewritten")
+	}
+}
+
+// TestVerifierReason: the reason and count of a refusal, from the tails
+// of real logs of this kernel (a walker over the 1M-instruction limit; a
+// read of an unwritten register).
+func TestVerifierReason(t *testing.T) {
+	for _, c := range []struct {
+		log           []string
+		reason, stats string
+	}{
+		{
+			log: []string{
+				"3954: (bf) r3 = r6",
+				"BPF program is too large. Processed 1000001 insn",
+				"verification time 30954754 usec",
+				"stack depth 256+0+8+0+128+104+8+8+0",
+				"processed 1000001 insns (limit 1000000) max_states_per_insn 24 total_states 58576 peak_states 128575 mark_read 0",
+				"",
+			},
+			reason: "BPF program is too large. Processed 1000001 insn",
+			stats:  "processed 1000001 insns (limit 1000000) max_states_per_insn 24 total_states 58576 peak_states 128575 mark_read 0",
+		},
+		{
+			log:    []string{"0: R1=ctx() R10=fp0", "0: (bf) r0 = r3", "R3 !read_ok", "processed 1 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0"},
+			reason: "R3 !read_ok",
+			stats:  "processed 1 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0",
+		},
+		{log: nil, reason: "no reason in its log"},
+	} {
+		reason, stats := verifierReason(c.log)
+		if reason != c.reason || stats != c.stats {
+			t.Errorf("verifierReason(%q) = %q, %q; want %q, %q", c.log, reason, stats, c.reason, c.stats)
+		}
 	}
 }
