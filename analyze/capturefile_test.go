@@ -777,3 +777,46 @@ func TestSortFiles(t *testing.T) {
 		t.Errorf("SortFiles = %+v, want %+v", got, want)
 	}
 }
+
+// A site the snapshots defined that the final capture no longer has (a
+// program image the target exec'd away from) is not in the capture read
+// back, as it is not in the live one; its points stay in the snapshots
+// that had them.
+func TestCaptureDropsSitesTheEndDoesNotList(t *testing.T) {
+	final := smallCapture()
+	gone := Site{ID: 5, Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Address: 0x1234, Function: "before_exec", Module: "/bin/sh"}}}}
+	var buf bytes.Buffer
+	cw, err := NewCaptureWriter(&buf, final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := Snapshot{At: 5 * time.Second, Sites: []SitePoint{{ID: 5, LiveCount: 1, LiveBytes: 64, Allocs: 1}}}
+	if err := cw.WriteSnapshotOf(Sites([]Site{gone}), early); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range final.Snapshots[:len(final.Snapshots)-1] {
+		if err := cw.WriteSnapshotOf(Sites(final.Sites), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cw.Close(final); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"before_exec"`) {
+		t.Fatalf("the early site was not written:\n%s", buf.String())
+	}
+	got, err := ReadCapture(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, s := range got.Sites {
+		ids = append(ids, s.ID)
+	}
+	if !slices.Equal(ids, []uint64{7, 9}) {
+		t.Errorf("sites read back %v, want the final capture's [7 9]", ids)
+	}
+	if len(got.Snapshots) == 0 || got.Snapshots[0].At != 5*time.Second || len(got.Snapshots[0].Sites) != 1 || got.Snapshots[0].Sites[0].ID != 5 {
+		t.Errorf("the early snapshot lost its point: %+v", got.Snapshots)
+	}
+}
