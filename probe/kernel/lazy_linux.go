@@ -136,7 +136,7 @@ func (o *Objects) Prepare(p Program, multi bool) error {
 	}
 	prog, err := l.load(name)
 	if err != nil {
-		return fmt.Errorf("load BPF program %s: %w", name, verifierDetail(err))
+		return fmt.Errorf("load BPF programs: %w", verifierDetail(err)) // err names the program
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

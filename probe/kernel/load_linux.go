@@ -94,28 +94,9 @@ func Load(c Config) (*Objects, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse embedded BPF object: %w", err)
 	}
-	set := func(name string, v any) {
-		if err == nil {
-			if e := spec.Variables[name].Set(v); e != nil {
-				err = fmt.Errorf("set %s: %w", name, e)
-			}
-		}
-	}
-	set("follow_forks", flag(c.Follow))
-	set("exec_seen", flag(c.ExecSeen))
-	set("wait_exec", flag(c.Wait))
-	set("stop_on_load", flag(c.Wait))
-	set("sample_bytes", c.SampleBytes)
-	set("sample_exact", c.SampleExact)
-	set("probes_only", flag(c.ProbesOnly))
-	set("page_size", uint64(os.Getpagesize()))
-	set("trace_maps", flag(c.Maps))
-	set("max_sites", c.MaxSites)
 	buckets, hashed := allocTables(c.MaxAllocations)
-	set("alloc_buckets_used", buckets)
 	copies := siteCopies()
-	set("site_copies", copies)
-	if err != nil {
+	if err := setConstants(spec, c, buckets, copies); err != nil {
 		return nil, err
 	}
 	if c.Maps {
@@ -219,24 +200,75 @@ func (o *Objects) prepareWalkers(c Config) error {
 	return nil
 }
 
-// verifierDetail says which kernel's verifier refused a program, and why
-// in a line: its reason (the last line of its log that is not a
+// setConstants sets the object's constants for c, with buckets buckets
+// in alloc_buckets and copies copies of each site's totals.
+func setConstants(spec *ebpf.CollectionSpec, c Config, buckets, copies uint32) error {
+	for _, v := range []struct {
+		name  string
+		value any
+	}{
+		{"follow_forks", flag(c.Follow)},
+		{"exec_seen", flag(c.ExecSeen)},
+		{"wait_exec", flag(c.Wait)},
+		{"stop_on_load", flag(c.Wait)},
+		{"sample_bytes", c.SampleBytes},
+		{"sample_exact", c.SampleExact},
+		{"probes_only", flag(c.ProbesOnly)},
+		{"page_size", uint64(os.Getpagesize())},
+		{"trace_maps", flag(c.Maps)},
+		{"max_sites", c.MaxSites},
+		{"alloc_buckets_used", buckets},
+		{"site_copies", copies},
+	} {
+		if err := spec.Variables[v.name].Set(v.value); err != nil {
+			return fmt.Errorf("set %s: %w", v.name, err)
+		}
+	}
+	return nil
+}
+
+// verifierDetail says which kernel's verifier refused which program, and
+// why in a line: its reason (the last line of its log that is not a
 // statistic) and how much it processed. A refusal's whole log runs to
-// hundreds of kilobytes; LEAKSCOPE_VERIFIER_LOG=1 gives it instead.
+// hundreds of kilobytes; LEAKSCOPE_VERIFIER_LOG=1 gives it instead. The
+// error wraps err (errors.Is and As see the verifier's error and its
+// errno).
 func verifierDetail(err error) error {
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {
 		return err
 	}
+	// What cilium/ebpf put before the verifier's error: "program NAME: ".
+	prefix, _ := strings.CutSuffix(err.Error(), ve.Error())
+	prefix = strings.TrimSuffix(prefix, "load program: ")
+	head := fmt.Sprintf("%sthe BPF verifier of Linux %s refused it", prefix, kernelRelease())
 	if os.Getenv("LEAKSCOPE_VERIFIER_LOG") == "1" {
-		return fmt.Errorf("the BPF verifier of Linux %s refused it: %+v", kernelRelease(), ve)
+		return &verifierRefusal{err, fmt.Sprintf("%s: %+v", head, ve)}
+	}
+	cause := fmt.Sprint(ve.Cause)
+	var errno unix.Errno
+	if errors.As(ve.Cause, &errno) && unix.ErrnoName(errno) != "" {
+		cause = unix.ErrnoName(errno)
+	}
+	if len(ve.Log) == 0 {
+		return &verifierRefusal{err, fmt.Sprintf("%s (%s), without a log", head, cause)}
 	}
 	reason, stats := verifierReason(ve.Log)
 	if stats != "" {
-		reason += " (" + stats + ")"
+		cause = stats + "; " + cause
 	}
-	return fmt.Errorf("the BPF verifier of Linux %s refused it: %v: %s; LEAKSCOPE_VERIFIER_LOG=1 prints its whole log", kernelRelease(), ve.Cause, reason)
+	return &verifierRefusal{err, fmt.Sprintf("%s: %s (%s); LEAKSCOPE_VERIFIER_LOG=1 prints its whole log", head, reason, cause)}
 }
+
+// verifierRefusal is a refusal told in a line (verifierDetail), wrapping
+// the error it tells.
+type verifierRefusal struct {
+	err error
+	msg string
+}
+
+func (e *verifierRefusal) Error() string { return e.msg }
+func (e *verifierRefusal) Unwrap() error { return e.err }
 
 // verifierReason finds, in a verifier's log, the last line that says why
 // it refused (not its statistics: time, stack depth) and its count of

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/internal/testutil"
 )
@@ -26,19 +27,22 @@ const verifierBudget = 250000
 
 var processedRE = regexp.MustCompile(`processed (\d+) insns`)
 
-// budgetConfigs are the settings of the object's constants the budget is
-// checked under: what Load sets changes which paths the verifier walks
-// (a constant branch is pruned), so each mode the tracer loads in is
-// verified, not only the object's defaults.
+// budgetConfigs are the loads the budget is checked under: what Load
+// sets the object's constants to (setConstants) changes which paths the
+// verifier walks (a constant branch is pruned), so each way the tracer
+// loads is verified, not only the object's defaults.
 var budgetConfigs = []struct {
 	name string
-	vars map[string]any
+	c    Config
 }{
-	{"defaults", nil},
-	{"run", map[string]any{"follow_forks": uint32(1), "wait_exec": uint32(1), "stop_on_load": uint32(1), "site_copies": uint32(2)}},
-	{"sampled", map[string]any{"sample_bytes": uint64(512 << 10), "sample_exact": uint32(40), "follow_forks": uint32(1)}},
-	{"maps", map[string]any{"trace_maps": uint32(1), "alloc_buckets_used": uint32(0)}},
-	{"probes-only", map[string]any{"probes_only": uint32(1)}},
+	{"attach", Config{MaxAllocations: 1 << 20, MaxSites: 1 << 16}},
+	{"attach --follow", Config{Follow: true, MaxAllocations: 1 << 20, MaxSites: 1 << 16}},
+	{"run", Config{Wait: true, Follow: true, MaxAllocations: 1 << 20, MaxSites: 1 << 16}},
+	{"followed child", Config{Wait: true, Follow: true, ExecSeen: true, MaxAllocations: 1 << 20, MaxSites: 1 << 16}},
+	{"sampled", Config{Wait: true, Follow: true, SampleBytes: 512 << 10, SampleExact: 40, MaxAllocations: 1 << 20, MaxSites: 1 << 16}},
+	{"maps, sampled", Config{Maps: true, SampleBytes: 512 << 10, SampleExact: 40, MaxAllocations: 1 << 20, MaxSites: 1 << 16}},
+	{"maps, no buckets", Config{Maps: true, MaxAllocations: 1, MaxSites: 1 << 16}},
+	{"probes-only", Config{ProbesOnly: true, MaxAllocations: 1 << 20, MaxSites: 1 << 16}},
 }
 
 // TestProgramsVerifyWithinBudget loads every program of the object alone
@@ -53,10 +57,9 @@ func TestProgramsVerifyWithinBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, v := range c.vars {
-				if err := spec.Variables[name].Set(v); err != nil {
-					t.Fatalf("set %s: %v", name, err)
-				}
+			buckets, _ := allocTables(c.c.MaxAllocations)
+			if err := setConstants(spec, c.c, buckets, siteCopies()); err != nil {
+				t.Fatal(err)
 			}
 			verifyWithinBudget(t, spec)
 		})
@@ -107,28 +110,34 @@ func verifyWithinBudget(t *testing.T, spec *ebpf.CollectionSpec) {
 }
 
 // TestVerifierRefusalIsOneLine: a program the verifier refuses (it reads a
-// register nothing wrote) is reported in one line that names the kernel
-// and the verifier's reason, and with LEAKSCOPE_VERIFIER_LOG=1 with the
-// whole log.
+// register nothing wrote), loaded in a collection as Load does, is
+// reported in one line that names the program, the kernel and the
+// verifier's reason, and still wraps the verifier's error; with
+// LEAKSCOPE_VERIFIER_LOG=1 with the whole log.
 func TestVerifierRefusalIsOneLine(t *testing.T) {
 	testutil.RequireBPF(t)
-	_, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+	_, err := ebpf.NewCollection(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"bad_prog": {
 		Type:         ebpf.SocketFilter,
 		Instructions: asm.Instructions{asm.Mov.Reg(asm.R0, asm.R3), asm.Return()},
 		License:      "MIT",
-	})
+	}}})
 	if err == nil {
 		t.Fatal("the verifier accepted a read of an unwritten register")
 	}
-	short := verifierDetail(err).Error()
-	want := "the BPF verifier of Linux " + kernelRelease() + " refused it"
-	if !strings.Contains(short, want) || !strings.Contains(short, "R3 !read_ok (processed ") || strings.Contains(short, "\n") {
-		t.Errorf("refusal = %q, want one line with %q and the verifier's reason", short, want)
+	refusal := verifierDetail(err)
+	short := refusal.Error()
+	want := "program bad_prog: the BPF verifier of Linux " + kernelRelease() + " refused it: R3 !read_ok (processed "
+	if !strings.HasPrefix(short, want) || !strings.Contains(short, "EACCES); LEAKSCOPE_VERIFIER_LOG=1") || strings.Contains(short, "\n") {
+		t.Errorf("refusal = %q, want one line beginning %q, with the errno", short, want)
+	}
+	var ve *ebpf.VerifierError
+	if !errors.As(refusal, &ve) || !errors.Is(refusal, unix.EACCES) {
+		t.Errorf("the refusal does not wrap the verifier's error: %#v", refusal)
 	}
 	t.Setenv("LEAKSCOPE_VERIFIER_LOG", "1")
 	long := verifierDetail(err).Error()
-	if !strings.Contains(long, "0: (bf) r0 = r3") || !strings.Contains(long, "R3 !read_ok") {
-		t.Errorf("with LEAKSCOPE_VERIFIER_LOG=1 the refusal lacks the log's instructions: %q", long)
+	if !strings.HasPrefix(long, "program bad_prog: ") || !strings.Contains(long, "0: (bf) r0 = r3") || !strings.Contains(long, "R3 !read_ok") {
+		t.Errorf("with LEAKSCOPE_VERIFIER_LOG=1 the refusal lacks the program or the log's instructions: %q", long)
 	}
 	if other := errors.New("no such file"); verifierDetail(other) != other {
 		t.Error("an error that is no refusal was rewritten")
