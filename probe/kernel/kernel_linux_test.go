@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -1057,5 +1058,89 @@ func TestStopNeedsRoomForItsRecord(t *testing.T) {
 	run(t, objs.TestFillMisses, half)
 	if n := miss(); n != half+1 {
 		t.Errorf("range miss with range_misses half full: %d records, want %d", n, half+1)
+	}
+}
+
+// A compiled Java frame is walked by its code blob's frame size, the blob
+// found through the code heap's segment map; the blob found for a return
+// address is trusted on this CPU for ~0.1 s (JVM_BLOB_RECHECK), then read
+// again: a blob whose compile id changed (freed, its memory another
+// nmethod's) is looked up anew.
+func TestWalkStackCompiledJavaFrames(t *testing.T) {
+	objs := harness(t, 0)
+	// The frame cache is per CPU: every walk runs on one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var was, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		t.Fatal(err)
+	}
+	one.Set(0)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &was)
+
+	m := newMem(t, 8)
+	s := m.base + 2*uint64(os.Getpagesize()) // the stack pointer at the return probe
+	// A code heap of 64-byte segments: block A is segments 0-7, block B
+	// 8-15 (the segment map holds each segment's hops back to its
+	// block's first). Blobs follow a 16-byte HeapBlock header; the frame
+	// size (words) at +4, the compile id at +12.
+	low := m.base + 3*uint64(os.Getpagesize())
+	segmap := low + 0x800
+	for i := range uint64(16) {
+		m.b[segmap-m.base+i] = byte(i % 8)
+	}
+	const blobOff, sizeOff, idOff = 16, 4, 12
+	blob := low + blobOff
+	m.put32(blob+sizeOff, 4)
+	m.put32(blob+idOff, 101)
+	if err := objs.JvmHeaps.Put(uint32(0), leakJvmHeap{Low: low, High: low + 0x400, Segmap: segmap, Log2Segment: 6,
+		BlobOffset: blobOff, FrameSizeOffset: sizeOff, CompileIdOffset: idOff}); err != nil {
+		t.Fatal(err)
+	}
+	const fp = 0x400000
+	setRanges(t, objs, 1, []leakExecRange{
+		{Start: fp, End: fp + 0x100000, Flags: uint32(leakRangeFlagRANGE_HAS_FP)},
+		{Start: low, End: low + 0x400, Flags: uint32(leakRangeFlagRANGE_JVM_CODE)},
+	}, nil)
+	jit := low + 3*64 + 0x10 // a return address in block A
+	// Frame size 4: the caller's %rbp and return address at s+16; size 6
+	// would find them at s+32.
+	m.put(s+16, s+0x80, fp+0x2000)
+	m.put(s+32, s+0x80, fp+0x3000)
+	m.put(s+0x80, 0, 0)
+	walk := func() []uint64 {
+		t.Helper()
+		if ret := run(t, objs.TestWalkStack, jit, 0x1111, s); ret != 0 {
+			t.Fatalf("test_walk_stack returned %d", ret)
+		}
+		var id uint64
+		if err := objs.OutU64.Get(&id); err != nil {
+			t.Fatal(err)
+		}
+		var st leakStack
+		if err := objs.Stacks.Lookup(id, &st); err != nil {
+			t.Fatalf("stacks[%#x]: %v", id, err)
+		}
+		if st.Flags != 0 {
+			t.Errorf("flags %#x", st.Flags)
+		}
+		return slices.Clone(st.Ips[:st.Depth])
+	}
+	first := []uint64{jit, fp + 0x2000}
+	if got := walk(); !slices.Equal(got, first) {
+		t.Fatalf("frames %#x, want %#x (blob frame size 4)", got, first)
+	}
+	// Another nmethod in block A's memory: frame size 6, compile id 102.
+	m.put32(blob+sizeOff, 6)
+	m.put32(blob+idOff, 102)
+	if got := walk(); !slices.Equal(got, first) {
+		t.Errorf("frames %#x right after, want the trusted blob's %#x", got, first)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if got, want := walk(), []uint64{jit, fp + 0x3000}; !slices.Equal(got, want) {
+		t.Errorf("frames %#x after the trust ran out, want the new blob's %#x", got, want)
 	}
 }
