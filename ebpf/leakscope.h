@@ -247,12 +247,13 @@ struct alloc_info {
 	__u64 owner;    /* resource this block belongs to (a z_stream), or 0 */
 };
 
-/* A live heap block in alloc_buckets, the table of the current image's
- * heap blocks that allocs backs (ebpf/state.bpf.h). addr 0: the slot is
- * free. One slot is a cache line.
+/* A live handle in alloc_buckets, the table of the current image's heap
+ * blocks and pointer-handled resources that allocs backs
+ * (ebpf/state.bpf.h, bucketable in table.bpf.h): found by addr and
+ * info.kind. addr 0: the slot is free. One slot is a cache line.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct alloc_slot {
-	__u64 addr; /* the block; claimed and released by compare-and-swap */
+	__u64 addr; /* the handle; claimed and released by compare-and-swap */
 	__u32 gen;  /* image_pad() of the image that made it */
 	__u32 pad;
 	struct alloc_info info;

@@ -171,12 +171,13 @@ struct {
 	__type(value, struct alloc_info);
 } allocs SEC(".maps");
 
-/* The live heap blocks (KIND_MALLOC), first: an open-addressed table in an
- * array, a block in one of the ALLOC_WAYS slots of the bucket its address
- * hashes to, claimed and released by a compare-and-swap on its address:
- * no bucket lock, no element to allocate, lookups inlined by the verifier.
- * A block whose bucket is full, every resource (other kinds) and every
- * orphan are in allocs, the hash. alloc_buckets_used buckets are in use, a
+/* The live heap blocks (KIND_MALLOC) and resources whose handle is a
+ * pointer (bucketable), first: an open-addressed table in an array, a
+ * handle in one of the ALLOC_WAYS slots of the bucket its address hashes
+ * to, claimed and released by a compare-and-swap on its address: no
+ * bucket lock, no element to allocate, lookups inlined by the verifier.
+ * A heap block whose bucket is full, every other handle and every orphan
+ * are in allocs, the hash. alloc_buckets_used buckets are in use, a
  * power of two (0: none, everything is in allocs); probe/ sizes both. */
 const volatile __u32 alloc_buckets_used = 1 << 14;
 struct {

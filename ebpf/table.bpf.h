@@ -41,7 +41,17 @@ static __always_inline void filter_note(__u64 addr, __u32 kind, __s32 delta)
 }
 
 
-/* bucket_of returns the bucket of alloc_buckets heap block addr belongs
+/* bucketable reports whether live handle (addr, kind) is kept in
+ * alloc_buckets: every heap block, and a resource whose handle is a
+ * pointer (not 0, 8-aligned: the low bit is SLOT_BUSY's), such as zlib's
+ * z_streams and the blocks of declared pairs. Any other handle (a file
+ * descriptor, say) stays in allocs, as orphans do. */
+static __always_inline bool bucketable(__u64 addr, __u32 kind)
+{
+	return kind == KIND_MALLOC || (addr && !(addr & 7));
+}
+
+/* bucket_of returns the bucket of alloc_buckets handle addr belongs
  * in; NULL when the table is not in use. */
 static __always_inline struct alloc_bucket *bucket_of(__u64 addr)
 {
@@ -57,30 +67,33 @@ static __always_inline struct alloc_bucket *bucket_of(__u64 addr)
  * address's. */
 #define SLOT_BUSY 1ULL
 
-/* slot_find returns the slot of live heap block addr of the current image
- * in bucket b, busy or not; NULL if it is not there. */
-static __always_inline struct alloc_slot *slot_find(struct alloc_bucket *b, __u64 addr)
+/* slot_find returns the slot of live handle (addr, kind) of the current
+ * image in bucket b, busy or not; NULL if it is not there. (A slot being
+ * filled may still show its last holder's kind: its new handle is not
+ * the program's yet, so nothing looks for it.) */
+static __always_inline struct alloc_slot *slot_find(struct alloc_bucket *b, __u64 addr, __u32 kind)
 {
 	__u32 gen = image_pad();
 #pragma unroll
 	for (int i = 0; i < ALLOC_WAYS; i++) {
-		if ((b->slot[i].addr & ~SLOT_BUSY) == addr && b->slot[i].gen == gen)
+		if ((b->slot[i].addr & ~SLOT_BUSY) == addr && b->slot[i].gen == gen && b->slot[i].info.kind == kind)
 			return &b->slot[i];
 	}
 	return NULL;
 }
 
-/* spill_count returns the spill_filter counter of heap block addr. */
+/* spill_count returns the spill_filter counter of handle addr. */
 static __always_inline __u32 *spill_count(__u64 addr)
 {
 	__u32 idx = (__u32)(addr_hash(addr) >> (64 - SPILL_FILTER_BITS));
 	return bpf_map_lookup_elem(&spill_filter, &idx);
 }
 
-/* spill_note counts a heap block into (delta 1) or out of (-1) allocs. */
+/* spill_note counts a bucketable handle into (delta 1) or out of (-1)
+ * allocs. */
 static __always_inline void spill_note(__u64 addr, __u32 kind, __s32 delta)
 {
-	if (kind != KIND_MALLOC)
+	if (!bucketable(addr, kind))
 		return;
 	__u32 *n = spill_count(addr);
 	if (n)
@@ -89,15 +102,15 @@ static __always_inline void spill_note(__u64 addr, __u32 kind, __s32 delta)
 
 /* alloc_find returns the record of live handle (addr, kind) of the current
  * image, and in *slot its slot in alloc_buckets (NULL: it is in allocs);
- * NULL if it is not live. A heap block is looked up in allocs only when
- * spill_filter says it may be there. */
+ * NULL if it is not live. A bucketable handle is looked up in allocs only
+ * when spill_filter says it may be there. */
 static __always_inline struct alloc_info *alloc_find(__u64 addr, __u32 kind, struct alloc_slot **slot)
 {
 	*slot = NULL;
-	if (kind == KIND_MALLOC) {
+	if (bucketable(addr, kind)) {
 		struct alloc_bucket *b = bucket_of(addr);
 		if (b) {
-			struct alloc_slot *s = slot_find(b, addr);
+			struct alloc_slot *s = slot_find(b, addr, kind);
 			if (s) {
 				*slot = s;
 				return &s->info;
@@ -145,7 +158,11 @@ static __always_inline bool alloc_remove(__u64 addr, __u32 kind, struct alloc_sl
 }
 
 /* owner_add moves bytes into (or, negative, out of) a live resource and
- * its site. Returns false if the owner is not live. */
+ * its site. Returns false if the owner is not live. A resource released
+ * on another CPU meanwhile, its slot already another handle's, gives that
+ * handle and its site the bytes: its release takes them out of both, so
+ * the totals stay exact, and the race needs a window counted at the very
+ * moment its stream ends. */
 static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes)
 {
 	struct alloc_slot *slot;
@@ -233,32 +250,40 @@ static __always_inline void slot_fill(struct alloc_slot *s, __u64 addr, struct a
 	s->info = *info;
 	s->gen = image_pad();
 	__sync_val_compare_and_swap(&s->addr, addr | SLOT_BUSY, addr);
-	filter_note(addr, KIND_MALLOC, 1);
+	filter_note(addr, info->kind, 1);
 }
 
-/* alloc_evict makes room in full bucket b for heap block addr: its oldest
- * block moves to allocs, and addr takes the slot (busy: slot_fill writes
- * it). The block is claimed busy while it moves, so that its record holds
- * still; a release meanwhile takes the slot (alloc_remove), and its copy
- * in allocs goes again. NULL if nothing moved. */
+/* alloc_evict makes room in full bucket b for handle addr: its oldest
+ * heap block moves to allocs, and addr takes the slot (busy: slot_fill
+ * writes it). The block is claimed busy while it moves, so that its
+ * record holds still; a release meanwhile takes the slot (alloc_remove),
+ * and its copy in allocs goes again. A resource is never moved: owned
+ * blocks add their bytes to its record where they found it (owner_add).
+ * NULL if nothing moved. */
 static __always_inline struct alloc_slot *alloc_evict(struct alloc_bucket *b, __u64 addr)
 {
-	__u32 v = 0;
-	__u64 oldest = b->slot[0].info.ts_ns;
+	__u32 v = ALLOC_WAYS;
+	__u64 oldest = ~0ULL;
 #pragma unroll
-	for (int i = 1; i < ALLOC_WAYS; i++) {
-		if (b->slot[i].info.ts_ns < oldest) {
+	for (int i = 0; i < ALLOC_WAYS; i++) {
+		if (b->slot[i].info.kind == KIND_MALLOC && b->slot[i].info.ts_ns < oldest) {
 			oldest = b->slot[i].info.ts_ns;
 			v = i;
 		}
 	}
+	if (v >= ALLOC_WAYS)
+		return NULL;
 	struct alloc_slot *s = &b->slot[v & (ALLOC_WAYS - 1)];
 	__u64 x = s->addr;
-	if (!x || (x & SLOT_BUSY) || __sync_val_compare_and_swap(&s->addr, x, x | SLOT_BUSY) != x)
+	if (!x || (x & SLOT_BUSY) || s->info.kind != KIND_MALLOC ||
+	    __sync_val_compare_and_swap(&s->addr, x, x | SLOT_BUSY) != x)
 		return NULL;
 	struct handle_key xk = { .addr = x, .kind = KIND_MALLOC, .pad = s->gen };
 	struct alloc_info moved = s->info;
-	if (bpf_map_update_elem(&allocs, &xk, &moved, BPF_NOEXIST)) {
+	/* Claimed: the record holds still. It is a heap block's unless the
+	 * block was released and a resource of the same address took the
+	 * slot between the look and the claim. */
+	if (moved.kind != KIND_MALLOC || bpf_map_update_elem(&allocs, &xk, &moved, BPF_NOEXIST)) {
 		__sync_val_compare_and_swap(&s->addr, x | SLOT_BUSY, x);
 		return NULL;
 	}
@@ -287,7 +312,7 @@ __attribute__((noinline)) int insert_alloc(__u64 addr, __u32 kind, struct alloc_
 		return 0;
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	long err;
-	struct alloc_bucket *b = kind == KIND_MALLOC ? bucket_of(addr) : NULL;
+	struct alloc_bucket *b = bucketable(addr, kind) ? bucket_of(addr) : NULL;
 	if (b) {
 		struct alloc_slot *old;
 		if (alloc_find(addr, kind, &old))

@@ -645,19 +645,18 @@ func TestTrackAllocRelease(t *testing.T) {
 	alloc(0x3000, 100, inflate, 8, 6000)
 	alloc(0x3000, 100, inflate, 8, 7000) // initialised again without inflateEnd
 	stats(1, leakSiteStats{LiveBytes: 200, Allocs: 2})
+	// The orphan goes to allocs under a key nothing releases; the stream
+	// of the second init is in its bucket (its handle is a pointer).
 	var k leakHandleKey
 	var info leakAllocInfo
 	var orphans, current int
 	for it := objs.Allocs.Iterate(); it.Next(&k, &info); {
-		if k.Addr != 0x3000 {
-			continue
-		}
-		if k.Pad&1 == 1 && info.TsNs == 6000 {
+		if k.Addr == 0x3000 && k.Pad&1 == 1 && info.TsNs == 6000 {
 			orphans++
 		}
-		if k.Pad == 0 && info.TsNs == 7000 {
-			current++
-		}
+	}
+	if info, ok := harnessEntry(t, objs, 0x3000, inflate); ok && info.TsNs == 7000 {
+		current++
 	}
 	if orphans != 1 || current != 1 {
 		t.Errorf("stream re-initialised: %d orphans (odd pad, first init), %d current entries; want 1 and 1", orphans, current)
@@ -693,17 +692,18 @@ func TestTrackAllocRelease(t *testing.T) {
 const harnessBuckets = 1 << 12
 
 // harnessEntry finds live handle (addr, kind) of image 0 where the kernel
-// keeps it: a heap block in its bucket of alloc_buckets (found by Go's
-// allocBucket: if it and bucket_of disagree, it is not found), or allocs.
+// keeps it: a heap block, or a resource whose handle is a pointer
+// (bucketable), in its bucket of alloc_buckets (found by Go's allocBucket:
+// if it and bucket_of disagree, it is not found), or allocs.
 func harnessEntry(t *testing.T, objs *bpftest.HarnessObjects, addr, kind uint64) (leakAllocInfo, bool) {
 	t.Helper()
-	if kind == uint64(leakAllocKindKIND_MALLOC) {
+	if kind == uint64(leakAllocKindKIND_MALLOC) || (addr != 0 && addr&7 == 0) {
 		var b leakAllocBucket
 		if err := objs.AllocBuckets.Lookup(allocBucket(addr, harnessBuckets), &b); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range b.Slot {
-			if s.Addr == addr && s.Gen == 0 {
+			if s.Addr == addr && s.Gen == 0 && uint64(s.Info.Kind) == kind {
 				return s.Info, true
 			}
 		}
@@ -788,6 +788,79 @@ func TestAllocBucketsSpill(t *testing.T) {
 	}
 	if n := statSum(t, objs.Stats, leakStatIndexSTAT_ALLOCS_DROPPED); n != 0 {
 		t.Errorf("%d allocations dropped", n)
+	}
+}
+
+// A resource whose handle is a pointer (a z_stream) takes a slot of its
+// bucket as a heap block does, beside a heap block of the same address
+// (the z_stream's own memory): each release finds its own. Resources are
+// never moved out: a heap block that finds its bucket full of them goes
+// to allocs. A handle that is no pointer (a file descriptor) goes to
+// allocs.
+func TestAllocBucketsHoldResources(t *testing.T) {
+	objs := harness(t, 0)
+	malloc, inflate := uint64(leakAllocKindKIND_MALLOC), uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	user := uint64(leakAllocKindKIND_USER)
+	ways := int(leakAllocTableALLOC_WAYS)
+	var same []uint64
+	for a := uint64(0x7f0000001000); len(same) < ways+1; a += 16 {
+		if allocBucket(a, harnessBuckets) == allocBucket(0x7f0000001000, harnessBuckets) {
+			same = append(same, a)
+		}
+	}
+	alloc := func(addr, size, kind, ts uint64) {
+		t.Helper()
+		if run(t, objs.TestTrackAlloc, addr, size, kind, 7+kind, ts) != 1 {
+			t.Fatalf("track_alloc(%#x, kind %d) failed", addr, kind)
+		}
+	}
+	inAllocs := func(addr, kind uint64) bool {
+		var info leakAllocInfo
+		return objs.Allocs.Lookup(leakHandleKey{Addr: addr, Kind: uint32(kind)}, &info) == nil
+	}
+	// A stream and its z_stream's memory, one address, one bucket.
+	alloc(same[0], 112, malloc, 100)
+	alloc(same[0], 7160, inflate, 101)
+	for _, kind := range []uint64{malloc, inflate} {
+		if _, ok := harnessEntry(t, objs, same[0], kind); !ok || inAllocs(same[0], kind) {
+			t.Errorf("kind %d at %#x: in its bucket %v, in allocs %v; want the bucket", kind, same[0], ok, inAllocs(same[0], kind))
+		}
+	}
+	if run(t, objs.TestTrackRelease, same[0], malloc) != 1 {
+		t.Fatal("release of the z_stream's memory not found")
+	}
+	if info, ok := harnessEntry(t, objs, same[0], inflate); !ok || info.SizeBytes != 7160 {
+		t.Errorf("the stream after its memory's release: %+v (%v)", info, ok)
+	}
+	// The bucket full of streams: a heap block goes to allocs, no
+	// stream moves.
+	for i := 1; i < ways; i++ {
+		alloc(same[i], 7160, inflate, uint64(100+i))
+	}
+	alloc(same[ways], 64, malloc, 200)
+	if !inAllocs(same[ways], malloc) {
+		t.Error("a heap block of a bucket full of streams is not in allocs")
+	}
+	for i := range ways {
+		if _, ok := harnessEntry(t, objs, same[i], inflate); !ok || inAllocs(same[i], inflate) {
+			t.Errorf("stream %d moved out of its bucket", i)
+		}
+	}
+	if n := statSum(t, objs.Stats, leakStatIndexSTAT_ALLOCS_MOVED); n != 0 {
+		t.Errorf("%d handles moved, want 0", n)
+	}
+	// A file descriptor of a declared pair.
+	alloc(3, 1, user, 300)
+	if !inAllocs(3, user) {
+		t.Error("handle 3 is not in allocs")
+	}
+	for _, h := range []struct{ addr, kind uint64 }{{3, user}, {same[ways], malloc}, {same[0], inflate}, {same[1], inflate}} {
+		if run(t, objs.TestTrackRelease, h.addr, h.kind) != 1 {
+			t.Errorf("release of %#x (kind %d) not found", h.addr, h.kind)
+		}
+		if run(t, objs.TestTrackRelease, h.addr, h.kind) != 0 {
+			t.Errorf("%#x (kind %d) released twice", h.addr, h.kind)
+		}
 	}
 }
 
@@ -965,9 +1038,9 @@ func TestZwindowSettle(t *testing.T) {
 	}
 	check := func(name string, bytes uint64, pending bool, unread uint64) {
 		t.Helper()
-		var info leakAllocInfo
-		if err := objs.Allocs.Lookup(key, &info); err != nil || info.SizeBytes != bytes {
-			t.Errorf("%s: stream holds %d bytes (%v), want %d", name, info.SizeBytes, err, bytes)
+		info, ok := harnessEntry(t, objs, strm, inflate)
+		if !ok || info.SizeBytes != bytes {
+			t.Errorf("%s: stream holds %d bytes (live: %v), want %d", name, info.SizeBytes, ok, bytes)
 		}
 		if s := siteTotals(t, objs, info.Site); s.LiveBytes != bytes {
 			t.Errorf("%s: its site holds %d bytes, want %d", name, s.LiveBytes, bytes)

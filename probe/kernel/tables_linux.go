@@ -263,14 +263,14 @@ type Alloc struct {
 	Site uint32 // its site's slot in site_slots
 }
 
-// ForEachAlloc calls fn with every live allocation: the heap blocks of
-// alloc_buckets, then allocs.
+// ForEachAlloc calls fn with every live allocation: the handles of
+// alloc_buckets (heap blocks and resources), then allocs.
 func (o *Objects) ForEachAlloc(fn func(Handle, Alloc)) error {
 	err := forEach(o.objs.AllocBuckets, func(_ *uint32, b *leakAllocBucket) {
 		for i := range b.Slot {
 			// A busy slot (SLOT_BUSY, the low bit) is being written.
 			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&1 == 0 {
-				fn(Handle{Addr: s.Addr, Kind: KindMalloc, Gen: s.Gen >> 1}, Alloc{Size: s.Info.SizeBytes, At: s.Info.TsNs, Site: s.Info.Site})
+				fn(Handle{Addr: s.Addr, Kind: uint32(s.Info.Kind), Gen: s.Gen >> 1}, Alloc{Size: s.Info.SizeBytes, At: s.Info.TsNs, Site: s.Info.Site})
 			}
 		}
 	})
@@ -291,7 +291,7 @@ func (o *Objects) BlockTraced(addr uint64, gen uint32) (bool, error) {
 			return false, fmt.Errorf("read alloc_buckets: %w", err)
 		}
 		for _, s := range b.Slot {
-			if s.Addr == addr && s.Gen == gen<<1 {
+			if s.Addr == addr && s.Gen == gen<<1 && uint32(s.Info.Kind) == KindMalloc {
 				return true, nil
 			}
 		}
