@@ -713,6 +713,18 @@ func harnessEntry(t *testing.T, objs *bpftest.HarnessObjects, addr, kind uint64)
 	return info, err == nil
 }
 
+// sameBucket returns n 16-byte-aligned addresses of one bucket of the
+// harness's alloc_buckets, ascending.
+func sameBucket(n int) []uint64 {
+	var same []uint64
+	for a := uint64(0x7f0000001000); len(same) < n; a += 16 {
+		if allocBucket(a, harnessBuckets) == allocBucket(0x7f0000001000, harnessBuckets) {
+			same = append(same, a)
+		}
+	}
+	return same
+}
+
 // A heap block takes a slot of its bucket; in a full bucket it takes the
 // oldest block's slot, and that block moves to allocs (spill_filter
 // counts it there) with its record. Every release finds its block in
@@ -722,12 +734,7 @@ func TestAllocBucketsSpill(t *testing.T) {
 	malloc := uint64(leakAllocKindKIND_MALLOC)
 	ways := int(leakAllocTableALLOC_WAYS)
 	// ways+2 blocks of one bucket, block i made at time 100+i.
-	var same []uint64
-	for a := uint64(0x7f0000001000); len(same) < ways+2; a += 16 {
-		if allocBucket(a, harnessBuckets) == allocBucket(0x7f0000001000, harnessBuckets) {
-			same = append(same, a)
-		}
-	}
+	same := sameBucket(ways + 2)
 	for i, a := range same {
 		if run(t, objs.TestTrackAlloc, a, uint64(10+i), malloc, 7, uint64(100+i)) != 1 {
 			t.Fatalf("track_alloc(%#x) failed", a)
@@ -802,12 +809,7 @@ func TestAllocBucketsHoldResources(t *testing.T) {
 	malloc, inflate := uint64(leakAllocKindKIND_MALLOC), uint64(leakAllocKindKIND_ZLIB_INFLATE)
 	user := uint64(leakAllocKindKIND_USER)
 	ways := int(leakAllocTableALLOC_WAYS)
-	var same []uint64
-	for a := uint64(0x7f0000001000); len(same) < ways+1; a += 16 {
-		if allocBucket(a, harnessBuckets) == allocBucket(0x7f0000001000, harnessBuckets) {
-			same = append(same, a)
-		}
-	}
+	same := sameBucket(ways + 1)
 	alloc := func(addr, size, kind, ts uint64) {
 		t.Helper()
 		if run(t, objs.TestTrackAlloc, addr, size, kind, 7+kind, ts) != 1 {
