@@ -171,13 +171,14 @@ struct {
 	__type(value, struct alloc_info);
 } allocs SEC(".maps");
 
-/* The live heap blocks (KIND_MALLOC) and resources whose handle is a
- * pointer (bucketable), first: an open-addressed table in an array, a
+/* The live heap blocks (KIND_MALLOC) and resources whose handle looks
+ * like a pointer (bucketable), first: an open-addressed table in an array, a
  * handle in one of the ALLOC_WAYS slots of the bucket its address hashes
  * to, claimed and released by a compare-and-swap on its address: no
  * bucket lock, no element to allocate, lookups inlined by the verifier.
- * A heap block whose bucket is full, every other handle and every orphan
- * are in allocs, the hash. alloc_buckets_used buckets are in use, a
+ * A handle whose bucket is full (of resources, or when its oldest heap
+ * block could not move), every other handle and every orphan are in
+ * allocs, the hash. alloc_buckets_used buckets are in use, a
  * power of two (0: none, everything is in allocs); probe/ sizes both. */
 const volatile __u32 alloc_buckets_used = 1 << 14;
 struct {
@@ -187,9 +188,9 @@ struct {
 	__type(value, struct alloc_bucket);
 } alloc_buckets SEC(".maps");
 
-/* The heap blocks of allocs (those whose bucket was full), counted per
- * hash of their address: a free or a new block whose count is 0 is not in
- * allocs, without the lookup. BPF-only. */
+/* The bucketable handles of allocs (those whose bucket was full), counted
+ * per hash of their address: a release or a new handle whose count is 0
+ * is not in allocs, without the lookup. BPF-only. */
 #define SPILL_FILTER_BITS 16
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -42,13 +42,14 @@ static __always_inline void filter_note(__u64 addr, __u32 kind, __s32 delta)
 
 
 /* bucketable reports whether live handle (addr, kind) is kept in
- * alloc_buckets: every heap block, and a resource whose handle is a
- * pointer (not 0, 8-aligned: the low bit is SLOT_BUSY's), such as zlib's
- * z_streams and the blocks of declared pairs. Any other handle (a file
- * descriptor, say) stays in allocs, as orphans do. */
+ * alloc_buckets: one that looks like a pointer (not 0, 8-aligned: the low
+ * bits are SLOT_BUSY's and SLOT_FILLING's), as every heap block is, and
+ * such resources as zlib's z_streams and the blocks of declared pairs
+ * (and a file descriptor that is a multiple of 8). Any other handle stays
+ * in allocs, as orphans do. */
 static __always_inline bool bucketable(__u64 addr, __u32 kind)
 {
-	return kind == KIND_MALLOC || (addr && !(addr & 7));
+	return addr && !(addr & 7);
 }
 
 /* bucket_of returns the bucket of alloc_buckets handle addr belongs
@@ -61,16 +62,21 @@ static __always_inline struct alloc_bucket *bucket_of(__u64 addr)
 	return bpf_map_lookup_elem(&alloc_buckets, &idx);
 }
 
-/* A slot's addr with SLOT_BUSY set is being written: a block being
- * inserted (its record not written yet) or moved to allocs (alloc_evict).
- * Heap blocks are at least 8-byte aligned, so the bit is never an
+/* A slot's addr with SLOT_BUSY set holds a heap block being moved to
+ * allocs (alloc_evict): its record is valid and holds still, and its
+ * release may take it. One with SLOT_FILLING set is being filled with a
+ * new handle (slot_fill): its record is still its last holder's, so no
+ * lookup matches it (a handle of another kind at the same address, the
+ * z_stream's memory beside its stream, must not find it), and no evictor
+ * expecting its block back in the slot mistakes the new one for it.
+ * Bucketable handles are 8-byte aligned, so neither bit is an
  * address's. */
 #define SLOT_BUSY 1ULL
+#define SLOT_FILLING 2ULL
 
 /* slot_find returns the slot of live handle (addr, kind) of the current
- * image in bucket b, busy or not; NULL if it is not there. (A slot being
- * filled may still show its last holder's kind: its new handle is not
- * the program's yet, so nothing looks for it.) */
+ * image in bucket b, busy or not (never one being filled); NULL if it is
+ * not there. */
 static __always_inline struct alloc_slot *slot_find(struct alloc_bucket *b, __u64 addr, __u32 kind)
 {
 	__u32 gen = image_pad();
@@ -127,7 +133,7 @@ static __always_inline struct alloc_info *alloc_find(__u64 addr, __u32 kind, str
 /* alloc_remove removes live handle (addr, kind), found by alloc_find as
  * info in slot, copying its record into *out. Only the remover gets it, so
  * a racing double release counts once. A slot's record does not change
- * while its addr is the block's, busy or not; a block whose slot another
+ * while its addr is the handle's, busy or not; a block whose slot another
  * CPU took meanwhile was moved to allocs first (alloc_evict). */
 static __always_inline bool alloc_remove(__u64 addr, __u32 kind, struct alloc_slot *slot,
 					 struct alloc_info *info, struct alloc_info *out)
@@ -159,10 +165,9 @@ static __always_inline bool alloc_remove(__u64 addr, __u32 kind, struct alloc_sl
 
 /* owner_add moves bytes into (or, negative, out of) a live resource and
  * its site. Returns false if the owner is not live. A resource released
- * on another CPU meanwhile, its slot already another handle's, gives that
- * handle and its site the bytes: its release takes them out of both, so
- * the totals stay exact, and the race needs a window counted at the very
- * moment its stream ends. */
+ * on another CPU between the lookup and the add takes the bytes with it
+ * nowhere, or, its slot already another handle's, puts them in that
+ * handle's record: a window counted at the very moment its stream ends. */
 static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes)
 {
 	struct alloc_slot *slot;
@@ -249,12 +254,12 @@ static __always_inline void slot_fill(struct alloc_slot *s, __u64 addr, struct a
 {
 	s->info = *info;
 	s->gen = image_pad();
-	__sync_val_compare_and_swap(&s->addr, addr | SLOT_BUSY, addr);
+	__sync_val_compare_and_swap(&s->addr, addr | SLOT_FILLING, addr);
 	filter_note(addr, info->kind, 1);
 }
 
 /* alloc_evict makes room in full bucket b for handle addr: its oldest
- * heap block moves to allocs, and addr takes the slot (busy: slot_fill
+ * heap block moves to allocs, and addr takes the slot (filling: slot_fill
  * writes it). The block is claimed busy while it moves, so that its
  * record holds still; a release meanwhile takes the slot (alloc_remove),
  * and its copy in allocs goes again. A resource is never moved: owned
@@ -275,7 +280,7 @@ static __always_inline struct alloc_slot *alloc_evict(struct alloc_bucket *b, __
 		return NULL;
 	struct alloc_slot *s = &b->slot[v & (ALLOC_WAYS - 1)];
 	__u64 x = s->addr;
-	if (!x || (x & SLOT_BUSY) || s->info.kind != KIND_MALLOC ||
+	if (!x || (x & (SLOT_BUSY | SLOT_FILLING)) || s->info.kind != KIND_MALLOC ||
 	    __sync_val_compare_and_swap(&s->addr, x, x | SLOT_BUSY) != x)
 		return NULL;
 	struct handle_key xk = { .addr = x, .kind = KIND_MALLOC, .pad = s->gen };
@@ -288,7 +293,9 @@ static __always_inline struct alloc_slot *alloc_evict(struct alloc_bucket *b, __
 		return NULL;
 	}
 	spill_note(x, KIND_MALLOC, 1);
-	if (__sync_val_compare_and_swap(&s->addr, x | SLOT_BUSY, addr | SLOT_BUSY) == (x | SLOT_BUSY)) {
+	/* Released meanwhile, the slot is empty or another's (filling, even
+	 * with the same address): the swap fails. */
+	if (__sync_val_compare_and_swap(&s->addr, x | SLOT_BUSY, addr | SLOT_FILLING) == (x | SLOT_BUSY)) {
 		stat_add(STAT_ALLOCS_MOVED, 1);
 		return s;
 	}
@@ -299,11 +306,12 @@ static __always_inline struct alloc_slot *alloc_evict(struct alloc_bucket *b, __
 }
 
 /* insert_alloc adds a new live handle, retiring the record a handle
- * still live has (retire_live). A heap block takes a free slot of its
- * bucket in alloc_buckets, or the slot of the bucket's oldest block,
- * which moves to allocs (alloc_evict), so that the slots hold the recent
- * blocks, most of which are soon freed. Anything else goes to allocs,
- * inserted first: that saves the lookups on every other acquisition.
+ * still live has (retire_live). A bucketable handle takes a free slot of
+ * its bucket in alloc_buckets, or the slot of the bucket's oldest heap
+ * block, which moves to allocs (alloc_evict), so that the slots hold the
+ * recent blocks, most of which are soon freed; in a bucket of resources
+ * only, it goes to allocs. Anything else goes to allocs, inserted first:
+ * that saves the lookups on every other acquisition.
  * A function of its own, verified once for each program rather than at
  * each of its callers. Returns 0 if the tables are full. */
 __attribute__((noinline)) int insert_alloc(__u64 addr, __u32 kind, struct alloc_info *info)
@@ -320,7 +328,7 @@ __attribute__((noinline)) int insert_alloc(__u64 addr, __u32 kind, struct alloc_
 #pragma unroll
 		for (int i = 0; i < ALLOC_WAYS; i++) {
 			struct alloc_slot *s = &b->slot[i];
-			if (s->addr || __sync_val_compare_and_swap(&s->addr, 0, addr | SLOT_BUSY) != 0)
+			if (s->addr || __sync_val_compare_and_swap(&s->addr, 0, addr | SLOT_FILLING) != 0)
 				continue;
 			slot_fill(s, addr, info);
 			return 1;

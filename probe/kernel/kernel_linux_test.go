@@ -697,7 +697,7 @@ const harnessBuckets = 1 << 12
 // if it and bucket_of disagree, it is not found), or allocs.
 func harnessEntry(t *testing.T, objs *bpftest.HarnessObjects, addr, kind uint64) (leakAllocInfo, bool) {
 	t.Helper()
-	if kind == uint64(leakAllocKindKIND_MALLOC) || (addr != 0 && addr&7 == 0) {
+	if addr != 0 && addr&7 == 0 {
 		var b leakAllocBucket
 		if err := objs.AllocBuckets.Lookup(allocBucket(addr, harnessBuckets), &b); err != nil {
 			t.Fatal(err)
@@ -856,13 +856,98 @@ func TestAllocBucketsHoldResources(t *testing.T) {
 	if !inAllocs(3, user) {
 		t.Error("handle 3 is not in allocs")
 	}
-	for _, h := range []struct{ addr, kind uint64 }{{3, user}, {same[ways], malloc}, {same[0], inflate}, {same[1], inflate}} {
+	// One that is a multiple of 8 looks like a pointer: its bucket.
+	alloc(8, 1, user, 301)
+	if _, ok := harnessEntry(t, objs, 8, user); !ok || inAllocs(8, user) {
+		t.Error("handle 8 is not in its bucket")
+	}
+	release := []struct{ addr, kind uint64 }{{3, user}, {8, user}, {same[ways], malloc}}
+	for i := range ways {
+		release = append(release, struct{ addr, kind uint64 }{same[i], inflate})
+	}
+	for _, h := range release {
 		if run(t, objs.TestTrackRelease, h.addr, h.kind) != 1 {
 			t.Errorf("release of %#x (kind %d) not found", h.addr, h.kind)
 		}
 		if run(t, objs.TestTrackRelease, h.addr, h.kind) != 0 {
 			t.Errorf("%#x (kind %d) released twice", h.addr, h.kind)
 		}
+	}
+	var c uint32
+	for it := objs.SpillFilter.Iterate(); it.Next(new(uint32), &c); {
+		if c != 0 {
+			t.Errorf("spill_filter counts %d after every release", c)
+		}
+	}
+	// Every site is back to nothing live: streams (stack 8), blocks (7),
+	// descriptors (23).
+	for slot := range uint32(3) {
+		if got := siteTotals(t, objs, slot); got.LiveBytes != 0 || got.Allocs != got.Frees || got.Allocs == 0 {
+			t.Errorf("site slot %d after every release: %+v", slot, got)
+		}
+	}
+
+	// A bucket whose oldest handle is a stream: a new handle takes the
+	// oldest heap block's slot, never the stream's.
+	more := sameBucket(ways + 1)[:ways+1]
+	alloc(more[0], 7160, inflate, 400)
+	for i := 1; i < ways; i++ {
+		alloc(more[i], 16, malloc, uint64(400+i))
+	}
+	alloc(more[ways], 7160, inflate, 500)
+	if _, ok := harnessEntry(t, objs, more[0], inflate); !ok {
+		t.Error("the oldest handle, a stream, left its bucket")
+	}
+	if !inAllocs(more[1], malloc) {
+		t.Error("the oldest heap block was not moved to allocs")
+	}
+	if _, ok := harnessEntry(t, objs, more[ways], inflate); !ok {
+		t.Error("the new stream is not in its bucket")
+	}
+}
+
+// A slot being filled (SLOT_FILLING) still holds its last holder's record:
+// a release of a handle of that kind at the same address (the z_stream's
+// memory, a heap block, while its stream's record is being written) finds
+// the handle's own slot, not that one.
+func TestSlotBeingFilledIsNotFound(t *testing.T) {
+	objs := harness(t, 0)
+	malloc := uint64(leakAllocKindKIND_MALLOC)
+	same := sameBucket(2)
+	a, b := same[0], same[1]
+	run(t, objs.TestTrackAlloc, b, 50, malloc, 5, 1)
+	run(t, objs.TestTrackAlloc, a, 112, malloc, 6, 2)
+	if run(t, objs.TestTrackRelease, b, malloc) != 1 {
+		t.Fatal("release of b not found")
+	}
+	idx := allocBucket(a, harnessBuckets)
+	var bk leakAllocBucket
+	if err := objs.AllocBuckets.Lookup(idx, &bk); err != nil {
+		t.Fatal(err)
+	}
+	if bk.Slot[0].Addr != 0 || bk.Slot[1].Addr != a || bk.Slot[0].Info.Kind != uint16(malloc) {
+		t.Fatalf("bucket %+v, want b's freed slot then a", bk.Slot[:2])
+	}
+	// Another CPU's insert of the stream at a has claimed slot 0 and not
+	// written its record yet: b's, a heap block's, is still there.
+	bk.Slot[0].Addr = a | uint64(2) // SLOT_FILLING
+	if err := objs.AllocBuckets.Put(idx, &bk); err != nil {
+		t.Fatal(err)
+	}
+	if run(t, objs.TestTrackRelease, a, malloc) != 1 {
+		t.Fatal("release of heap block a not found")
+	}
+	if err := objs.AllocBuckets.Lookup(idx, &bk); err != nil {
+		t.Fatal(err)
+	}
+	if bk.Slot[0].Addr != a|2 || bk.Slot[1].Addr != 0 {
+		t.Errorf("after the release: slots %#x, %#x; want the one being filled untouched and a's emptied", bk.Slot[0].Addr, bk.Slot[1].Addr)
+	}
+	if got := siteTotals(t, objs, 0); got != (leakSiteStats{Allocs: 1, Frees: 1}) {
+		t.Errorf("b's site %+v, released twice?", got)
+	}
+	if got := siteTotals(t, objs, 1); got != (leakSiteStats{Allocs: 1, Frees: 1}) {
+		t.Errorf("a's site %+v, want it released", got)
 	}
 }
 

@@ -299,12 +299,13 @@ func kernelRelease() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-// maxAllocSlots is the most slots alloc_buckets has: 64Ki heap blocks,
-// 4 MiB of kernel memory, taken at load.
+// maxAllocSlots is the most slots alloc_buckets has: 64Ki handles (heap
+// blocks and pointer-handled resources), 4 MiB of kernel memory, taken at
+// load.
 const maxAllocSlots = 1 << 16
 
 // allocTables splits room for max live handles between alloc_buckets
-// (buckets of ALLOC_WAYS heap blocks: a power of two, at most
+// (buckets of ALLOC_WAYS handles: a power of two, at most
 // maxAllocSlots slots and half of max) and allocs (the rest): together
 // they hold max. No buckets when max is too small for one.
 func allocTables(max uint32) (buckets, hashed uint32) {

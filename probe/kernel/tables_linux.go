@@ -268,8 +268,10 @@ type Alloc struct {
 func (o *Objects) ForEachAlloc(fn func(Handle, Alloc)) error {
 	err := forEach(o.objs.AllocBuckets, func(_ *uint32, b *leakAllocBucket) {
 		for i := range b.Slot {
-			// A busy slot (SLOT_BUSY, the low bit) is being written.
-			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&1 == 0 {
+			// A slot being moved (SLOT_BUSY, the low bit) is listed
+			// from allocs; one being filled (SLOT_FILLING, bit 1)
+			// holds its last holder's record.
+			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&3 == 0 {
 				fn(Handle{Addr: s.Addr, Kind: uint32(s.Info.Kind), Gen: s.Gen >> 1}, Alloc{Size: s.Info.SizeBytes, At: s.Info.TsNs, Site: s.Info.Site})
 			}
 		}
