@@ -972,14 +972,6 @@ func applyEnd(c *Capture, end *captureEnd, index map[uint64]int) error {
 		s := &c.Sites[i]
 		s.LiveCount, s.LiveBytes, s.Allocs, s.Frees, s.Live, s.LiveWeights, s.Files = t.LiveCount, t.LiveBytes, t.Allocs, t.Frees, t.Live, t.Weights, t.Files
 	}
-	// The end lists every site of the tracer's final capture. A site the
-	// snapshots defined that it does not list belonged to a program image
-	// the target exec'd away from: the final capture has only the sites
-	// of its last read, and so has the capture read back (its report is
-	// then the live one's: site counts, pprof's samples).
-	if len(seen) < len(c.Sites) {
-		c.Sites = slices.DeleteFunc(c.Sites, func(s Site) bool { return !seen[s.ID] })
-	}
 	c.Target = end.Target
 	c.Duration = end.Duration
 	c.Lost = end.Lost
