@@ -1293,10 +1293,17 @@ func TestWalkStackCompiledJavaFrames(t *testing.T) {
 	if got := walk(); !slices.Equal(got, first) {
 		t.Fatalf("frames %#x, want %#x (blob frame size 4)", got, first)
 	}
+	found := time.Now()
 	// Another nmethod in block A's memory: frame size 6, compile id 102.
 	m.put32(blob+sizeOff, 6)
 	m.put32(blob+idOff, 102)
-	if got := walk(); !slices.Equal(got, first) {
+	got := walk()
+	switch {
+	case time.Since(found) > 50*time.Millisecond:
+		// A machine that stalled the test this long may have let the
+		// trust run out: the walk may see either blob.
+		t.Logf("%v between the walks: the trusted blob is not checked", time.Since(found))
+	case !slices.Equal(got, first):
 		t.Errorf("frames %#x right after, want the trusted blob's %#x", got, first)
 	}
 	time.Sleep(150 * time.Millisecond)
