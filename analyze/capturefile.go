@@ -837,8 +837,31 @@ func readCapture(br *bufio.Reader, r io.Reader) (*Capture, error) {
 	}
 	if end == nil {
 		finishIncomplete(c, index)
+	} else {
+		dropUnreferenced(c, end)
 	}
 	return c, nil
+}
+
+// dropUnreferenced takes out of c the sites that neither the end record
+// lists nor any snapshot kept has a point of: defined for a snapshot the
+// series was thinned of. The live capture has the sites of its last read
+// and those its snapshots have points of (one of a program image exec'd
+// away from, with no totals), and so does c then.
+func dropUnreferenced(c *Capture, end *captureEnd) {
+	keep := make(map[uint64]bool, len(end.Sites))
+	for _, t := range end.Sites {
+		keep[t.ID] = true
+	}
+	if len(keep) == len(c.Sites) {
+		return // the end lists every site defined (each once)
+	}
+	for _, s := range c.Snapshots {
+		for _, p := range s.Sites {
+			keep[p.ID] = true
+		}
+	}
+	c.Sites = slices.DeleteFunc(c.Sites, func(s Site) bool { return !keep[s.ID] })
 }
 
 // endPrefix begins the end record as CaptureWriter writes it.

@@ -777,3 +777,80 @@ func TestSortFiles(t *testing.T) {
 		t.Errorf("SortFiles = %+v, want %+v", got, want)
 	}
 }
+
+// A site defined for a snapshot the series was thinned of, which the end
+// record does not list, is not in the capture read back: no point of it
+// is left, as in the live capture. One a kept snapshot has a point of
+// stays, with no totals (a program image the target exec'd away from).
+func TestCaptureKeepsTheSitesItsPointsName(t *testing.T) {
+	final := smallCapture()
+	before := func(id uint64, fn string) Site {
+		return Site{ID: id, Kind: KindMalloc, Stack: Stack{Frames: []*Frame{{Address: 0x1234, Function: fn, Module: "/bin/sh"}}}}
+	}
+	for _, thinned := range []bool{false, true} {
+		var buf bytes.Buffer
+		cw, err := NewCaptureWriter(&buf, final)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write := func(s Site, at time.Duration) {
+			t.Helper()
+			snap := Snapshot{At: at, Sites: []SitePoint{{ID: s.ID, LiveCount: 1, LiveBytes: 64, Allocs: 1}}}
+			if err := cw.WriteSnapshotOf(Sites([]Site{s}), snap); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first snapshot is always kept, the second the first
+		// thinned away once there are more than MaxSnapshots.
+		write(before(3, "first"), time.Millisecond)
+		write(before(5, "second"), 2*time.Millisecond)
+		n := 3
+		if thinned {
+			n = MaxSnapshots + 1
+		}
+		for i := range n {
+			s := final.Snapshots[0]
+			s.At = time.Duration(3+i) * time.Millisecond
+			if err := cw.WriteSnapshotOf(Sites(final.Sites), s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cw.Close(final); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadCapture(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []uint64
+		for _, s := range got.Sites {
+			ids = append(ids, s.ID)
+			if (s.ID == 3 || s.ID == 5) && (s.LiveCount != 0 || s.Allocs != 0) {
+				t.Errorf("site %d of no final read has totals %+v", s.ID, s)
+			}
+		}
+		want := []uint64{3, 5, 7, 9}
+		if thinned {
+			want = []uint64{3, 7, 9}
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("thinned %v: sites read back %v, want %v", thinned, ids, want)
+		}
+		for _, s := range got.Snapshots {
+			for _, p := range s.Sites {
+				if !slices.Contains(ids, p.ID) {
+					t.Errorf("thinned %v: snapshot at %v names site %d, which the capture lacks", thinned, s.At, p.ID)
+				}
+			}
+		}
+		var again bytes.Buffer
+		if err := writeCapture(&again, got); err != nil {
+			t.Fatalf("thinned %v: the capture read back does not write: %v", thinned, err)
+		}
+		back, err := ReadCapture(&again)
+		if err != nil {
+			t.Fatalf("thinned %v: read the capture written back: %v", thinned, err)
+		}
+		equalCaptures(t, back, got)
+	}
+}

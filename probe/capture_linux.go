@@ -426,7 +426,7 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 	// pages the tables held. ~15-30 ms at 100k stacks. A small capture
 	// (most of a launch script's processes) is not worth a collection
 	// of the whole heap: the tree's other captures and caches are in it.
-	slots, ser := t.sites.slots, t.series
+	slots, slotOf, ser := t.sites.slots, t.sites.slotOf, t.series
 	t.releaseLocked()
 	if len(slots) >= bigCapture {
 		runtime.GC()
@@ -447,7 +447,8 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 		})
 		m.stack = nil // its frame indices go at the next collection
 	}
-	points, slots = readPoints{}, nil
+	earlier := earlierSites(ser, slotOf, slots, points)
+	points, slots, slotOf = readPoints{}, nil, nil
 	c.Snapshots = ser.snapshots() // whole, once the tables are gone
 	c.Memory = t.memory
 	ser = series{}
@@ -455,6 +456,7 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 		return nil, err
 	}
 	t.mapLiveLocked(c, mapSiteOf, nowMono)
+	c.Sites = append(c.Sites, earlier...)
 	if t.opts.SampleBytes > 0 {
 		scaleSampled(c, t.opts.SampleBytes)
 		budget, err := t.exactBudgetLocked()
@@ -488,6 +490,42 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 		t.tree.merge(c)
 	}
 	return c, nil
+}
+
+// earlierSites returns the sites the series' snapshots have points of
+// that the last read (points) does not list, by ascending ID, with no
+// totals: those of a program image the target exec'd away from. The
+// capture lists them, so every point of its snapshots names a site of
+// it, as in the capture written as it happened (analyze.ReadCapture
+// keeps exactly these).
+func earlierSites(ser series, slotOf map[uint64]int, slots []mergedSite, points readPoints) []analyze.Site {
+	listed := make([]bool, len(slots))
+	for i := range points.len() {
+		listed[points.slot(i)] = true
+	}
+	var earlier []int
+	for _, sn := range ser.snaps {
+		for _, p := range sn.set {
+			if slot := slotOf[p.ID]; !listed[slot] {
+				listed[slot] = true
+				earlier = append(earlier, slot)
+			}
+		}
+	}
+	if len(earlier) == 0 {
+		return nil
+	}
+	slices.SortFunc(earlier, func(a, b int) int { return cmp.Compare(slots[a].id, slots[b].id) })
+	out := make([]analyze.Site, 0, len(earlier))
+	for _, slot := range earlier {
+		m := &slots[slot]
+		s := analyze.Site{ID: m.id, Kind: m.kind}
+		if m.stack != nil {
+			s.Stack = m.stack.Stack()
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // appendSnapshotLocked adds the points of a read to the series.
