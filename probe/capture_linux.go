@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -474,7 +475,7 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 	if t.windowsComputed() {
 		t.warnWindowsLocked()
 	}
-	if t.execGen > 0 {
+	if t.execGen > 0 && !(t.tree != nil && !t.isRoot()) {
 		t.warnOnce(fmt.Sprintf("the target exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
 			t.execGen, t.preExec.count, analyze.FormatBytes(t.preExec.bytes)))
 	}
@@ -709,7 +710,9 @@ func (t *Tracer) checkExecLocked() {
 
 // warnUnnamedLocked says, per object, how many frames of the capture's
 // sites have no function name because the object has no symbols and its
-// debug file was not found or fetched, and why.
+// debug file was not found or fetched, and why. A process of a followed
+// tree keeps it in unnamed instead: a launch script's 40 shells would
+// say it 40 times.
 func (t *Tracer) warnUnnamedLocked(points readPoints) {
 	count := map[string]int{}
 	seen := map[*analyze.Frame]bool{}
@@ -731,6 +734,7 @@ func (t *Tracer) warnUnnamedLocked(points readPoints) {
 		modules = append(modules, m)
 	}
 	slices.Sort(modules)
+	var us []unnamedFrames
 	for _, m := range modules {
 		obj, ok := t.view.Loaded(m)
 		if !ok {
@@ -747,7 +751,48 @@ func (t *Tracer) warnUnnamedLocked(points readPoints) {
 		case info.Err != nil:
 			why = info.Err.Error()
 		}
-		t.warnOnce(fmt.Sprintf("%d frame(s) in %s are unnamed: it has no symbols (build id %s) and no debug file in /usr/lib/debug; %s",
-			count[m], m, obj.BuildID, why))
+		us = append(us, unnamedFrames{module: m, buildID: obj.BuildID, why: why, frames: count[m]})
 	}
+	if t.tree != nil {
+		t.unnamed = us // the tree says it once for all its processes (follower.merge)
+		return
+	}
+	for _, u := range us {
+		t.warnOnce(u.warning(nil))
+	}
+}
+
+// unnamedFrames is how many frames of a process's capture an object left
+// without a function name, and why.
+type unnamedFrames struct {
+	module, buildID, why string
+	frames               int
+}
+
+// warning says that u's frames are unnamed, in the processes pids of a
+// tree (none: the one traced).
+func (u unnamedFrames) warning(pids []int) string {
+	in := ""
+	if len(pids) > 1 {
+		in = fmt.Sprintf(" in %d processes (%s)", len(pids), pidList(pids))
+	}
+	return fmt.Sprintf("%d frame(s) in %s are unnamed%s: it has no symbols (build id %s) and no debug file in /usr/lib/debug; %s",
+		u.frames, u.module, in, u.buildID, u.why)
+}
+
+// pidList names the first pids and counts the rest.
+func pidList(pids []int) string {
+	const shown = 3
+	var b strings.Builder
+	b.WriteString("pids ")
+	for i, p := range pids[:min(len(pids), shown)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(p))
+	}
+	if n := len(pids) - shown; n > 0 {
+		fmt.Fprintf(&b, " and %d more", n)
+	}
+	return b.String()
 }

@@ -213,6 +213,8 @@ type followed struct {
 	// exitCode is its exit status when it was read (a zombie's
 	// /proc/PID/stat), nil when not known.
 	exitCode *int
+	// notes is what its capture left for the tree to say (merge).
+	notes treeNotes
 	// endOnce ends its capture once, whoever asks first (a snapshot, the
 	// tree's end, Stop); ended is closed then.
 	endOnce sync.Once
@@ -477,9 +479,27 @@ func (f *follower) endNow(fp *followed) {
 	for i := range c.Sites {
 		c.Sites[i].Pid = fp.t.pid
 	}
+	notes := fp.t.treeNotes()
 	f.mu.Lock()
 	fp.final = c
+	fp.notes = notes
 	f.mu.Unlock()
+}
+
+// treeNotes is what a process of a followed tree leaves for the tree to
+// say once for all (follower.merge): the frames its objects left unnamed,
+// and the images it exec'd into with what the earlier ones held.
+type treeNotes struct {
+	unnamed []unnamedFrames
+	execs   uint32
+	preExec preExec
+}
+
+// treeNotes returns t's notes, once its capture ended.
+func (t *Tracer) treeNotes() treeNotes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return treeNotes{unnamed: t.unnamed, execs: t.execGen, preExec: t.preExec}
 }
 
 // endExited ends the capture of t, a process of the tree continued from
@@ -648,9 +668,72 @@ func (f *follower) merge(c *analyze.Capture) {
 		}
 	}
 	sortSnapshots(c.Snapshots)
+	for _, w := range treeWarnings(f.root.pid, f.root.unnamed, procs) {
+		c.Warnings = append(c.Warnings, w)
+		f.root.opts.Warnf("%s", w)
+	}
 	if skipped > 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("%d processes the command started were not traced (see the warnings above): what they allocated is not in this report", skipped))
 	}
+}
+
+// treeWarnings says once for the whole tree what each process's capture
+// left for it (treeNotes): per object, the frames left unnamed in all of
+// them (the root's, rootUnnamed, among them); and what the images that
+// the command's other processes exec'd away from still held (the root's
+// own exec is its capture's warning).
+func treeWarnings(root int, rootUnnamed []unnamedFrames, procs []*followed) []string {
+	type object struct {
+		u    unnamedFrames
+		pids []int
+	}
+	var objects []*object
+	byKey := map[[2]string]*object{}
+	add := func(pid int, us []unnamedFrames) {
+		for _, u := range us {
+			k := [2]string{u.module, u.buildID}
+			o := byKey[k]
+			if o == nil {
+				o = &object{u: u}
+				o.u.frames = 0
+				byKey[k] = o
+				objects = append(objects, o)
+			}
+			o.u.frames += u.frames
+			o.pids = append(o.pids, pid)
+		}
+	}
+	add(root, rootUnnamed)
+	var execd []int
+	var held preExec
+	var execs uint32
+	for _, p := range procs {
+		add(p.t.pid, p.notes.unnamed)
+		if p.notes.execs > 0 {
+			execd = append(execd, p.t.pid)
+			execs += p.notes.execs
+			held.count += p.notes.preExec.count
+			held.bytes += p.notes.preExec.bytes
+		}
+	}
+	slices.SortStableFunc(objects, func(a, b *object) int { return cmp.Compare(a.u.module, b.u.module) })
+	var out []string
+	for _, o := range objects {
+		w := o.u.warning(o.pids)
+		if len(o.pids) == 1 && o.pids[0] != root {
+			w = fmt.Sprintf("pid %d: %s", o.pids[0], w)
+		}
+		out = append(out, w)
+	}
+	switch {
+	case len(execd) == 1:
+		out = append(out, fmt.Sprintf("pid %d exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
+			execd[0], execs, held.count, analyze.FormatBytes(held.bytes)))
+	case len(execd) > 1:
+		out = append(out, fmt.Sprintf("%d other processes of the command (%s) exec'd during the capture, %d times in all: %d allocations (%s) their earlier images still held went with the execs and are not reported as leaks",
+			len(execd), pidList(execd), execs, held.count, analyze.FormatBytes(held.bytes)))
+	}
+	return out
 }
 
 // mergeSnapshots puts into each of root's snapshots the newest of

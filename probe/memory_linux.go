@@ -4,6 +4,7 @@ package probe
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -359,7 +360,11 @@ func (t *Tracer) recordMemory(k memoryKnown, at time.Duration) {
 		return // the capture ended meanwhile (follower.endExited), without it
 	}
 	if err != nil {
-		t.warnOnce(fmt.Sprintf("pid %d: no memory breakdown: %v", t.pid, err))
+		// A process that exited has no breakdown to take: its series
+		// ends with the last one taken.
+		if !errors.Is(err, procfs.ErrNoProcess) {
+			t.warnOnce(fmt.Sprintf("no memory breakdown: %v", err))
+		}
 		t.lastMemory = nil
 		return
 	}

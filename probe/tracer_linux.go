@@ -89,6 +89,9 @@ type Tracer struct {
 	rowNext     uint32 // next free index in unwind_rows
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
+	// unnamed: what the last read's frames left unnamed, per object,
+	// kept for the tree to warn of (a process of a followed tree).
+	unnamed []unnamedFrames
 	// zlibLayouts describe the zlib copies whose stream bytes are computed
 	// (object: layout; zlib.Computed).
 	zlibLayouts []string

@@ -330,3 +330,52 @@ func TestRunBreaksDownEveryProcess(t *testing.T) {
 		t.Errorf("leaky's malloc part %+v, want its outstanding blocks and a culprit of its own", malloc)
 	}
 }
+
+// A launch script's shells all run Debian's bash, which has no symbols and
+// no debug file here: the report says once for the tree how many of their
+// frames are unnamed and in how many processes, and once what the images
+// its other processes exec'd away from held; a process that exited has no
+// memory breakdown, without a warning.
+func TestRunTreeWarnsOncePerObject(t *testing.T) {
+	testutil.RequireBPF(t)
+	leakscope, leaky := buildAll(t, "leaky")
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bash, err = filepath.EvalSymlinks(bash); err != nil {
+		t.Fatal(err)
+	}
+	// Each $(...) forks a shell that execs bash -c, whose echo is built in.
+	script := `for i in 1 2 3; do x=$(bash -c "echo $i"); done; exec ` + leaky + ` > /dev/null`
+	r, stderr := runJSON(t, leakscope, "--interval", "100ms", "--", "bash", "-c", script)
+	if len(r.Processes) != 3 {
+		t.Fatalf("%d processes listed, want the 3 command substitutions: %+v\n%s", len(r.Processes), r.Processes, stderr)
+	}
+	var unnamed, execd []string
+	for _, w := range r.Warnings {
+		switch {
+		case strings.Contains(w, "frame(s) in "+bash+" are unnamed"):
+			unnamed = append(unnamed, w)
+		case strings.Contains(w, "exec'd during the capture") && !strings.HasPrefix(w, "the target exec'd"):
+			execd = append(execd, w)
+		case strings.Contains(w, "no memory breakdown"):
+			t.Errorf("warning for a process that exited: %q", w)
+		}
+	}
+	if len(unnamed) != 1 || !strings.Contains(unnamed[0], " are unnamed in 3 processes (pids ") {
+		t.Errorf("warnings of %s's unnamed frames %q, want one for its 3 processes\n%s", bash, unnamed, stderr)
+	}
+	want := "3 other processes of the command (pids "
+	if len(execd) != 1 || !strings.HasPrefix(execd[0], want) || !strings.Contains(execd[0], " exec'd during the capture, 3 times in all: ") {
+		t.Errorf("warnings of the processes' execs %q, want one beginning %q", execd, want)
+	}
+	for _, p := range r.Processes {
+		if !strings.Contains(unnamed[0]+execd[0], strconv.Itoa(p.Pid)) {
+			t.Errorf("process %d is not named in %q nor in %q", p.Pid, unnamed[0], execd[0])
+		}
+	}
+	if n := strings.Count(stderr, "are unnamed"); n != strings.Count(strings.Join(r.Warnings, "\n"), "are unnamed") {
+		t.Errorf("stderr says %d times that frames are unnamed, the report %d times:\n%s", n, strings.Count(strings.Join(r.Warnings, "\n"), "are unnamed"), stderr)
+	}
+}
