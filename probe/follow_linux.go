@@ -668,9 +668,15 @@ func (f *follower) merge(c *analyze.Capture) {
 		}
 	}
 	sortSnapshots(c.Snapshots)
-	for _, w := range treeWarnings(f.root.pid, f.root.unnamed, procs) {
+	root, rootUnnamed := 0, []unnamedFrames(nil)
+	if f.root != nil {
+		root, rootUnnamed = f.root.pid, f.root.unnamed
+	}
+	for _, w := range treeWarnings(root, rootUnnamed, procs) {
 		c.Warnings = append(c.Warnings, w)
-		f.root.opts.Warnf("%s", w)
+		if f.root != nil {
+			f.root.opts.Warnf("%s", w)
+		}
 	}
 	if skipped > 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("%d processes the command started were not traced (see the warnings above): what they allocated is not in this report", skipped))
