@@ -57,10 +57,10 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 const struct range_miss *unused_range_miss __attribute__((unused));
 const struct jvm_heap *unused_jvm_heap __attribute__((unused));
 const struct jvm_layout *unused_jvm_layout __attribute__((unused));
-const struct zwindow *unused_zwindow __attribute__((unused));
 const enum range_flag *unused_range_flag __attribute__((unused));
 const enum unwind_cfa *unused_unwind_cfa __attribute__((unused));
 const enum unwind_rbp *unused_unwind_rbp __attribute__((unused));
+const enum window_word *unused_window_word __attribute__((unused));
 const enum alloc_fn *unused_alloc_fn __attribute__((unused));
 const enum arg_reg *unused_arg_reg __attribute__((unused));
 const struct alloc_cookie *unused_alloc_cookie __attribute__((unused));
@@ -406,8 +406,7 @@ UPROBE_TWINS(zlib_deflate_init_enter, void *strm, long level, long method, long 
 
 UPROBE_TWINS(zlib_inflate_end_enter, void *strm)
 {
-	if (release_enter(ctx, (__u64)strm, KIND_ZLIB_INFLATE) && bpf_get_attach_cookie(ctx))
-		zwindow_forget((__u64)strm, KIND_ZLIB_INFLATE);
+	release_enter(ctx, (__u64)strm, KIND_ZLIB_INFLATE);
 	return 0;
 }
 
@@ -420,7 +419,7 @@ UPROBE_TWINS(zlib_deflate_end_enter, void *strm)
 /* inflate() allocates the window on first use: with the malloc family
  * traced, remember the stream for the malloc, and the call's return
  * address to tell it is still running (zcall_active). (Without the malloc
- * family, inflate() is not probed: see zwindows.) */
+ * family, inflate() is not probed: see window_word.) */
 UPROBE_TWINS(zlib_inflate_enter, void *strm)
 {
 	if (!is_target())
@@ -446,7 +445,7 @@ UPROBE_TWINS(zlib_inflate_enter, void *strm)
  * release function, told by the attach cookie what to do (struct
  * pair_cookie in leakscope.h: the kind, the op, where the handle and the
  * bytes are, and whether the handle is an inflate stream whose window is
- * looked for, zwindows). */
+ * looked for, window_word). */
 
 static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 {
@@ -497,8 +496,7 @@ UPROBE_TWINS(pair_release_enter)
 {
 	struct pair_cookie pc = pair_cookie_decode(bpf_get_attach_cookie(ctx));
 	__u64 h = arg_n(ctx, pc.arg);
-	if (release_enter(ctx, h, pc.kind) && pc.zwindow)
-		zwindow_forget(h, pc.kind);
+	release_enter(ctx, h, pc.kind);
 	return 0;
 }
 
@@ -584,11 +582,26 @@ int BPF_PROG(target_exec, struct task_struct *task, pid_t old_pid, struct linux_
 	return 0;
 }
 
-/* settle_window is zwindow_settle for bpf_for_each_map_elem. */
-static long settle_window(struct bpf_map *map, struct handle_key *k, struct zwindow *w, void *ctx)
+/* settle_bucket and settle_window are zwindow_settle for
+ * bpf_for_each_map_elem: of every resource of this image with a window
+ * word, in alloc_buckets and in allocs. */
+static long settle_bucket(struct bpf_map *map, __u32 *k, struct alloc_bucket *b, void *ctx)
 {
-	if (k->pad == image_pad())
-		zwindow_settle(k->addr, k->kind, w);
+#pragma unroll
+	for (int i = 0; i < ALLOC_WAYS; i++) {
+		struct alloc_slot *s = &b->slot[i];
+		__u64 addr = s->addr;
+		if (addr && !(addr & (SLOT_BUSY | SLOT_FILLING)) && s->gen == image_pad() &&
+		    s->info.kind != KIND_MALLOC && (s->info.owner & WINDOW_PENDING))
+			zwindow_settle(addr, s->info.kind, &s->info);
+	}
+	return 0;
+}
+
+static long settle_window(struct bpf_map *map, struct handle_key *k, struct alloc_info *info, void *ctx)
+{
+	if (k->pad == image_pad() && k->kind != KIND_MALLOC && (info->owner & WINDOW_PENDING))
+		zwindow_settle(k->addr, k->kind, info);
 	return 0;
 }
 
@@ -606,7 +619,10 @@ int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
 		return 0;
 	exit_status = EXIT_STATUS_KNOWN | (task->signal->group_exit_code & 0xffff);
 	exit_ns = bpf_ktime_get_ns();
-	bpf_for_each_map_elem(&zwindows, settle_window, NULL, 0);
+	if (windows_looked_for) {
+		bpf_for_each_map_elem(&alloc_buckets, settle_bucket, NULL, 0);
+		bpf_for_each_map_elem(&allocs, settle_window, NULL, 0);
+	}
 	exit_settled = exec_gen + 1;
 	return 0;
 }

@@ -87,7 +87,7 @@ enum stat_index {
 	STAT_ALLOCS = 7,          /* allocations tracked */
 	STAT_FREES = 8,           /* releases matched to a tracked allocation */
 	STAT_OWNED_ALLOCS = 9,    /* blocks a library allocated for a tracked resource */
-	STAT_WINDOWS_UNREAD = 10, /* inflate windows the exit could not read (zwindows) */
+	STAT_WINDOWS_UNREAD = 10, /* inflate windows the exit could not read (window_word) */
 	STAT_STACK_CHUNK_FAULTS = 11, /* stack chunks a walk could not read (a page never touched) */
 	STAT_WALKS_PREEMPTED = 12, /* stacks lost: this CPU's walk scratch was held by a preempted walk */
 	STAT_MAP_EVENTS_LOST = 13, /* mmap_events full: a mapping or thread event not sent */
@@ -236,15 +236,22 @@ struct handle_key {
 };
 
 /* One live allocation, keyed by struct handle_key in allocs.
+ * owner and owner_kind mean one thing in a heap block's record
+ * (KIND_MALLOC) and another in a resource's, which is never owned: there
+ * they hold the inflate window not counted yet (enum window_word).
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 struct alloc_info {
 	__u64 size_bytes;
 	__u64 ts_ns;    /* tick_now() when the allocation returned: monotonic, to a jiffy */
 	__u64 stack_id; /* key into stacks; 0 when the stack was lost */
 	__u16 kind;     /* enum alloc_kind */
-	__u16 owner_kind; /* kind of the owner, when owner != 0 */
+	/* A heap block: its owner's kind, when owner != 0. A resource whose
+	 * window is looked for: the window's bytes by the init's arguments. */
+	__u16 owner_kind;
 	__u32 site;     /* its site's slot in site_slots; NO_SITE for a block of a resource */
-	__u64 owner;    /* resource this block belongs to (a z_stream), or 0 */
+	/* A heap block: the resource it belongs to (a z_stream), or 0. A
+	 * resource: its window word, or 0 (enum window_word). */
+	__u64 owner;
 };
 
 /* A live handle in alloc_buckets, the table of the current image's heap
@@ -271,19 +278,21 @@ struct alloc_bucket {
 	struct alloc_slot slot[ALLOC_WAYS];
 };
 
-/* An inflate stream traced without the malloc family whose window is not
- * counted yet (value of zwindows): zlib allocates it inside inflate() when
- * the stream first needs it. Whether it did is read from the stream's
- * state: state->window, 1 << state->wbits bytes. The state's address is
- * taken when the init returns: a program may wipe or reuse a z_stream it
- * dropped, but the leaked state stays.
+/* The window word of an inflate stream traced without the malloc family
+ * whose window is not counted yet (alloc_info.owner of its record): zlib
+ * allocates it inside inflate() when the stream first needs it. Whether
+ * it did is read from the stream's state: state->window, 1 <<
+ * state->wbits bytes. The word is strm->state as the init left it (0 if
+ * unread: then read from strm) with WINDOW_PENDING set, and 0 once the
+ * window is counted: the state's address is taken when the init returns,
+ * since a program may wipe or reuse a z_stream it dropped, but the leaked
+ * state stays. A state not 8-aligned (no zalloc's) is kept as unread.
+ * The record's owner_kind holds the window's bytes by the init's
+ * windowBits, for a state whose wbits cannot be trusted.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
-struct zwindow {
-	__u64 state;      /* strm->state after the init; 0 if unread (then read from strm) */
-	__u64 stack_id;   /* the stream's stack: user space adds the window to its site */
-	__u32 bytes;      /* 1 << the init's windowBits (0: from the header, taken as 15) */
-	__u16 wbits_off;  /* offsetof(struct inflate_state, wbits) in this zlib */
-	__u16 window_off; /* offsetof(struct inflate_state, window) */
+enum window_word {
+	WINDOW_PENDING = 1,
+	WINDOW_FLAGS = 7, /* the bits that are not the state */
 };
 
 /* Where a z_stream holds its state (struct z_stream_s: next_in, avail_in,
@@ -441,7 +450,7 @@ enum exit_status_bit {
  * acquired (0: the mallocs inside the call; set only when the malloc
  * family is not traced). With malloc not traced, a JNI fallback for zlib
  * (preset jvm) has its bytes in bits 32-55, and bit 28 says the handle is
- * an inflate z_stream whose window is looked for (zwindows), 32 KiB
+ * an inflate z_stream whose window is looked for (window_word), 32 KiB
  * (java.util.zip always asks for 15 bits). Decoded by pair_cookie_decode.
  *
  * alloc_session's cookie: bits 0-7 the function (enum alloc_fn), 8-11,

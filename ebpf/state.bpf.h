@@ -144,8 +144,10 @@ struct pending {
 	__u32 owner_kind;
 	__u32 computed; /* a resource whose bytes were computed at entry: mallocs inside it are not its */
 	__u32 site_flags; /* enum site_kind_bit of the site it goes to (SITE_KIND_EXACT) */
-	__u32 pad;
-	struct zwindow window; /* zlib inflate, malloc not traced: its window, if inflate() makes one */
+	/* zlib inflate, malloc not traced: the bytes of its window by the
+	 * init's arguments, looked for once inflate() may have made it
+	 * (window_word); 0 for none. */
+	__u32 window_bytes;
 };
 
 /* A zlib call in progress that may allocate for its stream (inflate()
@@ -417,18 +419,14 @@ struct {
 } range_misses SEC(".maps");
 
 /* Inflate streams traced without the malloc family (zlib bytes computed
- * from the init arguments) whose window is not counted yet: zlib allocates
- * it inside an inflate() call, if the stream needs one. inflate() is not
+ * from the init arguments) whose window is not counted yet have a window
+ * word in their record (enum window_word): zlib allocates the window
+ * inside an inflate() call, if the stream needs one. inflate() is not
  * probed (a trap per call): user space reads whether the window exists
  * from the target's memory at every snapshot, and target_exit counts it
- * for good when the target exits (zwindow_settle). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 20);
-	__type(key, struct handle_key);
-	__type(value, struct zwindow);
-} zwindows SEC(".maps");
+ * for good when the target exits (zwindow_settle). windows_looked_for
+ * is set once a record has one. */
+__u32 windows_looked_for = 0;
 
 /* Mapping and thread events (struct mmap_event) for user space, which
  * keeps the target's mappings and threads exactly (enum map_op). Sized by

@@ -1,6 +1,6 @@
 /* The live-allocation table (allocs) and the per-site totals (sites,
  * site_slots, site_counts): inserting and releasing handles, resources' owned blocks
- * and inflate windows (zwindows). BPF-only. */
+ * and inflate windows (window_word). BPF-only. */
 #ifndef TABLE_BPF_H
 #define TABLE_BPF_H
 
@@ -185,7 +185,7 @@ static __always_inline bool owner_add(__u64 owner, __u32 owner_kind, __s64 bytes
  * of its owner's bytes. */
 static __always_inline void site_release(struct alloc_info *info)
 {
-	if (info->owner) {
+	if (info->kind == KIND_MALLOC && info->owner) {
 		owner_add(info->owner, info->owner_kind, -(__s64)info->size_bytes);
 		return;
 	}
@@ -219,7 +219,7 @@ static __always_inline bool track_release(__u64 addr, __u32 kind)
 }
 
 static __always_inline bool orphan_resource(__u64 addr, __u32 kind);
-static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindow *w);
+static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct alloc_info *info);
 
 /* retire_live makes room for a handle acquired again while still
  * recorded. A heap block's release was missed (a path we do not probe):
@@ -234,16 +234,18 @@ static __always_inline void retire_live(__u64 addr, __u32 kind)
 			stat_add(STAT_FREES_MISSED, 1);
 		return;
 	}
-	struct handle_key wk = { .addr = addr, .kind = kind, .pad = image_pad() };
-	struct zwindow *w = bpf_map_lookup_elem(&zwindows, &wk);
-	if (w) {
-		struct zwindow copy = *w;
+	struct alloc_slot *slot;
+	struct alloc_info *info = alloc_find(addr, kind, &slot);
+	__u64 w = info ? info->owner : 0;
+	if (w & WINDOW_PENDING) {
 		/* Its state's address must be known: strm->state is the new
-		 * stream's already (read at the init's return). */
-		if (copy.state)
-			zwindow_settle(addr, kind, &copy);
+		 * stream's already. A window not counted now never is: the
+		 * orphan keeps no word. */
+		if (w & ~(__u64)WINDOW_FLAGS)
+			zwindow_settle(addr, kind, info);
 		else
 			stat_add(STAT_WINDOWS_UNREAD, 1);
+		__sync_val_compare_and_swap(&info->owner, w, 0);
 	}
 	orphan_resource(addr, kind);
 }
@@ -388,39 +390,35 @@ static __always_inline bool track_owned(__u64 addr, __u64 size, __u64 owner, __u
 	return true;
 }
 
-/* zwindow_settle counts the window of live inflate stream strm (w, its
- * zwindows entry) into the stream if zlib allocated it, read from the
- * target's memory: state->window, 1 << state->wbits bytes. The state must
- * point back at strm (inflateStateCheck), or it is not the stream's. A
- * window that is a traced block already (sampling traced the malloc of the
- * application's own zalloc) is counted as that block, not twice. */
-static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct zwindow *w)
+/* zwindow_settle counts the window of live inflate stream strm (info, its
+ * record, with a window word) into the stream if zlib allocated it, read
+ * from the target's memory: state->window, 1 << state->wbits bytes. The
+ * state must point back at strm (inflateStateCheck), or it is not the
+ * stream's. A window that is a traced block already (sampling traced the
+ * malloc of the application's own zalloc) is counted as that block, not
+ * twice. Whoever clears the word counts the window: once. */
+static __always_inline void zwindow_settle(__u64 strm, __u32 kind, struct alloc_info *info)
 {
-	__u64 state = w->state, back = 0, window = 0;
+	__u64 w = info->owner;
+	if (!(w & WINDOW_PENDING))
+		return;
+	__u64 state = w & ~(__u64)WINDOW_FLAGS, back = 0, window = 0;
 	__u32 wbits = 0;
 	if (!state && bpf_probe_read_user(&state, sizeof(state), (void *)(strm + ZSTREAM_STATE_OFF)))
 		state = 0;
 	if (!state || bpf_probe_read_user(&back, sizeof(back), (void *)state) || back != strm ||
-	    bpf_probe_read_user(&window, sizeof(window), (void *)(state + w->window_off)) ||
-	    bpf_probe_read_user(&wbits, sizeof(wbits), (void *)(state + w->wbits_off))) {
+	    bpf_probe_read_user(&window, sizeof(window), (void *)(state + INFLATE_STATE_WINDOW_OFF)) ||
+	    bpf_probe_read_user(&wbits, sizeof(wbits), (void *)(state + INFLATE_STATE_WBITS_OFF))) {
 		stat_add(STAT_WINDOWS_UNREAD, 1);
 		return;
 	}
 	if (!window)
 		return; /* not allocated (yet) */
-	__u32 bytes = wbits >= 8 && wbits <= 15 ? 1U << wbits : w->bytes;
-	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
+	__u32 bytes = wbits >= 8 && wbits <= 15 ? 1U << wbits : info->owner_kind;
 	struct alloc_slot *slot;
 	bool traced = alloc_find(window, KIND_MALLOC, &slot) != NULL;
-	if (bpf_map_delete_elem(&zwindows, &hk) == 0 && !traced)
+	if (__sync_val_compare_and_swap(&info->owner, w, 0) == w && !traced)
 		owner_add(strm, kind, bytes);
-}
-
-/* zwindow_forget drops the uncounted window of a stream being released. */
-static __always_inline void zwindow_forget(__u64 strm, __u32 kind)
-{
-	struct handle_key hk = { .addr = strm, .kind = kind, .pad = image_pad() };
-	bpf_map_delete_elem(&zwindows, &hk);
 }
 
 /* site_is reports whether slot s holds the site (stack_id, kind) of the
@@ -496,12 +494,13 @@ static __always_inline struct site_slot *site_for(__u64 stack_id, __u32 kind, __
 	return s;
 }
 
-/* track_alloc records a new live handle under its site; false if the
- * tables were full. site_kind is the handle's kind, with SITE_KIND_EXACT
- * set for a block the exact budget traced: its site is of that kind, the
- * handle of the plain one. */
-static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 site_kind, __u64 stack_id,
-					__u64 ts)
+/* track_alloc_window records a new live handle under its site; false if
+ * the tables were full. site_kind is the handle's kind, with
+ * SITE_KIND_EXACT set for a block the exact budget traced: its site is of
+ * that kind, the handle of the plain one. A resource's window word and
+ * bytes (window_word) go in its record, or 0. */
+static __always_inline bool track_alloc_window(__u64 addr, __u64 size, __u32 site_kind, __u64 stack_id,
+					       __u64 ts, __u64 window, __u16 window_bytes)
 {
 	__u32 kind = site_kind & ~SITE_KIND_EXACT;
 	__u32 slot;
@@ -516,9 +515,13 @@ static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 site_kind,
 		.stack_id = stack_id,
 		.kind = kind,
 		.site = slot,
+		.owner = window,
+		.owner_kind = window_bytes,
 	};
 	if (!insert_alloc(addr, kind, &info))
 		return false;
+	if (window && !windows_looked_for)
+		windows_looked_for = 1;
 	struct site_stats *c = site_stats_of(slot);
 	if (c) {
 		__sync_fetch_and_add(&c->live_bytes, size);
@@ -526,6 +529,13 @@ static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 site_kind,
 	}
 	stat_add(STAT_ALLOCS, 1);
 	return true;
+}
+
+/* track_alloc is track_alloc_window for a handle with no window word. */
+static __always_inline bool track_alloc(__u64 addr, __u64 size, __u32 site_kind, __u64 stack_id,
+					__u64 ts)
+{
+	return track_alloc_window(addr, size, site_kind, stack_id, ts, 0, 0);
 }
 
 #endif /* TABLE_BPF_H */

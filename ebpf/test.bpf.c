@@ -152,18 +152,25 @@ int BPF_PROG(test_zcall_owner, __u64 sp, __u64 zsp, __u64 zret, __u64 strm)
 	return 0;
 }
 
-/* test_zwindow_settle is zwindow_settle on the zwindows entry of stream
- * strm of this image; returns -1 if it has none. */
+/* test_zwindow_settle is zwindow_settle on the record of stream strm of
+ * this image; returns -1 if it has none or its window word is clear. */
 SEC("raw_tp/test")
 int BPF_PROG(test_zwindow_settle, __u64 strm, __u64 kind)
 {
-	struct handle_key hk = { .addr = strm, .kind = (__u32)kind, .pad = image_pad() };
-	struct zwindow *w = bpf_map_lookup_elem(&zwindows, &hk);
-	if (!w)
+	struct alloc_slot *slot;
+	struct alloc_info *info = alloc_find(strm, (__u32)kind, &slot);
+	if (!info || !(info->owner & WINDOW_PENDING))
 		return -1;
-	struct zwindow copy = *w;
-	zwindow_settle(strm, (__u32)kind, &copy);
+	zwindow_settle(strm, (__u32)kind, info);
 	return 0;
+}
+
+/* test_track_stream is track_alloc_window for an inflate stream whose
+ * window is looked for (window_word): 1 if it was recorded. */
+SEC("raw_tp/test")
+int BPF_PROG(test_track_stream, __u64 strm, __u64 size, __u64 stack_id, __u64 state, __u64 bytes)
+{
+	return track_alloc_window(strm, size, KIND_ZLIB_INFLATE, stack_id, 1000, state | WINDOW_PENDING, (__u16)bytes);
 }
 
 /* test_fill_misses puts up to n records in range_misses, as user space

@@ -87,9 +87,9 @@ static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, _
  * With the malloc family traced, the state is a block zlib allocated for
  * the stream (an owned block in allocs). In a zlib whose bytes are
  * computed (RANGE_ZLIB_COMPUTED, sampling) the state is not traced: the
- * stream must be one whose window is looked for (zwindows), which counts
- * the window from the state; ZWINDOW_COMPUTED says so, and the block is
- * not traced. 0 if none matched: the block is an ordinary allocation (a
+ * stream must be one whose window is looked for (its window word), which
+ * counts the window from the state; ZWINDOW_COMPUTED says so, and the
+ * block is not traced. 0 if none matched: the block is an ordinary allocation (a
  * gzFile's buffers, a copy's state and window). */
 static __always_inline bool zwindow_size(__u64 size)
 {
@@ -106,6 +106,19 @@ __attribute__((noinline)) __u64 inflate_block_owner(__u64 addr)
 	if (!b || b->owner_kind != KIND_ZLIB_INFLATE)
 		return 0;
 	return b->owner;
+}
+
+/* stream_window_pending reports whether live inflate stream strm has the
+ * window word of state (or of a state not read yet). A function of its
+ * own, for zwindow_owner, as inflate_block_owner. */
+__attribute__((noinline)) int stream_window_pending(__u64 strm, __u64 state)
+{
+	struct alloc_slot *slot;
+	struct alloc_info *s = alloc_find(strm, KIND_ZLIB_INFLATE, &slot);
+	if (!s)
+		return 0;
+	__u64 w = s->owner;
+	return (w & WINDOW_PENDING) && (!(w & ~(__u64)WINDOW_FLAGS) || (w & ~(__u64)WINDOW_FLAGS) == state);
 }
 
 /* A function of its own: its frame and alloc_exit's share the 512 bytes of
@@ -141,9 +154,7 @@ static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 
 			continue;
 		if (owner)
 			return owner;
-		struct handle_key sk = { .addr = state[0], .kind = KIND_ZLIB_INFLATE, .pad = image_pad() };
-		struct zwindow *w = bpf_map_lookup_elem(&zwindows, &sk);
-		if (w && (!w->state || w->state == reg))
+		if (stream_window_pending(state[0], reg))
 			return ZWINDOW_COMPUTED;
 	}
 	return 0;
@@ -282,9 +293,7 @@ static __always_inline void zwindow_pending(struct pt_regs *ctx, __u32 kind, __u
 	struct thread_state *ts = thread_state(false);
 	if (!ts || ts->outer.sp != PT_REGS_SP(ctx) || ts->outer.kind != kind)
 		return;
-	ts->outer.window.bytes = bytes;
-	ts->outer.window.wbits_off = INFLATE_STATE_WBITS_OFF;
-	ts->outer.window.window_off = INFLATE_STATE_WINDOW_OFF;
+	ts->outer.window_bytes = bytes;
 }
 
 /* result_addr applies an acquire call's op to its return value: the new
@@ -376,15 +385,15 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 		track_release(addr, KIND_MALLOC);
 	}
 	__u64 stack_id = walk_stack(ts, PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
-	if (track_alloc(addr, p.size_bytes, p.kind | p.site_flags, stack_id, now) && p.window.bytes) {
-		/* An inflate stream traced without malloc: its window is
-		 * counted once zlib made it (zwindows). */
-		struct handle_key hk = { .addr = addr, .kind = p.kind, .pad = image_pad() };
-		p.window.stack_id = stack_id;
-		if (bpf_probe_read_user(&p.window.state, sizeof(p.window.state), (void *)(addr + ZSTREAM_STATE_OFF)))
-			p.window.state = 0;
-		bpf_map_update_elem(&zwindows, &hk, &p.window, BPF_ANY);
+	/* An inflate stream traced without malloc: its window is counted
+	 * once zlib made it (window_word). */
+	__u64 window = 0;
+	if (p.window_bytes) {
+		if (bpf_probe_read_user(&window, sizeof(window), (void *)(addr + ZSTREAM_STATE_OFF)) || (window & WINDOW_FLAGS))
+			window = 0;
+		window |= WINDOW_PENDING;
 	}
+	track_alloc_window(addr, p.size_bytes, p.kind | p.site_flags, stack_id, now, window, p.window_bytes);
 }
 
 /* returns_pending reports whether the current thread has a return probe
@@ -420,7 +429,7 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 	struct pending *p = ts ? &ts->outer : NULL;
 	struct alloc_info copy;
 	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
-		if (info && info->owner && info->owner == p->out_ptr) {
+		if (info && kind == KIND_MALLOC && info->owner && info->owner == p->out_ptr) {
 			if (alloc_remove(addr, kind, slot, info, &copy))
 				p->size_bytes -= copy.size_bytes;
 			return false;

@@ -551,8 +551,9 @@ func (t *Tracer) attachExecHook() error {
 func (t *Tracer) mallocTraced() bool { return t.opts.Malloc != MallocOff }
 
 // windowsComputed reports whether inflate streams may count their window
-// from their state (zwindows) rather than from its malloc: without the
-// malloc family, or when sampling it (zlib.Computed).
+// from their state (a window word in the stream's record) rather than
+// from its malloc: without the malloc family, or when sampling it
+// (zlib.Computed).
 func (t *Tracer) windowsComputed() bool { return !t.mallocTraced() || t.opts.SampleBytes > 0 }
 
 // MallocTraced reports whether the malloc family is traced: when not,

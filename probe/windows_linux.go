@@ -15,10 +15,11 @@ import (
 )
 
 // windowReads is what the last read of the target's memory found of the
-// inflate streams whose window the kernel has not counted (zwindows).
+// inflate streams whose window the kernel has not counted (a window word
+// in the stream's record).
 type windowReads struct {
 	bytes   map[windowKey]uint64 // the window zlib allocated, by stream
-	stacks  map[windowKey]uint64 // those streams' stacks (zwindow.stack_id)
+	stacks  map[windowKey]uint64 // those streams' stacks (their records' stack_id)
 	checked map[windowKey]bool   // streams read, with a window or without
 	unread  int                  // streams whose state could not be read
 }
@@ -31,7 +32,7 @@ type windowKey struct {
 }
 
 // readWindowsLocked reads from the target's memory, for every live inflate
-// stream of the current image in zwindows, whether zlib allocated its
+// stream of the current image with a window word, whether zlib allocated its
 // window: state->window, of 1 << state->wbits bytes, the state as the init
 // left it (the kernel's zwindow_settle, which counts it for good when the
 // target exits), unless the window is a traced block itself. A state that does not point back at its stream is not
@@ -40,12 +41,12 @@ type windowKey struct {
 func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 	var keys []windowKey
 	var ws []kernel.Window
-	span := 0 // the state from its back pointer to the window
+	// The state from its back pointer to the window.
+	span := max(kernel.InflateStateWindowOff+8, kernel.InflateStateWbitsOff+4)
 	err = t.objs.ForEachWindow(func(k kernel.Handle, w kernel.Window) {
 		if !k.Orphan && k.Gen == t.execGen {
 			keys = append(keys, windowKey{k.Addr, k.Kind})
 			ws = append(ws, w)
-			span = max(span, int(w.WindowOff)+8, int(w.WbitsOff)+4)
 		}
 	})
 	if err != nil || len(keys) == 0 {
@@ -97,7 +98,7 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 		}
 		r.checked[k] = true
 		w := ws[i]
-		window := binary.LittleEndian.Uint64(b[w.WindowOff:])
+		window := binary.LittleEndian.Uint64(b[kernel.InflateStateWindowOff:])
 		if window == 0 {
 			continue // not allocated (yet)
 		}
@@ -109,7 +110,7 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 			continue
 		}
 		bytes := uint64(w.Bytes)
-		if wbits := binary.LittleEndian.Uint32(b[w.WbitsOff:]); wbits >= 8 && wbits <= 15 {
+		if wbits := binary.LittleEndian.Uint32(b[kernel.InflateStateWbitsOff:]); wbits >= 8 && wbits <= 15 {
 			bytes = 1 << wbits
 		}
 		if r.bytes == nil {

@@ -5,6 +5,7 @@ package kernel
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -35,7 +36,7 @@ func harness(t *testing.T, maxSites uint32) *bpftest.HarnessObjects {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
+	for _, name := range []string{"allocs", "sites", "stacks"} {
 		spec.Maps[name].MaxEntries = 1 << 10
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}
@@ -152,7 +153,7 @@ func TestHarnessSharesProbeState(t *testing.T) {
 				hm.Type, hm.KeySize, hm.ValueSize, hm.MaxEntries, hm.Flags, pm.Type, pm.KeySize, pm.ValueSize, pm.MaxEntries, pm.Flags)
 		}
 	}
-	for _, name := range []string{"allocs", "sites", "site_slots", "site_counts", "stacks", "exec_ranges", "range_ctls", "unwind_rows", "zwindows", "stats"} {
+	for _, name := range []string{"allocs", "sites", "site_slots", "site_counts", "stacks", "exec_ranges", "range_ctls", "unwind_rows", "stats"} {
 		if h.Maps[name] == nil {
 			t.Errorf("harness lacks map %s", name)
 		}
@@ -1058,6 +1059,42 @@ func TestZwindowOwner(t *testing.T) {
 			t.Errorf("%s: owner %#x, want %#x", c.name, got, c.want)
 		}
 	}
+
+	// A zlib whose bytes are computed: the state is no traced block, and
+	// the window is the stream's when the stream's window is looked for
+	// with this state (or a state not read yet), ZWINDOW_COMPUTED.
+	setRanges(t, objs, 2, []leakExecRange{{Start: zlib, End: zlib + 0x80000, Flags: uint32(leakRangeFlagRANGE_ZLIB_COMPUTED)}}, nil)
+	const computed = 1
+	other, unread, none := uint64(strm+0x100), uint64(strm+0x200), uint64(strm+0x300)
+	for _, s := range []struct{ strm, state uint64 }{{strm, state}, {other, state + 0x40}, {unread, 0}} {
+		if run(t, objs.TestTrackStream, s.strm, 7160, 9, s.state, 1<<15) != 1 {
+			t.Fatal("track_alloc_window failed")
+		}
+	}
+	if run(t, objs.TestTrackAlloc, none, 7160, inflate, 9, 1000) != 1 {
+		t.Fatal("track_alloc failed")
+	}
+	for _, c := range []struct {
+		name string
+		back uint64
+		want uint64
+	}{
+		{"its window, its state", strm, computed},
+		{"a state not read yet", unread, computed},
+		{"another state of the stream", other, 0},
+		{"a stream whose window is not looked for", none, 0},
+		{"no stream", strm + 0x400, 0},
+	} {
+		fakeInflateState(m, state, c.back, 15, 0)
+		run(t, objs.TestZwindowOwner, zlib+0x100, 1<<15, state, 0, 0, 0)
+		var got uint64
+		if err := objs.OutU64.Get(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("computed, %s: owner %#x, want %#x", c.name, got, c.want)
+		}
+	}
 }
 
 // A malloc inside inflate() belongs to its stream while inflate() runs:
@@ -1103,9 +1140,12 @@ func TestZcallOwner(t *testing.T) {
 }
 
 // zwindow_settle counts a live stream's window into the stream once zlib
-// made it, with the size its state says, and forgets the window; it
-// leaves a window not made yet to look for again, and counts a state it
-// cannot trust as unread.
+// made it, with the size its state says, and clears the stream's window
+// word; it leaves a window not made yet to look for again, and counts a
+// state it cannot trust as unread. The word is the state the init left
+// (a state not read yet is read from the stream), and the window's bytes
+// by the init's arguments; the stream is listed with them until it is
+// settled (ForEachWindow).
 func TestZwindowSettle(t *testing.T) {
 	objs := harness(t, 0)
 	m := newMem(t, 1)
@@ -1114,14 +1154,12 @@ func TestZwindowSettle(t *testing.T) {
 	state := m.base + 0x400
 	m.put(strm+uint64(leakZlibOffsetZSTREAM_STATE_OFF), state)
 	const streamBytes = 7160 + 112 // an inflate state and java.util.zip's z_stream
-	if run(t, objs.TestTrackAlloc, strm, streamBytes, inflate, 9, 1000) != 1 {
-		t.Fatal("track_alloc failed")
+	if run(t, objs.TestTrackStream, strm, streamBytes, 9, 0, 1<<15) != 1 {
+		t.Fatal("track_alloc_window failed")
 	}
-	key := leakHandleKey{Addr: strm, Kind: uint32(inflate)}
-	w := leakZwindow{StackId: 9, Bytes: 1 << 15,
-		WbitsOff: uint16(leakZlibOffsetINFLATE_STATE_WBITS_OFF), WindowOff: uint16(leakZlibOffsetINFLATE_STATE_WINDOW_OFF)}
-	if err := objs.Zwindows.Put(key, w); err != nil {
-		t.Fatal(err)
+	listed := func() []Window { return windowsListed(t, objs, strm, inflate) }
+	if got, want := listed(), []Window{{State: 0, Stack: 9, Bytes: 1 << 15}}; !slices.Equal(got, want) {
+		t.Errorf("windows listed %+v, want %+v", got, want)
 	}
 	check := func(name string, bytes uint64, pending bool, unread uint64) {
 		t.Helper()
@@ -1132,8 +1170,7 @@ func TestZwindowSettle(t *testing.T) {
 		if s := siteTotals(t, objs, info.Site); s.LiveBytes != bytes {
 			t.Errorf("%s: its site holds %d bytes, want %d", name, s.LiveBytes, bytes)
 		}
-		var got leakZwindow
-		if still := objs.Zwindows.Lookup(key, &got) == nil; still != pending {
+		if still := len(listed()) == 1; still != pending {
 			t.Errorf("%s: window still looked for: %v, want %v", name, still, pending)
 		}
 		if n := statSum(t, objs.Stats, leakStatIndexSTAT_WINDOWS_UNREAD); n != unread {
@@ -1155,6 +1192,79 @@ func TestZwindowSettle(t *testing.T) {
 
 	if ret := run(t, objs.TestZwindowSettle, strm, inflate); ret != -1 {
 		t.Errorf("settled window looked for again: %d", ret)
+	}
+}
+
+// windowsListed returns the windows ForEachWindow lists from the
+// harness's tables, failing on one of another handle than (strm, kind).
+func windowsListed(t *testing.T, objs *bpftest.HarnessObjects, strm, kind uint64) []Window {
+	t.Helper()
+	var ws []Window
+	o := &Objects{objs: leakObjects{
+		leakMaps:      leakMaps{AllocBuckets: objs.AllocBuckets, Allocs: objs.Allocs},
+		leakVariables: leakVariables{WindowsLookedFor: objs.WindowsLookedFor},
+	}}
+	if err := o.ForEachWindow(func(h Handle, w Window) {
+		if h.Addr != strm || h.Kind != uint32(kind) {
+			t.Errorf("window listed of handle %+v", h)
+		}
+		ws = append(ws, w)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// A stream's window word is no owner: releasing a stream whose window is
+// still looked for takes its bytes out of its site, as any resource's.
+// The word's state is the one settled from, not the stream's state now
+// (a z_stream the program reused); a stream whose handle is no pointer
+// (in allocs, not a bucket) is listed and settled the same way.
+func TestWindowWordIsNoOwner(t *testing.T) {
+	objs := harness(t, 0)
+	m := newMem(t, 1)
+	inflate := uint64(leakAllocKindKIND_ZLIB_INFLATE)
+	if ws := windowsListed(t, objs, 0, inflate); len(ws) != 0 {
+		t.Fatalf("windows listed before any stream: %+v", ws)
+	}
+	const streamBytes = 7160
+	for _, strm := range []uint64{m.base + 0x100, m.base + 0x203} { // a bucket's, then allocs'
+		t.Run(fmt.Sprintf("strm %#x", strm&7), func(t *testing.T) {
+			state, elsewhere := m.base+0x400, m.base+0x800
+			m.put(strm+uint64(leakZlibOffsetZSTREAM_STATE_OFF), elsewhere)
+			fakeInflateState(m, elsewhere, strm, 15, 0) // no window: would leave it pending
+			fakeInflateState(m, state, strm, 15, 0xabc000)
+			if run(t, objs.TestTrackStream, strm, streamBytes, 9, state, 1<<15) != 1 {
+				t.Fatal("track_alloc_window failed")
+			}
+			if got, want := windowsListed(t, objs, strm, inflate), []Window{{State: state, Stack: 9, Bytes: 1 << 15}}; !slices.Equal(got, want) {
+				t.Errorf("windows listed %+v, want %+v", got, want)
+			}
+			info, _ := harnessEntry(t, objs, strm, inflate)
+			site := info.Site
+			run(t, objs.TestZwindowSettle, strm, inflate)
+			if info, ok := harnessEntry(t, objs, strm, inflate); !ok || info.SizeBytes != streamBytes+1<<15 {
+				t.Errorf("stream holds %d bytes (live: %v), want %d with the window of the word's state", info.SizeBytes, ok, streamBytes+1<<15)
+			}
+			if ws := windowsListed(t, objs, strm, inflate); len(ws) != 0 {
+				t.Errorf("windows listed once settled: %+v", ws)
+			}
+			if run(t, objs.TestTrackRelease, strm, inflate) != 1 {
+				t.Fatal("track_release of the stream failed")
+			}
+			// Released with its word still set: the site gives back
+			// what it holds, and nothing is taken from anywhere else.
+			other := strm + 0x1000
+			if run(t, objs.TestTrackStream, other, streamBytes, 9, state, 1<<15) != 1 {
+				t.Fatal("track_alloc_window failed")
+			}
+			if run(t, objs.TestTrackRelease, other, inflate) != 1 {
+				t.Fatal("track_release of the pending stream failed")
+			}
+			if s := siteTotals(t, objs, site); s.LiveBytes != 0 || s.Allocs != s.Frees {
+				t.Errorf("site after both releases: %+v, want nothing live", s)
+			}
+		})
 	}
 }
 

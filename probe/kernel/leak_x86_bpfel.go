@@ -399,34 +399,32 @@ const (
 type leakThreadState struct {
 	_     structs.HostLayout
 	Outer struct {
-		_         structs.HostLayout
-		SizeBytes uint64
-		OldPtr    uint64
-		OutPtr    uint64
-		Sp        uint64
-		Kind      uint32
-		Op        uint32
-		Owner     uint64
-		OwnerKind uint32
-		Computed  uint32
-		SiteFlags uint32
-		Pad       uint32
-		Window    leakZwindow
+		_           structs.HostLayout
+		SizeBytes   uint64
+		OldPtr      uint64
+		OutPtr      uint64
+		Sp          uint64
+		Kind        uint32
+		Op          uint32
+		Owner       uint64
+		OwnerKind   uint32
+		Computed    uint32
+		SiteFlags   uint32
+		WindowBytes uint32
 	}
 	Inner struct {
-		_         structs.HostLayout
-		SizeBytes uint64
-		OldPtr    uint64
-		OutPtr    uint64
-		Sp        uint64
-		Kind      uint32
-		Op        uint32
-		Owner     uint64
-		OwnerKind uint32
-		Computed  uint32
-		SiteFlags uint32
-		Pad       uint32
-		Window    leakZwindow
+		_           structs.HostLayout
+		SizeBytes   uint64
+		OldPtr      uint64
+		OutPtr      uint64
+		Sp          uint64
+		Kind        uint32
+		Op          uint32
+		Owner       uint64
+		OwnerKind   uint32
+		Computed    uint32
+		SiteFlags   uint32
+		WindowBytes uint32
 	}
 	Zcall struct {
 		_       structs.HostLayout
@@ -474,6 +472,13 @@ type leakUnwindRow struct {
 	Rule   uint8
 }
 
+type leakWindowWord uint32
+
+const (
+	leakWindowWordWINDOW_PENDING leakWindowWord = 1
+	leakWindowWordWINDOW_FLAGS   leakWindowWord = 7
+)
+
 type leakZinit uint32
 
 const (
@@ -497,15 +502,6 @@ const (
 	leakZlibOffsetINFLATE_STATE_WBITS_OFF  leakZlibOffset = 56
 	leakZlibOffsetINFLATE_STATE_WINDOW_OFF leakZlibOffset = 72
 )
-
-type leakZwindow struct {
-	_         structs.HostLayout
-	State     uint64
-	StackId   uint64
-	Bytes     uint32
-	WbitsOff  uint16
-	WindowOff uint16
-}
 
 // Names of all BPF objects in the ELF.
 //
@@ -539,7 +535,6 @@ const (
 	leakMapUnwindRows                 = "unwind_rows"
 	leakMapVmChildren                 = "vm_children"
 	leakMapVmShared                   = "vm_shared"
-	leakMapZwindows                   = "zwindows"
 	leakProgAllocExit                 = "alloc_exit"
 	leakProgAllocExitMulti            = "alloc_exit_multi"
 	leakProgAllocSession              = "alloc_session"
@@ -627,12 +622,13 @@ const (
 	leakVarUnusedStatIndex            = "unused_stat_index"
 	leakVarUnusedUnwindCfa            = "unused_unwind_cfa"
 	leakVarUnusedUnwindRbp            = "unused_unwind_rbp"
+	leakVarUnusedWindowWord           = "unused_window_word"
 	leakVarUnusedZinit                = "unused_zinit"
 	leakVarUnusedZlibCookie           = "unused_zlib_cookie"
 	leakVarUnusedZlibOffset           = "unused_zlib_offset"
-	leakVarUnusedZwindow              = "unused_zwindow"
 	leakVarVmForks                    = "vm_forks"
 	leakVarWaitExec                   = "wait_exec"
+	leakVarWindowsLookedFor           = "windows_looked_for"
 	leakVarZcallsSeen                 = "zcalls_seen"
 )
 
@@ -751,7 +747,6 @@ type leakMapSpecs struct {
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.MapSpec `ebpf:"vm_children"`
 	VmShared        *ebpf.MapSpec `ebpf:"vm_shared"`
-	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
 }
 
 // leakVariableSpecs contains global variables before they are loaded into the kernel.
@@ -806,12 +801,13 @@ type leakVariableSpecs struct {
 	UnusedStatIndex     *ebpf.VariableSpec `ebpf:"unused_stat_index"`
 	UnusedUnwindCfa     *ebpf.VariableSpec `ebpf:"unused_unwind_cfa"`
 	UnusedUnwindRbp     *ebpf.VariableSpec `ebpf:"unused_unwind_rbp"`
+	UnusedWindowWord    *ebpf.VariableSpec `ebpf:"unused_window_word"`
 	UnusedZinit         *ebpf.VariableSpec `ebpf:"unused_zinit"`
 	UnusedZlibCookie    *ebpf.VariableSpec `ebpf:"unused_zlib_cookie"`
 	UnusedZlibOffset    *ebpf.VariableSpec `ebpf:"unused_zlib_offset"`
-	UnusedZwindow       *ebpf.VariableSpec `ebpf:"unused_zwindow"`
 	VmForks             *ebpf.VariableSpec `ebpf:"vm_forks"`
 	WaitExec            *ebpf.VariableSpec `ebpf:"wait_exec"`
+	WindowsLookedFor    *ebpf.VariableSpec `ebpf:"windows_looked_for"`
 	ZcallsSeen          *ebpf.VariableSpec `ebpf:"zcalls_seen"`
 }
 
@@ -863,7 +859,6 @@ type leakMaps struct {
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
 	VmChildren      *ebpf.Map `ebpf:"vm_children"`
 	VmShared        *ebpf.Map `ebpf:"vm_shared"`
-	Zwindows        *ebpf.Map `ebpf:"zwindows"`
 }
 
 func (m *leakMaps) Close() error {
@@ -896,7 +891,6 @@ func (m *leakMaps) Close() error {
 		m.UnwindRows,
 		m.VmChildren,
 		m.VmShared,
-		m.Zwindows,
 	)
 }
 
@@ -952,12 +946,13 @@ type leakVariables struct {
 	UnusedStatIndex     *ebpf.Variable `ebpf:"unused_stat_index"`
 	UnusedUnwindCfa     *ebpf.Variable `ebpf:"unused_unwind_cfa"`
 	UnusedUnwindRbp     *ebpf.Variable `ebpf:"unused_unwind_rbp"`
+	UnusedWindowWord    *ebpf.Variable `ebpf:"unused_window_word"`
 	UnusedZinit         *ebpf.Variable `ebpf:"unused_zinit"`
 	UnusedZlibCookie    *ebpf.Variable `ebpf:"unused_zlib_cookie"`
 	UnusedZlibOffset    *ebpf.Variable `ebpf:"unused_zlib_offset"`
-	UnusedZwindow       *ebpf.Variable `ebpf:"unused_zwindow"`
 	VmForks             *ebpf.Variable `ebpf:"vm_forks"`
 	WaitExec            *ebpf.Variable `ebpf:"wait_exec"`
+	WindowsLookedFor    *ebpf.Variable `ebpf:"windows_looked_for"`
 	ZcallsSeen          *ebpf.Variable `ebpf:"zcalls_seen"`
 }
 

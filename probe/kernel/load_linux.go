@@ -109,12 +109,11 @@ func Load(c Config) (*Objects, error) {
 	spec.Maps["site_counts"].MaxEntries = c.MaxSites * copies
 	spec.Maps["stacks"].MaxEntries = c.MaxStacks
 	spec.Maps["unwind_rows"].MaxEntries = c.MaxUnwindRows
-	spec.Maps["zwindows"].MaxEntries = c.MaxAllocations
 	// The per-allocation and per-stack tables take memory as they fill,
 	// not all at load: preallocated, their default sizes held 165 MiB of
 	// kernel memory for any target, even one that allocates nothing
 	// (docs/performance.md, "Fixed costs and the BPF maps").
-	for _, name := range []string{"allocs", "sites", "stacks", "zwindows"} {
+	for _, name := range []string{"allocs", "sites", "stacks"} {
 		spec.Maps[name].Flags |= unix.BPF_F_NO_PREALLOC
 	}
 	// Arrays are mapped into leakscope too, so that Reset empties one

@@ -30,7 +30,6 @@ func TestSpecLayout(t *testing.T) {
 		{"exec_ranges", 4, unsafe.Sizeof(leakExecRange{})},
 		{"range_ctls", 4, unsafe.Sizeof(leakRangeCtl{})},
 		{"stats", 4, 8},
-		{"zwindows", unsafe.Sizeof(leakHandleKey{}), unsafe.Sizeof(leakZwindow{})},
 	} {
 		m := spec.Maps[tc.name]
 		if m == nil {

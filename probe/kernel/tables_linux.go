@@ -313,24 +313,58 @@ func allocBucket(addr uint64, buckets uint32) uint32 {
 	return uint32((addr>>4)*0x9E3779B97F4A7C15>>32) & (buckets - 1)
 }
 
-// Window is what the kernel knows of a live inflate stream's window.
+// Window is what the kernel knows of a live inflate stream's window not
+// counted yet (enum window_word).
 type Window struct {
-	State     uint64 // the stream's inflate state, 0 if unread
-	Stack     uint64 // the stream's stack id
-	Bytes     uint32
-	WbitsOff  uint16 // offsets in the state of wbits and window
-	WindowOff uint16
+	State uint64 // the stream's inflate state, 0 if unread
+	Stack uint64 // the stream's stack id
+	Bytes uint32 // the window's bytes by the init's arguments
 }
 
-// ForEachWindow calls fn with every live inflate stream of zwindows.
+// windowOf returns the window word in the record of resource handle h,
+// if it has one.
+func windowOf(h Handle, v *leakAllocInfo) (Window, bool) {
+	if h.Kind == KindMalloc || v.Owner&uint64(leakWindowWordWINDOW_PENDING) == 0 {
+		return Window{}, false // a heap block's owner, or no window
+	}
+	return Window{State: v.Owner &^ uint64(leakWindowWordWINDOW_FLAGS), Stack: v.StackId, Bytes: uint32(v.OwnerKind)}, true
+}
+
+// ForEachWindow calls fn with every live inflate stream whose window the
+// kernel has not counted yet: the resources with a window word in
+// alloc_buckets, then in allocs.
 func (o *Objects) ForEachWindow(fn func(Handle, Window)) error {
-	return forEach(o.objs.Zwindows, func(k *leakHandleKey, w *leakZwindow) {
-		fn(handleOf(k), Window{State: w.State, Stack: w.StackId, Bytes: w.Bytes, WbitsOff: w.WbitsOff, WindowOff: w.WindowOff})
+	if used, err := get[uint32](o.objs.WindowsLookedFor); err != nil || used == 0 {
+		return err // no record had a window word: nothing to scan
+	}
+	err := forEach(o.objs.AllocBuckets, func(_ *uint32, b *leakAllocBucket) {
+		for i := range b.Slot {
+			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&3 == 0 {
+				h := Handle{Addr: s.Addr, Kind: uint32(s.Info.Kind), Gen: s.Gen >> 1}
+				if w, ok := windowOf(h, &s.Info); ok {
+					fn(h, w)
+				}
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return forEach(o.objs.Allocs, func(k *leakHandleKey, v *leakAllocInfo) {
+		h := handleOf(k)
+		if w, ok := windowOf(h, v); ok {
+			fn(h, w)
+		}
 	})
 }
 
-// ZstreamStateOff is offsetof(z_stream, state) (enum zlib_offset).
-const ZstreamStateOff = uint64(leakZlibOffsetZSTREAM_STATE_OFF)
+// Offsets in zlib's structures (enum zlib_offset): of the state in a
+// z_stream, and of wbits and window in an inflate state.
+const (
+	ZstreamStateOff       = uint64(leakZlibOffsetZSTREAM_STATE_OFF)
+	InflateStateWbitsOff  = int(leakZlibOffsetINFLATE_STATE_WBITS_OFF)
+	InflateStateWindowOff = int(leakZlibOffsetINFLATE_STATE_WINDOW_OFF)
+)
 
 // Range flags (enum range_flag): how the kernel walks through a range.
 const (

@@ -170,34 +170,32 @@ type HarnessStackWindow struct {
 type HarnessThreadState struct {
 	_     structs.HostLayout
 	Outer struct {
-		_         structs.HostLayout
-		SizeBytes uint64
-		OldPtr    uint64
-		OutPtr    uint64
-		Sp        uint64
-		Kind      uint32
-		Op        uint32
-		Owner     uint64
-		OwnerKind uint32
-		Computed  uint32
-		SiteFlags uint32
-		Pad       uint32
-		Window    HarnessZwindow
+		_           structs.HostLayout
+		SizeBytes   uint64
+		OldPtr      uint64
+		OutPtr      uint64
+		Sp          uint64
+		Kind        uint32
+		Op          uint32
+		Owner       uint64
+		OwnerKind   uint32
+		Computed    uint32
+		SiteFlags   uint32
+		WindowBytes uint32
 	}
 	Inner struct {
-		_         structs.HostLayout
-		SizeBytes uint64
-		OldPtr    uint64
-		OutPtr    uint64
-		Sp        uint64
-		Kind      uint32
-		Op        uint32
-		Owner     uint64
-		OwnerKind uint32
-		Computed  uint32
-		SiteFlags uint32
-		Pad       uint32
-		Window    HarnessZwindow
+		_           structs.HostLayout
+		SizeBytes   uint64
+		OldPtr      uint64
+		OutPtr      uint64
+		Sp          uint64
+		Kind        uint32
+		Op          uint32
+		Owner       uint64
+		OwnerKind   uint32
+		Computed    uint32
+		SiteFlags   uint32
+		WindowBytes uint32
 	}
 	Zcall struct {
 		_       structs.HostLayout
@@ -233,15 +231,6 @@ type HarnessZlibCookie struct {
 	Init  uint32
 }
 
-type HarnessZwindow struct {
-	_         structs.HostLayout
-	State     uint64
-	StackId   uint64
-	Bytes     uint32
-	WbitsOff  uint16
-	WindowOff uint16
-}
-
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -274,7 +263,6 @@ const (
 	HarnessMapTickClocks         = "tick_clocks"
 	HarnessMapUnwindRows         = "unwind_rows"
 	HarnessMapVmShared           = "vm_shared"
-	HarnessMapZwindows           = "zwindows"
 	HarnessProgTestAllocCookie   = "test_alloc_cookie"
 	HarnessProgTestFillMisses    = "test_fill_misses"
 	HarnessProgTestNoteRangeMiss = "test_note_range_miss"
@@ -285,6 +273,7 @@ const (
 	HarnessProgTestTrackAlloc    = "test_track_alloc"
 	HarnessProgTestTrackOwned    = "test_track_owned"
 	HarnessProgTestTrackRelease  = "test_track_release"
+	HarnessProgTestTrackStream   = "test_track_stream"
 	HarnessProgTestWalkStack     = "test_walk_stack"
 	HarnessProgTestZcallOwner    = "test_zcall_owner"
 	HarnessProgTestZlibCookie    = "test_zlib_cookie"
@@ -311,6 +300,7 @@ const (
 	HarnessVarTargetTgid         = "target_tgid"
 	HarnessVarTraceMaps          = "trace_maps"
 	HarnessVarWaitExec           = "wait_exec"
+	HarnessVarWindowsLookedFor   = "windows_looked_for"
 	HarnessVarZcallsSeen         = "zcalls_seen"
 )
 
@@ -366,6 +356,7 @@ type HarnessProgramSpecs struct {
 	TestTrackAlloc    *ebpf.ProgramSpec `ebpf:"test_track_alloc"`
 	TestTrackOwned    *ebpf.ProgramSpec `ebpf:"test_track_owned"`
 	TestTrackRelease  *ebpf.ProgramSpec `ebpf:"test_track_release"`
+	TestTrackStream   *ebpf.ProgramSpec `ebpf:"test_track_stream"`
 	TestWalkStack     *ebpf.ProgramSpec `ebpf:"test_walk_stack"`
 	TestZcallOwner    *ebpf.ProgramSpec `ebpf:"test_zcall_owner"`
 	TestZlibCookie    *ebpf.ProgramSpec `ebpf:"test_zlib_cookie"`
@@ -405,7 +396,6 @@ type HarnessMapSpecs struct {
 	TickClocks      *ebpf.MapSpec `ebpf:"tick_clocks"`
 	UnwindRows      *ebpf.MapSpec `ebpf:"unwind_rows"`
 	VmShared        *ebpf.MapSpec `ebpf:"vm_shared"`
-	Zwindows        *ebpf.MapSpec `ebpf:"zwindows"`
 }
 
 // HarnessVariableSpecs contains global variables before they are loaded into the kernel.
@@ -433,6 +423,7 @@ type HarnessVariableSpecs struct {
 	TargetTgid       *ebpf.VariableSpec `ebpf:"target_tgid"`
 	TraceMaps        *ebpf.VariableSpec `ebpf:"trace_maps"`
 	WaitExec         *ebpf.VariableSpec `ebpf:"wait_exec"`
+	WindowsLookedFor *ebpf.VariableSpec `ebpf:"windows_looked_for"`
 	ZcallsSeen       *ebpf.VariableSpec `ebpf:"zcalls_seen"`
 }
 
@@ -484,7 +475,6 @@ type HarnessMaps struct {
 	TickClocks      *ebpf.Map `ebpf:"tick_clocks"`
 	UnwindRows      *ebpf.Map `ebpf:"unwind_rows"`
 	VmShared        *ebpf.Map `ebpf:"vm_shared"`
-	Zwindows        *ebpf.Map `ebpf:"zwindows"`
 }
 
 func (m *HarnessMaps) Close() error {
@@ -517,7 +507,6 @@ func (m *HarnessMaps) Close() error {
 		m.TickClocks,
 		m.UnwindRows,
 		m.VmShared,
-		m.Zwindows,
 	)
 }
 
@@ -546,6 +535,7 @@ type HarnessVariables struct {
 	TargetTgid       *ebpf.Variable `ebpf:"target_tgid"`
 	TraceMaps        *ebpf.Variable `ebpf:"trace_maps"`
 	WaitExec         *ebpf.Variable `ebpf:"wait_exec"`
+	WindowsLookedFor *ebpf.Variable `ebpf:"windows_looked_for"`
 	ZcallsSeen       *ebpf.Variable `ebpf:"zcalls_seen"`
 }
 
@@ -563,6 +553,7 @@ type HarnessPrograms struct {
 	TestTrackAlloc    *ebpf.Program `ebpf:"test_track_alloc"`
 	TestTrackOwned    *ebpf.Program `ebpf:"test_track_owned"`
 	TestTrackRelease  *ebpf.Program `ebpf:"test_track_release"`
+	TestTrackStream   *ebpf.Program `ebpf:"test_track_stream"`
 	TestWalkStack     *ebpf.Program `ebpf:"test_walk_stack"`
 	TestZcallOwner    *ebpf.Program `ebpf:"test_zcall_owner"`
 	TestZlibCookie    *ebpf.Program `ebpf:"test_zlib_cookie"`
@@ -582,6 +573,7 @@ func (p *HarnessPrograms) Close() error {
 		p.TestTrackAlloc,
 		p.TestTrackOwned,
 		p.TestTrackRelease,
+		p.TestTrackStream,
 		p.TestWalkStack,
 		p.TestZcallOwner,
 		p.TestZlibCookie,
