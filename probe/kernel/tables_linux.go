@@ -266,7 +266,7 @@ type Alloc struct {
 // ForEachAlloc calls fn with every live allocation: the handles of
 // alloc_buckets (heap blocks and resources), then allocs.
 func (o *Objects) ForEachAlloc(fn func(Handle, Alloc)) error {
-	err := forEach(o.objs.AllocBuckets, func(_ *uint32, b *leakAllocBucket) {
+	err := forEachValue(o.objs.AllocBuckets, func(b *leakAllocBucket) {
 		for i := range b.Slot {
 			// A slot being moved (SLOT_BUSY, the low bit) is listed
 			// from allocs; one being filled (SLOT_FILLING, bit 1)
@@ -337,7 +337,7 @@ func (o *Objects) ForEachWindow(fn func(Handle, Window)) error {
 	if used, err := get[uint32](o.objs.WindowsLookedFor); err != nil || used == 0 {
 		return err // no record had a window word: nothing to scan
 	}
-	err := forEach(o.objs.AllocBuckets, func(_ *uint32, b *leakAllocBucket) {
+	err := forEachValue(o.objs.AllocBuckets, func(b *leakAllocBucket) {
 		for i := range b.Slot {
 			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&3 == 0 {
 				h := Handle{Addr: s.Addr, Kind: uint32(s.Info.Kind), Gen: s.Gen >> 1}
