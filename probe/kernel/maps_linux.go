@@ -4,7 +4,6 @@ package kernel
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"unsafe"
 
@@ -61,7 +60,9 @@ func forEachValue[V any](m *ebpf.Map, fn func(*V)) error {
 	size := (stride*uint64(m.MaxEntries()) + page - 1) &^ (page - 1)
 	mem, err := unix.Mmap(m.FD(), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("map the memory of %s: %w", m, err)
+		// No room for the mapping (an address-space limit): the
+		// lookups read the same values, slower.
+		return forEach(m, func(_ *uint32, v *V) { fn(v) })
 	}
 	defer unix.Munmap(mem)
 	vs := unsafe.Slice((*V)(unsafe.Pointer(&mem[0])), m.MaxEntries())
