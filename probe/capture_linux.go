@@ -475,7 +475,8 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 	if t.windowsComputed() {
 		t.warnWindowsLocked()
 	}
-	if t.execGen > 0 && !(t.tree != nil && !t.isRoot()) {
+	// A followed child's execs are the tree's to say (treeWarnings).
+	if t.execGen > 0 && (t.tree == nil || t.isRoot()) {
 		t.warnOnce(fmt.Sprintf("the target exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
 			t.execGen, t.preExec.count, analyze.FormatBytes(t.preExec.bytes)))
 	}

@@ -47,18 +47,15 @@ func forEach[K, V any](m *ebpf.Map, fn func(*K, *V)) error {
 // through its memory where it is mapped (BPF_F_MMAPABLE, an array whose
 // values are laid out as V), by forEach otherwise: a batch lookup of
 // alloc_buckets' 4 MiB took ~5 ms, a read of its memory ~0.7 ms. The
-// mapping is made and dropped at each call (a mapping kept would hold
-// the map's memory past its Close). Each value is copied whole before fn
-// sees it, as a lookup copies it, while the programs may be writing it.
+// mapping is made and dropped at each call (mapArray). Each value is
+// copied whole before fn sees it, as a lookup copies it, while the
+// programs may be writing it.
 func forEachValue[V any](m *ebpf.Map, fn func(*V)) error {
 	var v V
-	stride := (uint64(m.ValueSize()) + 7) &^ 7
 	if !mappable(m, unsafe.Sizeof(v)) {
 		return forEach(m, func(_ *uint32, v *V) { fn(v) })
 	}
-	page := uint64(os.Getpagesize())
-	size := (stride*uint64(m.MaxEntries()) + page - 1) &^ (page - 1)
-	mem, err := unix.Mmap(m.FD(), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	mem, err := mapArray(m, unix.PROT_READ)
 	if err != nil {
 		// No room for the mapping (an address-space limit): the
 		// lookups read the same values, slower.
@@ -76,6 +73,17 @@ func forEachValue[V any](m *ebpf.Map, fn func(*V)) error {
 // mappable reports whether array m's memory can be read as values of
 // size bytes: it is mapped (BPF_F_MMAPABLE) and lays its values out so.
 func mappable(m *ebpf.Map, size uintptr) bool {
-	stride := (uint64(m.ValueSize()) + 7) &^ 7
-	return m.Type() == ebpf.Array && m.Flags()&unix.BPF_F_MMAPABLE != 0 && uint64(size) == stride && m.MaxEntries() > 0
+	return m.Type() == ebpf.Array && m.Flags()&unix.BPF_F_MMAPABLE != 0 && uint64(size) == valueStride(m) && m.MaxEntries() > 0
+}
+
+// valueStride is how far apart array m's values lie in its memory.
+func valueStride(m *ebpf.Map) uint64 { return (uint64(m.ValueSize()) + 7) &^ 7 }
+
+// mapArray maps the memory of array m (BPF_F_MMAPABLE) with prot, for
+// the caller to unmap when done: a mapping kept (cilium's Map.Memory)
+// would hold the map's memory past its Close.
+func mapArray(m *ebpf.Map, prot int) ([]byte, error) {
+	page := uint64(os.Getpagesize())
+	size := (valueStride(m)*uint64(m.MaxEntries()) + page - 1) &^ (page - 1)
+	return unix.Mmap(m.FD(), 0, int(size), prot, unix.MAP_SHARED)
 }

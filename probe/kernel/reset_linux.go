@@ -5,7 +5,6 @@ package kernel
 import (
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 
 	"github.com/cilium/ebpf"
@@ -169,12 +168,7 @@ var zeros [1 << 16]byte
 // copy): through its memory where it is mapped, in batches otherwise.
 func zeroArray(m *ebpf.Map, perCPU bool) error {
 	if !perCPU && m.Flags()&unix.BPF_F_MMAPABLE != 0 {
-		// Mapped here and unmapped at once: a mapping kept (cilium's
-		// Map.Memory) would hold the map's memory past its Close.
-		page := uint64(os.Getpagesize())
-		size := (uint64(m.ValueSize()+7) &^ 7) * uint64(m.MaxEntries())
-		size = (size + page - 1) &^ (page - 1)
-		mem, err := unix.Mmap(m.FD(), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		mem, err := mapArray(m, unix.PROT_READ|unix.PROT_WRITE)
 		if err != nil {
 			return fmt.Errorf("map its memory: %w", err)
 		}

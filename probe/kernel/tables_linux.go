@@ -266,22 +266,28 @@ type Alloc struct {
 // ForEachAlloc calls fn with every live allocation: the handles of
 // alloc_buckets (heap blocks and resources), then allocs.
 func (o *Objects) ForEachAlloc(fn func(Handle, Alloc)) error {
+	return o.forEachRecord(func(h Handle, v *leakAllocInfo) {
+		fn(h, Alloc{Size: v.SizeBytes, At: v.TsNs, Site: v.Site})
+	})
+}
+
+// forEachRecord calls fn with every live handle and its record: those of
+// alloc_buckets, then of allocs.
+func (o *Objects) forEachRecord(fn func(Handle, *leakAllocInfo)) error {
 	err := forEachValue(o.objs.AllocBuckets, func(b *leakAllocBucket) {
 		for i := range b.Slot {
 			// A slot being moved (SLOT_BUSY, the low bit) is listed
 			// from allocs; one being filled (SLOT_FILLING, bit 1)
 			// holds its last holder's record.
 			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&3 == 0 {
-				fn(Handle{Addr: s.Addr, Kind: uint32(s.Info.Kind), Gen: s.Gen >> 1}, Alloc{Size: s.Info.SizeBytes, At: s.Info.TsNs, Site: s.Info.Site})
+				fn(Handle{Addr: s.Addr, Kind: uint32(s.Info.Kind), Gen: s.Gen >> 1}, &s.Info)
 			}
 		}
 	})
 	if err != nil {
 		return err
 	}
-	return forEach(o.objs.Allocs, func(k *leakHandleKey, v *leakAllocInfo) {
-		fn(handleOf(k), Alloc{Size: v.SizeBytes, At: v.TsNs, Site: v.Site})
-	})
+	return forEach(o.objs.Allocs, func(k *leakHandleKey, v *leakAllocInfo) { fn(handleOf(k), v) })
 }
 
 // BlockTraced reports whether heap block addr of image gen is a live
@@ -337,21 +343,7 @@ func (o *Objects) ForEachWindow(fn func(Handle, Window)) error {
 	if used, err := get[uint32](o.objs.WindowsLookedFor); err != nil || used == 0 {
 		return err // no record had a window word: nothing to scan
 	}
-	err := forEachValue(o.objs.AllocBuckets, func(b *leakAllocBucket) {
-		for i := range b.Slot {
-			if s := &b.Slot[i]; s.Addr != 0 && s.Addr&3 == 0 {
-				h := Handle{Addr: s.Addr, Kind: uint32(s.Info.Kind), Gen: s.Gen >> 1}
-				if w, ok := windowOf(h, &s.Info); ok {
-					fn(h, w)
-				}
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return forEach(o.objs.Allocs, func(k *leakHandleKey, v *leakAllocInfo) {
-		h := handleOf(k)
+	return o.forEachRecord(func(h Handle, v *leakAllocInfo) {
 		if w, ok := windowOf(h, v); ok {
 			fn(h, w)
 		}
