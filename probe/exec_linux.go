@@ -25,7 +25,7 @@ import (
 // Java launcher switches --malloc auto to the JVM's probe set.
 func (t *Tracer) followExecLocked() {
 	t.checkExecLocked() // the old image's view goes first
-	if t.detaching {
+	if t.probes.Detached() {
 		return
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
@@ -114,13 +114,11 @@ func (t *Tracer) becomeJVMLocked() {
 		return
 	}
 	t.opts.Malloc, t.opts.mallocWhy = MallocOff, "--malloc auto: the command exec'd a JVM"
-	closeLinks(t.mallocLinks)
-	closeLinks(t.mallocReleases)
-	t.mallocLinks, t.mallocReleases = nil, nil
+	t.probes.DropMalloc()
 	if !t.noExitHook && !t.exitHooked {
 		t.exitHooked = true
 		links, err := t.objs.AttachHooks(kernel.HookExit)
-		t.links = append(t.links, links...)
+		t.probes.KeepHooks(links)
 		if err != nil {
 			t.warnOnce(fmt.Sprintf("the command exec'd a JVM: %v; windows of streams live at exit are not counted", err))
 		}

@@ -9,12 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
 	"github.com/leakscope/leakscope/probe/procfs"
-	"github.com/leakscope/leakscope/probe/uprobe"
 )
 
 // follower traces the processes a launched command starts, and theirs:
@@ -902,28 +900,6 @@ func (f *follower) allExited() bool {
 	return true
 }
 
-// attachFor makes a link for t's process with mk and keeps mk, so that
-// the link is made again for each child sharing t's memory (shareLocked),
-// now and later. It binds every uprobe t.uprobes attaches.
-func (t *Tracer) attachFor(mk uprobe.Maker) (link.Link, error) {
-	l, err := mk(t.pid)
-	if err != nil {
-		return nil, err
-	}
-	if t.recipes == nil {
-		t.recipes = map[link.Link]uprobe.Maker{}
-	}
-	t.recipes[l] = mk
-	for pid := range t.shared {
-		if sl, err := mk(pid); err == nil {
-			t.shared[pid] = append(t.shared[pid], sl)
-		} else if !gone(pid) {
-			t.warnOnce(fmt.Sprintf("pid %d, sharing pid %d's memory: a probe could not be attached: %v; some of its calls are not counted", pid, t.pid, err))
-		}
-	}
-	return l, nil
-}
-
 // shareAsync traces pid, a child of t's process that shares its memory
 // (clone with CLONE_VM, not CLONE_VFORK) and that the kernel stopped:
 // its calls count in t's tables, as one program's over one heap (a block
@@ -940,51 +916,15 @@ func (t *Tracer) shareAsync(pid int, atNs uint64) {
 	go func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		t.shareLocked(pid)
+		if !t.probes.Detached() {
+			t.followedVMLocked(pid)
+			t.probes.Share(pid)
+		}
 		if atNs != 0 {
 			t.stops.Add(time.Duration(monotonicNow() - atNs))
 		}
 		continueStopped(pid)
 	}()
-}
-
-// shareLocked attaches t's uprobe links for pid too, the release probes
-// first (as uprobe.Attacher.Family attaches them).
-func (t *Tracer) shareLocked(pid int) {
-	if t.detaching {
-		return
-	}
-	t.followedVMLocked(pid)
-	if t.shared == nil {
-		t.shared = map[int][]link.Link{}
-	}
-	var made []link.Link
-	for _, group := range [][]link.Link{t.releases, t.mallocReleases, t.links, t.mallocLinks} {
-		for _, l := range group {
-			mk, ok := t.recipes[l]
-			if !ok {
-				continue // a tracepoint program: not bound to a process
-			}
-			sl, err := mk(pid)
-			if err != nil {
-				if !gone(pid) {
-					t.warnOnce(fmt.Sprintf("pid %d, sharing pid %d's memory: a probe could not be attached: %v; some of its calls are not counted", pid, t.pid, err))
-				}
-				continue
-			}
-			made = append(made, sl)
-		}
-	}
-	t.shared[pid] = made
-}
-
-// unshareLocked closes the links made for pid, which has exec'd: its
-// memory is its own now (and its own Tracer's).
-func (t *Tracer) unshareLocked(pid int) {
-	if ls, ok := t.shared[pid]; ok {
-		delete(t.shared, pid)
-		closeLinks(ls)
-	}
 }
 
 // followedVMLocked notes a CLONE_VM child as followed.

@@ -42,7 +42,7 @@ func pairKind(i int) uint32 { return kernel.KindUser + uint32(i) }
 // and every declared pair whose library this object is. Each object is
 // checked once, by inode.
 func (t *Tracer) attachResources(path, display string) error {
-	if t.detaching {
+	if t.probes.Detached() {
 		return nil
 	}
 	st, err := os.Stat(path)
@@ -83,13 +83,12 @@ func (t *Tracer) attachResources(path, display string) error {
 			family = zlib.ComputedFamily(layout)
 		}
 		ls, n, err := t.uprobes.Family(o, family)
-		t.keep(ls)
+		t.probes.Keep(ls)
 		if err != nil {
 			return err
 		}
 		if n > 0 {
 			t.view.ProbeZlib(ino, computed)
-			t.probed = append(t.probed, "zlib in "+display)
 			if computed {
 				t.noteZlibLayout(display, layout)
 			}
@@ -136,7 +135,7 @@ func (t *Tracer) attachResources(path, display string) error {
 			return err
 		}
 		ls, n, err := t.uprobes.Family(o, specs)
-		t.keep(ls)
+		t.probes.Keep(ls)
 		if err != nil {
 			return fmt.Errorf("--track %s: %w", p.Kind, err)
 		}

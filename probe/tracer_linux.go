@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
@@ -42,23 +41,19 @@ type Tracer struct {
 	pid        int
 	opts       Options
 	objs       *kernel.Objects
-	links      []link.Link
-	uprobes    *uprobe.Attacher // attaches t's uprobes (attachFor binds them)
-	cache      *symbolize.Cache
-	alloc      target.Allocator
-	misses     *kernel.Misses
-	started    time.Time
-	done       chan struct{}
-	wg         sync.WaitGroup
-
-	// releases are the release probes (free, inflateEnd, ...), detached
-	// after every other link.
-	releases []link.Link
+	// probes holds every link attached for t's process (and for the
+	// children sharing its memory); uprobes attaches them (probes binds).
+	probes  *uprobe.Set
+	uprobes *uprobe.Attacher
+	cache   *symbolize.Cache
+	alloc   target.Allocator
+	misses  *kernel.Misses
+	started time.Time
+	done    chan struct{}
+	wg      sync.WaitGroup
 
 	mu         sync.Mutex // guards everything below
 	view       *target.Image
-	rangesGen  uint64
-	rangeSlot  uint32
 	sym        *stacks.Resolver
 	jit        jitNames // the target's runtime, once found (jvm_linux.go)
 	sites      *siteTable
@@ -66,27 +61,19 @@ type Tracer struct {
 	series     series         // the snapshots so far
 	warnings   []string
 	command    []string
-	// mallocLinks and mallocReleases are the malloc family's links, the
-	// allocations' and free's, apart from links and releases.
-	mallocLinks, mallocReleases []link.Link
 	// execs lists the images a launched command exec'd into after its
 	// first (followExecLocked), as their command lines.
 	execs []string
 	// stops are the stops the kernel made for leakscope (run), measured
 	// from the stop to the SIGCONT.
 	stops analyze.Stops
-	// detaching is set once detach took the links: nothing is attached
-	// after.
-	detaching bool
 	// watchdog continues a launched command if leakscope dies.
 	watchdog *watchdog
 	// attachedAfter is the process's age when attach's probes were on.
 	attachedAfter time.Duration
-	probed        []string
 	checked       map[uint64]bool // inodes of objects already checked for zlib and declared pairs
 	// pairObjects lists, per declared pair, the objects it is attached in.
 	pairObjects [][]string
-	rowNext     uint32 // next free index in unwind_rows
 	execGen     uint32 // program images the target exec'd into (exec_gen)
 	preExec     preExec
 	// unnamed: what the last read's frames left unnamed, per object,
@@ -122,11 +109,6 @@ type Tracer struct {
 	// emptied: a spare collection (follower) that traced a process
 	// before and was Reset.
 	emptied bool
-	// recipes make each uprobe link of t again for another process;
-	// shared holds those made for the children sharing t's memory
-	// (sharedLocked), by pid.
-	recipes map[link.Link]uprobe.Maker
-	shared  map[int][]link.Link
 	// exitHooked: target_exit is attached.
 	exitHooked bool
 	// exitContinued is when Stop continued a stop in exit() before its
@@ -270,6 +252,7 @@ func newTracerFrom(pid int, alloc target.Allocator, objects []string, cache *sym
 		view:    target.New(pid, cache),
 		checked: map[uint64]bool{},
 	}
+	t.probes = uprobe.NewSet(pid, t.warnOnce, gone)
 	t.pairObjects = make([][]string, len(opts.Track))
 	t.sym = stacks.New(t.view)
 	t.sites = newSiteTable()
@@ -280,7 +263,7 @@ func newTracerFrom(pid int, alloc target.Allocator, objects []string, cache *sym
 	} else if err := t.load(mode); err != nil {
 		return nil, err
 	}
-	t.uprobes = uprobe.New(t.objs, t.attachFor)
+	t.uprobes = uprobe.New(t.objs, t.probes.Bind)
 	if err := t.objs.SetTarget(pid); err != nil {
 		t.close()
 		return nil, err
@@ -414,7 +397,7 @@ func (t *Tracer) attach() error {
 }
 
 // attachMalloc probes the malloc family of t.alloc. Its links are kept
-// apart (mallocLinks, mallocReleases): an exec into a JVM drops them.
+// apart (uprobe.Set.KeepMalloc): an exec into a JVM drops them.
 func (t *Tracer) attachMalloc() error {
 	obj, err := uprobe.Open(t.alloc.Path, t.alloc.Display, t.alloc.Obj.Lookup)
 	if err != nil {
@@ -432,38 +415,24 @@ func (t *Tracer) attachMalloc() error {
 	// live for good (uprobe.Attacher.Family orders a family so too).
 	free := mallocFamily[len(mallocFamily)-1:]
 	ls, _, err := t.uprobes.Family(obj, free)
-	t.keepMalloc(ls)
+	t.probes.KeepMalloc(ls)
 	if err != nil {
 		return err
 	}
 	ls, sessionErr := t.uprobes.Session(obj, sessionFamily)
-	t.keepMalloc(ls)
+	t.probes.KeepMalloc(ls)
 	if sessionErr != nil {
 		if t.opts.SampleBytes > 0 {
 			return sessionErr
 		}
 		// Plain uprobes and uretprobes, one pair per function.
 		ls, _, err := t.uprobes.Family(obj, mallocFamily[:len(mallocFamily)-1])
-		t.keepMalloc(ls)
+		t.probes.KeepMalloc(ls)
 		if err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// keep takes the links and probe sites of an attachment.
-func (t *Tracer) keep(ls uprobe.Links) {
-	t.links = append(t.links, ls.Acquires...)
-	t.releases = append(t.releases, ls.Releases...)
-	t.probed = append(t.probed, ls.Probed...)
-}
-
-// keepMalloc takes those of the malloc family's.
-func (t *Tracer) keepMalloc(ls uprobe.Links) {
-	t.mallocLinks = append(t.mallocLinks, ls.Acquires...)
-	t.mallocReleases = append(t.mallocReleases, ls.Releases...)
-	t.probed = append(t.probed, ls.Probed...)
 }
 
 // attachLoaderHook probes the dynamic linker's _dl_debug_state, which it
@@ -499,7 +468,7 @@ func (t *Tracer) attachLoaderHook(objects []string) error {
 		}
 		spec := uprobe.Spec{Symbol: "_dl_debug_state", Prog: kernel.DlDebugState}
 		ls, _, err := t.uprobes.Family(o, []uprobe.Spec{spec})
-		t.keep(ls)
+		t.probes.Keep(ls)
 		return err
 	}
 	return nil
@@ -521,7 +490,7 @@ func (t *Tracer) attachExitHook() error {
 	}
 	spec := uprobe.Spec{Symbol: "exit", Prog: kernel.ExitCall}
 	ls, _, err := t.uprobes.Family(o, []uprobe.Spec{spec})
-	t.keep(ls)
+	t.probes.Keep(ls)
 	return err
 }
 
@@ -543,7 +512,7 @@ func (t *Tracer) attachExecHook() error {
 		hooks = append(hooks, kernel.HookMaps)
 	}
 	links, err := t.objs.AttachHooks(hooks...)
-	t.links = append(t.links, links...)
+	t.probes.KeepHooks(links)
 	return err
 }
 
@@ -627,7 +596,7 @@ func (t *Tracer) watchMisses() {
 			if m.IP == kernel.MissSpawn {
 				t.mu.Lock()
 				t.followedVMLocked(int(m.Generation))
-				t.unshareLocked(int(m.Generation)) // its own memory now
+				t.probes.Unshare(int(m.Generation)) // its own memory now
 				t.mu.Unlock()
 			}
 			tree.adoptAsync(t, int(m.Generation), m.IP == kernel.MissSpawn, m.At)
@@ -758,13 +727,9 @@ func (t *Tracer) writeRangesLocked() {
 		t.warnOnce(fmt.Sprintf("target has %d executable mappings; the kernel range table holds %d, the rest are validated in user space only", len(ranges), kernel.MaxRanges))
 		ranges = ranges[:kernel.MaxRanges]
 	}
-	slot := t.rangeSlot ^ 1
-	if err := t.objs.WriteRanges(slot, ranges, t.rangesGen+1); err != nil {
+	if err := t.objs.PublishRanges(ranges); err != nil {
 		t.warnOnce(fmt.Sprintf("write range table: %v", err))
-		return
 	}
-	t.rangesGen++
-	t.rangeSlot = slot
 }
 
 func (t *Tracer) warnOnce(msg string) {
@@ -943,42 +908,17 @@ func (t *Tracer) allocDisplay() string {
 	return t.alloc.Display
 }
 
-// detach closes every link at once: each uprobe unregistration waits for an
-// RCU grace period (20-100 ms measured here), so one after another a detach
-// took over a second.
-//
-// The release probes go last: the target runs on while the links close,
-// and a block allocated and freed while only its allocation was probed
-// would stay live for good, a false leak.
-//
-// The links are taken under the lock, and detaching stays set: the miss
-// reader (an exec followed, a library loaded) attaches nothing after.
+// detach closes every link of t at once (uprobe.Set.Detach), the release
+// probes last: each uprobe unregistration waits for an RCU grace period
+// (20-100 ms measured here), so one after another a detach took over a
+// second. The links are taken under the lock, and the Set stays detached:
+// the miss reader (an exec followed, a library loaded) attaches nothing
+// after.
 func (t *Tracer) detach() {
 	t.mu.Lock()
-	t.detaching = true
-	acquires := append(t.links, t.mallocLinks...)
-	releases := append(t.releases, t.mallocReleases...)
-	for _, ls := range t.shared {
-		acquires = append(acquires, ls...) // theirs go with the target's
-	}
-	t.links, t.releases, t.mallocLinks, t.mallocReleases, t.shared = nil, nil, nil, nil, nil
+	closeAll := t.probes.Detach()
 	t.mu.Unlock()
-	closeLinks(acquires)
-	closeLinks(releases)
-}
-
-// closeLinks closes links at once, not one after another: each close
-// waits for an RCU grace period.
-func closeLinks(links []link.Link) {
-	var wg sync.WaitGroup
-	for _, l := range links {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.Close()
-		}()
-	}
-	wg.Wait()
+	closeAll()
 }
 
 func (t *Tracer) close() {

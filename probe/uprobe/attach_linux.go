@@ -52,10 +52,6 @@ type Links struct {
 	// Releases the probes of functions without a return probe (releases,
 	// hooks), which a detach closes last.
 	Acquires, Releases []link.Link
-	// Probed names each function probed and its site ("free+3 je ...
-	// (emulated)"), or the function it is an alias of ("memalign=
-	// aligned_alloc").
-	Probed []string
 }
 
 // Attacher attaches programs of one loaded collection.
@@ -90,18 +86,17 @@ type familySite struct {
 // twice. An error names o and the function.
 func (a *Attacher) Family(o *Object, family []Spec) (Links, int, error) {
 	var ls Links
-	seen := map[uint64]string{}
+	seen := map[uint64]bool{}
 	var sites []familySite
 	for _, p := range releasesFirst(family) {
 		vaddr, ok := o.Lookup(p.Symbol)
 		if !ok {
 			continue
 		}
-		if other, dup := seen[vaddr]; dup {
-			ls.Probed = append(ls.Probed, p.Symbol+"="+other)
+		if seen[vaddr] {
 			continue
 		}
-		seen[vaddr] = p.Symbol
+		seen[vaddr] = true
 		off, err := FileOffset(o.Path, vaddr)
 		if err != nil {
 			return ls, 0, err
@@ -160,7 +155,6 @@ func (a *Attacher) Family(o *Object, family []Spec) (Links, int, error) {
 		} else {
 			ls.Releases = append(ls.Releases, l)
 		}
-		ls.Probed = append(ls.Probed, p.Symbol+s.at.String())
 	}
 	return ls, len(sites), nil
 }
@@ -239,9 +233,6 @@ func (a *Attacher) multi(o *Object, sites []familySite, ls *Links) error {
 			return multiError(g, err)
 		}
 		ls.Acquires = append(ls.Acquires, l)
-	}
-	for _, s := range sites {
-		ls.Probed = append(ls.Probed, s.spec.Symbol+s.at.String())
 	}
 	return nil
 }

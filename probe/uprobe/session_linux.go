@@ -74,7 +74,6 @@ func (a *Attacher) Session(o *Object, fns []SessionFunc) (Links, error) {
 		at := SessionSite(o.Path, vaddr, off, f.Symbol)
 		offsets = append(offsets, off+at.Off)
 		cookies = append(cookies, allocCookie(f.Fn, at))
-		ls.Probed = append(ls.Probed, f.Symbol+at.String())
 	}
 	if err := a.objs.Prepare(kernel.AllocSession, false); err != nil {
 		return ls, fmt.Errorf("attach %s: %w", o.Display, err)
