@@ -3,9 +3,11 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
+	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/target"
 	"github.com/leakscope/leakscope/probe/unwind"
@@ -75,15 +77,14 @@ func (t *Tracer) uploadRows(m procfs.Mapping) target.Span {
 
 // writeRows appends rows, an object's, to the kernel's unwind_rows.
 func (t *Tracer) writeRows(m procfs.Mapping, rows []unwind.Row) target.Span {
-	if uint64(t.rowNext)+uint64(len(rows)) > uint64(t.opts.MaxUnwindRows) {
+	start, err := t.objs.AppendUnwindRows(rows)
+	if errors.Is(err, kernel.ErrUnwindFull) {
 		t.warnOnce(fmt.Sprintf("unwind table full (%d rows): %s is walked with frame pointers only; raise --max-unwind-rows", t.opts.MaxUnwindRows, filepath.Base(m.Path)))
 		return target.Span{}
 	}
-	if err := t.objs.WriteUnwindRows(t.rowNext, rows); err != nil {
+	if err != nil {
 		t.warnOnce(fmt.Sprintf("write unwind rows of %s: %v", filepath.Base(m.Path), err))
 		return target.Span{}
 	}
-	span := target.Span{Start: t.rowNext, Count: uint32(len(rows)), Use: true}
-	t.rowNext += uint32(len(rows))
-	return span
+	return target.Span{Start: start, Count: uint32(len(rows)), Use: true}
 }

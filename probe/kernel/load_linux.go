@@ -77,6 +77,13 @@ type Objects struct {
 	lazy lazyPrograms
 	// config is what the collection was loaded with (Reset restores it).
 	config Config
+	// rangeSlot is the half of the range table the walker reads and
+	// rangeGen its generation (PublishRanges); rowsUsed the entries of
+	// unwind_rows written (AppendUnwindRows). Reset zeroes them with the
+	// maps.
+	rangeSlot uint32
+	rangeGen  uint64
+	rowsUsed  uint32
 }
 
 // mapEventsBytes is the size of mmap_events: ~116k records between two

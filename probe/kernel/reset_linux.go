@@ -70,6 +70,7 @@ func (o *Objects) Reset(maxKeys int) error {
 	if err := o.objs.ExecSeen.Set(flag(o.config.ExecSeen)); err != nil {
 		return fmt.Errorf("reset exec_seen: %w", err)
 	}
+	o.rangeSlot, o.rangeGen, o.rowsUsed = 0, 0, 0 // range_ctls and unwind_rows are zero
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/leakscope/leakscope/internal/testutil"
+	"github.com/leakscope/leakscope/probe/unwind"
 )
 
 // resetConfig is a child's collection with small tables, as a followed
@@ -192,5 +193,59 @@ func dump(t *testing.T, m *ebpf.Map) map[string]string {
 		}
 		out[string(k)] = v
 		prev = k
+	}
+}
+
+// The range table flips between its halves, a generation a write, and
+// unwind_rows fills from 0 up to its size; a Reset collection starts both
+// over as a fresh one does (its maps are zero, so its walker reads slot 0
+// at generation 0 and no row).
+func TestRangeTableAndUnwindRowsStartOverAtReset(t *testing.T) {
+	testutil.RequireBPF(t)
+	o, err := Load(resetConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	ctl := func() leakRangeCtl {
+		t.Helper()
+		var c leakRangeCtl
+		if err := o.objs.RangeCtls.Lookup(uint32(0), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ranges := []Range{{Start: 0x1000, End: 0x2000, Flags: RangeDWARF}, {Start: 0x3000, End: 0x4000}}
+	rows := make([]unwind.Row, 1000)
+	for round := range 2 {
+		for i, want := range []leakRangeCtl{{Slot: 1, Count: 2, Generation: 1}, {Slot: 0, Count: 1, Generation: 2}} {
+			if err := o.PublishRanges(ranges[:2-i]); err != nil {
+				t.Fatal(err)
+			}
+			if got := ctl(); got != want {
+				t.Errorf("round %d, write %d: range_ctls %+v, want %+v", round, i, got, want)
+			}
+		}
+		var half leakExecRange
+		if err := o.objs.ExecRanges.Lookup(uint32(MaxRanges), &half); err != nil || half.Start != 0x1000 || half.Flags != RangeDWARF {
+			t.Errorf("round %d: slot 1's first range %+v (%v), want the first write's", round, half, err)
+		}
+		for i, want := range []uint32{0, 1000, 2000, 3000} {
+			if start, err := o.AppendUnwindRows(rows); err != nil || start != want {
+				t.Fatalf("round %d, rows %d: start %d (%v), want %d", round, i, start, err, want)
+			}
+		}
+		if _, err := o.AppendUnwindRows(rows[:97]); !errors.Is(err, ErrUnwindFull) {
+			t.Errorf("round %d: 4,097 rows in a table of 4,096: %v, want ErrUnwindFull", round, err)
+		}
+		if start, err := o.AppendUnwindRows(rows[:96]); err != nil || start != 4000 {
+			t.Errorf("round %d: the last 96 rows at %d (%v), want 4000", round, start, err)
+		}
+		if err := o.Reset(1 << 20); err != nil {
+			t.Fatal(err)
+		}
+		if got := ctl(); got != (leakRangeCtl{}) {
+			t.Fatalf("range_ctls %+v after Reset", got)
+		}
 	}
 }

@@ -385,9 +385,12 @@ type Range struct {
 	RowStart, RowCount uint32
 }
 
-// WriteRanges writes ranges (sorted, at most MaxRanges) into slot of the
-// range table, then makes it the one the walker reads, as generation gen.
-func (o *Objects) WriteRanges(slot uint32, ranges []Range, gen uint64) error {
+// PublishRanges writes ranges (sorted, at most MaxRanges) into the half
+// of the range table the walker is not reading, then makes that half the
+// one it reads, as the next generation: a walk running meanwhile reads
+// the old table or the new one, never a mix. Its caller serializes calls.
+func (o *Objects) PublishRanges(ranges []Range) error {
+	slot := o.rangeSlot ^ 1
 	base := slot * uint32(MaxRanges)
 	for i, r := range ranges {
 		kr := leakExecRange{Start: r.Start, End: r.End, Flags: r.Flags, Object: r.Object, Bias: r.Bias, RowStart: r.RowStart, RowCount: r.RowCount}
@@ -395,13 +398,26 @@ func (o *Objects) WriteRanges(slot uint32, ranges []Range, gen uint64) error {
 			return err
 		}
 	}
-	ctl := leakRangeCtl{Slot: slot, Count: uint32(len(ranges)), Generation: gen}
-	return o.objs.RangeCtls.Put(uint32(0), ctl)
+	ctl := leakRangeCtl{Slot: slot, Count: uint32(len(ranges)), Generation: o.rangeGen + 1}
+	if err := o.objs.RangeCtls.Put(uint32(0), ctl); err != nil {
+		return err
+	}
+	o.rangeSlot, o.rangeGen = slot, o.rangeGen+1
+	return nil
 }
 
-// WriteUnwindRows writes rows at index start of unwind_rows: in one
-// batch where the kernel has them.
-func (o *Objects) WriteUnwindRows(start uint32, rows []unwind.Row) error {
+// ErrUnwindFull is AppendUnwindRows's error when unwind_rows has no room
+// for an object's rows (Config.MaxUnwindRows).
+var ErrUnwindFull = errors.New("unwind table full")
+
+// AppendUnwindRows writes rows, one object's, after those written so far
+// in unwind_rows (in one batch where the kernel has them) and returns the
+// index of the first. Its caller serializes calls.
+func (o *Objects) AppendUnwindRows(rows []unwind.Row) (start uint32, err error) {
+	start = o.rowsUsed
+	if uint64(start)+uint64(len(rows)) > uint64(o.objs.UnwindRows.MaxEntries()) {
+		return 0, ErrUnwindFull
+	}
 	keys := make([]uint32, len(rows))
 	vals := make([]leakUnwindRow, len(rows))
 	for i, r := range rows {
@@ -411,11 +427,12 @@ func (o *Objects) WriteUnwindRows(start uint32, rows []unwind.Row) error {
 	if _, err := o.objs.UnwindRows.BatchUpdate(keys, vals, nil); err != nil {
 		for i := range keys { // kernels without batch updates
 			if err := o.objs.UnwindRows.Put(keys[i], vals[i]); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	return nil
+	o.rowsUsed += uint32(len(rows))
+	return start, nil
 }
 
 // WriteJVMHeaps gives the walker a JVM's code heaps.

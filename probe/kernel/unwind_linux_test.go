@@ -9,7 +9,7 @@ import (
 )
 
 // TestUnwindRulesMatchKernel checks the contract of unwind.Row with the
-// BPF walker: WriteUnwindRows copies a Row's rule nibbles as they are, so the
+// BPF walker: AppendUnwindRows copies a Row's rule nibbles as they are, so the
 // Go rule values must be those of ebpf/leakscope.h's enums.
 func TestUnwindRulesMatchKernel(t *testing.T) {
 	for _, c := range []struct {

@@ -16,7 +16,7 @@ package unwind
 // below the first row is not covered by any FDE.
 //
 // This is the contract with the BPF walker: the loader
-// (probe/kernel's Objects.WriteUnwindRows) copies each Row field by field
+// (probe/kernel's Objects.AppendUnwindRows) copies each Row field by field
 // into the type bpf2go generates from struct unwind_row in
 // ebpf/leakscope.h, and the rule values are those of its enums unwind_cfa
 // and unwind_rbp (probe/kernel's TestUnwindRulesMatchKernel checks that
