@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -46,8 +47,12 @@ func (t *Tracer) attachResources(path, display string) error {
 		return nil
 	}
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // unmapped, or the process is gone: nothing to probe
+	}
 	if err != nil {
-		return nil // not readable: nothing to probe
+		t.warnOnce(fmt.Sprintf("%s: %v: a zlib or declared pair in it is not traced", display, err))
+		return nil
 	}
 	ino := st.Sys().(*syscall.Stat_t).Ino
 	if t.checked[ino] {
@@ -56,6 +61,7 @@ func (t *Tracer) attachResources(path, display string) error {
 	t.checked[ino] = true
 	obj, err := t.cache.Object(path)
 	if err != nil {
+		t.warnOnce(fmt.Sprintf("%s cannot be read as an ELF object (%v): a zlib or declared pair in it is not traced", display, err))
 		return nil
 	}
 	var o *uprobe.Object
