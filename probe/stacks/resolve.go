@@ -3,6 +3,7 @@
 package stacks
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
 	"path/filepath"
@@ -274,147 +275,195 @@ func (r *Resolver) Resolve(raw *Raw) *Resolved {
 	return r.build(raw)
 }
 
-func (r *Resolver) build(raw *Raw) *Resolved {
-	n := len(raw.Entries)
-	frames := r.scratch[:0]
-	defer func() { r.scratch = frames[:0] }()
+// build is one stack being resolved: the frames so far and what they
+// said of the walk.
+type build struct {
+	r      *Resolver
+	frames []analyze.Frame
+	// reason is why the walk was cut here (analyze.Stack.Truncated); gap
+	// a cgo caller the kernel could not walk through.
+	reason, gap string
+	// jitCut is why a JIT frame's namer says the walk cannot go on above
+	// it (a frame of the JVM's own it cannot walk through).
+	jitCut string
 	// unnamedJIT are the JIT frames neither VMStructs nor the perf map
 	// named; partialJIT those whose inlined methods could not be read.
-	var unnamedJIT, partialJIT []string
-	reason, gap := "", ""
-	prevGo := false // the previous return address was in Go code
-	native := true  // the previous frame (first: the probed function) was native code
-	pending, jitCut := false, ""
-	unmapped, debug := false, false
+	unnamedJIT, partialJIT []string
+	prevGo                 bool // the previous return address was in Go code
+	native                 bool // the previous frame (first: the probed function) was native code
+	// pending, unmapped and debug are Resolved's (Stale).
+	pending, unmapped, debug bool
+}
+
+func (r *Resolver) build(raw *Raw) *Resolved {
+	b := &build{r: r, frames: r.scratch[:0], native: true}
+	defer func() { r.scratch = b.frames[:0] }()
 	dgen := uint32(r.maps.DebugGeneration()) // before any frame asks
-	for i := 0; i < n; i++ {
-		e := raw.Entries[i]
-		if e.Method {
-			// The method of the interpreted frame just appended.
-			if len(frames) > 0 {
-				r.nameMethod(&frames[len(frames)-1], e)
-			}
-			continue
-		}
-		addr := e.Addr
-		m, mapped := r.maps.Lookup(addr)
-		unmapped = unmapped || !mapped
-		f := analyze.Frame{Address: addr}
-		isGo := false
-		if mapped {
-			f.Module = m.Path
-			if f.Module == "" {
-				f.Module = "[anon]"
-			}
-		}
-		noFP := false
-		if mapped && m.FileBacked() {
-			noFP = r.maps.NoFramePointers(m)
-			if obj, err := r.maps.Object(m); err == nil {
-				vaddr := obj.VAddr(addr, m.Start, m.Offset)
-				f.Offset = vaddr
-				fi := r.frameInfo(obj, vaddr)
-				// Its debug file on the way, or arrived since fi.
-				debug = debug || obj.Debuginfo().Pending || fi.fetched != obj.Fetched()
-				if i > 0 && !fi.call {
-					reason = fmt.Sprintf("walk stopped at 0x%x in %s: not a return address (%s)",
-						addr, filepath.Base(m.Path), noFPCause(frames[len(frames)-1]))
-					break
-				}
-				// A return address belongs to the call before it. Go
-				// code may expand into the functions inlined there,
-				// innermost first, before the one that holds the code.
-				isGo = fi.isGo
-				sfs := fi.sfs
-				last := sfs[len(sfs)-1]
-				if i > 0 && isGo && !prevGo && gap == "" && !cgoCallers[last.Function] {
-					gap = cgoGap(frames[len(frames)-1], sfs[0].Function, m.Path)
-				}
-				for _, sf := range sfs[:len(sfs)-1] {
-					g := f
-					g.Function, g.File, g.Line, g.Inlined = sf.Function, sf.File, sf.Line, true
-					frames = append(frames, g)
-				}
-				f.Function, f.File, f.Line = last.Function, last.File, last.Line
-			}
-		} else if mapped {
-			f.Offset = addr - m.Start
-			if r.namer != nil {
-				var inlined []analyze.Frame
-				var unnamed bool
-				var partial string
-				inlined, jitCut, partial, unnamed = r.nameJIT(&f, native)
-				frames = append(frames, inlined...)
-				pending = pending || unnamed
-				if unnamed {
-					unnamedJIT = append(unnamedJIT, fmt.Sprintf("#%d at %#x", len(frames), addr))
-				}
-				if partial != "" {
-					partialJIT = append(partialJIT, fmt.Sprintf("JIT frame #%d (%s): %s", len(frames), f.Function, partial))
-				}
-			}
-		} else if i > 0 {
-			reason = fmt.Sprintf("walk stopped at 0x%x: not in any executable mapping (%s)", addr, noFPCause(frames[len(frames)-1]))
-			break
-		}
-		frames = append(frames, f)
-		if outermost[f.Function] {
-			// Frames below the program's or thread's entry say nothing
-			// more, and walks of one site can differ there.
-			reason = ""
-			n = i + 1
-			break
-		}
-		prevGo = isGo
-		native = mapped && m.FileBacked()
-		if jitCut != "" && i < n-1 {
-			reason = jitCut
-			break
-		}
-		// A walk that met code the kernel did not know yet (a command
-		// just exec'd) followed frame pointers everywhere: apply the
-		// frame-pointer rule now, whatever the object is walked with
-		// since.
-		dwarf := r.maps.Unwound(m) && raw.Flags&Unverified == 0
-		if noFP && i < n-1 && !dwarf {
-			// The kernel did not know this object yet; apply its rule now.
-			reason = noFPReason(f)
+	for i, e := range raw.Entries {
+		if !b.add(i, e, i == len(raw.Entries)-1, raw.Flags) {
 			break
 		}
 	}
+	return r.keep(b, b.truncation(raw.Flags), dgen)
+}
+
+// add appends entry i, e, of a walk: a frame and the functions inlined at
+// its call, or an interpreted frame's method. It reports whether the walk
+// goes on: not past a frame that is no return address, outside every
+// mapping, in an object whose frame pointers it cannot trust, past a JIT
+// frame the walk cannot go above, or past the program's or thread's entry.
+func (b *build) add(i int, e Entry, last bool, flags Flags) bool {
+	if e.Method {
+		// The method of the interpreted frame just appended.
+		if len(b.frames) > 0 {
+			b.r.nameMethod(&b.frames[len(b.frames)-1], e)
+		}
+		return true
+	}
+	addr := e.Addr
+	m, mapped := b.r.maps.Lookup(addr)
+	b.unmapped = b.unmapped || !mapped
+	f := analyze.Frame{Address: addr}
+	isGo := false
+	switch {
+	case mapped && m.FileBacked():
+		f.Module = m.Path
+		var ok bool
+		if isGo, ok = b.objectFrame(i, m, &f); !ok {
+			return false
+		}
+	case mapped:
+		f.Module = cmp.Or(m.Path, "[anon]")
+		f.Offset = addr - m.Start
+		b.jitFrame(&f)
+	case i > 0:
+		b.reason = fmt.Sprintf("walk stopped at 0x%x: not in any executable mapping (%s)", addr, noFPCause(b.frames[len(b.frames)-1]))
+		return false
+	}
+	b.frames = append(b.frames, f)
+	if outermost[f.Function] {
+		// Frames below the program's or thread's entry say nothing
+		// more, and walks of one site can differ there.
+		b.reason = ""
+		return false
+	}
+	b.prevGo = isGo
+	b.native = mapped && m.FileBacked()
+	if b.jitCut != "" && !last {
+		b.reason = b.jitCut
+		return false
+	}
+	// A walk that met code the kernel did not know yet (a command just
+	// exec'd) followed frame pointers everywhere: apply the frame-pointer
+	// rule now, whatever the object is walked with since.
+	dwarf := b.r.maps.Unwound(m) && flags&Unverified == 0
+	if mapped && m.FileBacked() && b.r.maps.NoFramePointers(m) && !last && !dwarf {
+		b.reason = noFPReason(f)
+		return false
+	}
+	return true
+}
+
+// objectFrame names f, entry i of the walk, in the ELF object behind m:
+// the function whose call its return address follows, and before f the
+// functions inlined at that call, innermost first. It reports whether the
+// frame is Go code and whether it is a frame at all (a return address
+// after a call instruction; the first entry, the probed function's, is).
+func (b *build) objectFrame(i int, m procfs.Mapping, f *analyze.Frame) (isGo, ok bool) {
+	obj, err := b.r.maps.Object(m)
+	if err != nil {
+		return false, true // unnamed: its module and address say where
+	}
+	vaddr := obj.VAddr(f.Address, m.Start, m.Offset)
+	f.Offset = vaddr
+	fi := b.r.frameInfo(obj, vaddr)
+	// Its debug file on the way, or arrived since fi.
+	b.debug = b.debug || obj.Debuginfo().Pending || fi.fetched != obj.Fetched()
+	if i > 0 && !fi.call {
+		b.reason = fmt.Sprintf("walk stopped at 0x%x in %s: not a return address (%s)",
+			f.Address, filepath.Base(m.Path), noFPCause(b.frames[len(b.frames)-1]))
+		return false, false
+	}
+	sfs := fi.sfs
+	inner, last := sfs[:len(sfs)-1], sfs[len(sfs)-1]
+	if i > 0 && fi.isGo && !b.prevGo && b.gap == "" && !cgoCallers[last.Function] {
+		b.gap = cgoGap(b.frames[len(b.frames)-1], sfs[0].Function, m.Path)
+	}
+	for _, sf := range inner {
+		g := *f
+		g.Function, g.File, g.Line, g.Inlined = sf.Function, sf.File, sf.Line, true
+		b.frames = append(b.frames, g)
+	}
+	f.Function, f.File, f.Line = last.Function, last.File, last.Line
+	return fi.isGo, true
+}
+
+// jitFrame names f, in anonymous executable memory, with the target's
+// runtime (a JVM's compiled methods, stubs and interpreter), and before it
+// the methods inlined at its call.
+func (b *build) jitFrame(f *analyze.Frame) {
+	if b.r.namer == nil {
+		return
+	}
+	inlined, cut, partial, unnamed := b.r.nameJIT(f, b.native)
+	b.jitCut = cut
+	b.frames = append(b.frames, inlined...)
+	b.pending = b.pending || unnamed
+	if unnamed {
+		b.unnamedJIT = append(b.unnamedJIT, fmt.Sprintf("#%d at %#x", len(b.frames), f.Address))
+	}
+	if partial != "" {
+		b.partialJIT = append(b.partialJIT, fmt.Sprintf("JIT frame #%d (%s): %s", len(b.frames), f.Function, partial))
+	}
+}
+
+// truncation is what the stack says of its end: why the walk was cut
+// (or how the kernel's walk ended, flags), after a cgo gap, JIT frames
+// left unnamed and JIT frames whose inlined methods could not be read.
+// A stack that reached the program's or thread's entry is whole.
+func (b *build) truncation(flags Flags) string {
+	reason := b.reason
 	if reason == "" {
-		reason = flagReason(raw.Flags, frames)
+		reason = flagReason(flags, b.frames)
 	}
-	if len(frames) > 0 && outermost[frames[len(frames)-1].Function] {
+	if len(b.frames) > 0 && outermost[b.frames[len(b.frames)-1].Function] {
 		reason = ""
 	}
-	if gap != "" {
-		reason = strings.TrimSuffix(gap+"; "+reason, "; ")
-	}
-	if len(unnamedJIT) > 0 {
-		// No silent gap: the frames are there, unnamed, and the stack
-		// says why (a later perf map may still name them: pending).
-		note := fmt.Sprintf("JIT frame %s unnamed: in no code blob of the JVM when leakscope read it, nor in its perf map (compiled code freed or replaced after the walk, or a perf map not had yet)", strings.Join(unnamedJIT, ", "))
+	prepend := func(note string) {
 		reason = strings.TrimSuffix(note+"; "+reason, "; ")
 	}
-	if len(partialJIT) > 0 {
-		reason = strings.TrimSuffix(strings.Join(partialJIT, "; ")+"; "+reason, "; ")
+	if b.gap != "" {
+		prepend(b.gap)
 	}
-	var kept []uint32 // nil for no frames, as before the scratch buffer
-	if len(frames) > 0 {
-		kept = make([]uint32, len(frames))
-		for i, f := range frames {
+	if len(b.unnamedJIT) > 0 {
+		// No silent gap: the frames are there, unnamed, and the stack
+		// says why (a later perf map may still name them: pending).
+		prepend(fmt.Sprintf("JIT frame %s unnamed: in no code blob of the JVM when leakscope read it, nor in its perf map (compiled code freed or replaced after the walk, or a perf map not had yet)", strings.Join(b.unnamedJIT, ", ")))
+	}
+	if len(b.partialJIT) > 0 {
+		prepend(strings.Join(b.partialJIT, "; "))
+	}
+	return reason
+}
+
+// keep makes b's frames a Resolved, each frame the frame table's shared
+// copy; dgen is the debug generation the walk began with.
+func (r *Resolver) keep(b *build, truncated string, dgen uint32) *Resolved {
+	var kept []uint32 // nil for no frames
+	if len(b.frames) > 0 {
+		kept = make([]uint32, len(b.frames))
+		for i, f := range b.frames {
 			kept[i] = r.tab.share(f)
 		}
 	}
-	s := &Resolved{frames: kept, truncated: reason, tab: r.tab}
-	if pending {
+	s := &Resolved{frames: kept, truncated: truncated, tab: r.tab}
+	if b.pending {
 		s.pending, s.gen = true, r.namer.Generation()
 	}
-	if unmapped {
+	if b.unmapped {
 		s.unmapped, s.seen = true, int32(r.maps.Seen())
 	}
-	if debug {
+	if b.debug {
 		s.debug, s.dgen = true, dgen
 	}
 	return s
