@@ -758,9 +758,79 @@ func (t *Tracer) warnUnnamedLocked(points readPoints) {
 		t.unnamed = us // the tree says it once for all its processes (follower.merge)
 		return
 	}
-	for _, u := range us {
-		t.warnOnce(u.warning(nil))
+	objects := make([]unnamedObject, len(us))
+	for i, u := range us {
+		objects[i] = unnamedObject{u: u}
 	}
+	for _, w := range unnamedWarnings(objects, t.pid) {
+		t.warnOnce(w)
+	}
+}
+
+// unnamedObject is an object's unnamed frames in the processes pids of a
+// tree (nil: the one traced), summed.
+type unnamedObject struct {
+	u    unnamedFrames
+	pids []int
+}
+
+// unnamedListed is how many objects a warning for several names.
+const unnamedListed = 5
+
+// unnamedWarnings says which frames of objects are unnamed and why, one
+// warning per cause: an object whose cause is its own gets a warning of
+// its own (with its build id; a process of a tree alone, not root, is
+// named first), and the objects that share one (a distribution's stripped
+// programs and libraries, debuginfod not configured) one for all of them,
+// naming those with the most frames. objects are in the order warnings
+// come in.
+func unnamedWarnings(objects []unnamedObject, root int) []string {
+	var causes []string
+	byCause := map[string][]unnamedObject{}
+	for _, o := range objects {
+		if byCause[o.u.why] == nil {
+			causes = append(causes, o.u.why)
+		}
+		byCause[o.u.why] = append(byCause[o.u.why], o)
+	}
+	var out []string
+	for _, why := range causes {
+		group := byCause[why]
+		if len(group) == 1 {
+			o := group[0]
+			w := o.u.warning(o.pids)
+			if len(o.pids) == 1 && o.pids[0] != root {
+				w = fmt.Sprintf("pid %d: %s", o.pids[0], w)
+			}
+			out = append(out, w)
+			continue
+		}
+		slices.SortStableFunc(group, func(a, b unnamedObject) int { return cmp.Compare(b.u.frames, a.u.frames) })
+		var b strings.Builder
+		fmt.Fprintf(&b, "frames in %d objects are unnamed: none has symbols or a debug file in /usr/lib/debug; %s: ", len(group), why)
+		rest := 0
+		for i, o := range group {
+			if i >= unnamedListed {
+				rest += o.u.frames
+				continue
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%d in %s", o.u.frames, o.u.module)
+			switch {
+			case len(o.pids) > 1:
+				fmt.Fprintf(&b, " (%d processes: %s)", len(o.pids), pidList(o.pids))
+			case len(o.pids) == 1 && o.pids[0] != root:
+				fmt.Fprintf(&b, " (pid %d)", o.pids[0])
+			}
+		}
+		if n := len(group) - unnamedListed; n > 0 {
+			fmt.Fprintf(&b, ", and %d frame(s) in %d more objects", rest, n)
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // unnamedFrames is how many frames of a process's capture an object left

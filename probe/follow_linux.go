@@ -683,22 +683,19 @@ func (f *follower) merge(c *analyze.Capture) {
 
 // treeWarnings says once for the whole tree what each process's capture
 // left for it (treeNotes): per object, the frames left unnamed in all of
-// them (the root's, rootUnnamed, among them); and what the images that
+// them (the root's, rootUnnamed, among them), the objects that share a
+// cause in one warning (unnamedWarnings); and what the images that
 // the command's other processes exec'd away from still held (the root's
 // own exec is its capture's warning).
 func treeWarnings(root int, rootUnnamed []unnamedFrames, procs []*followed) []string {
-	type object struct {
-		u    unnamedFrames
-		pids []int
-	}
-	var objects []*object
-	byKey := map[[2]string]*object{}
+	var objects []*unnamedObject
+	byKey := map[[2]string]*unnamedObject{}
 	add := func(pid int, us []unnamedFrames) {
 		for _, u := range us {
 			k := [2]string{u.module, u.buildID}
 			o := byKey[k]
 			if o == nil {
-				o = &object{u: u}
+				o = &unnamedObject{u: u}
 				o.u.frames = 0
 				byKey[k] = o
 				objects = append(objects, o)
@@ -720,15 +717,12 @@ func treeWarnings(root int, rootUnnamed []unnamedFrames, procs []*followed) []st
 			held.bytes += p.notes.preExec.bytes
 		}
 	}
-	slices.SortStableFunc(objects, func(a, b *object) int { return cmp.Compare(a.u.module, b.u.module) })
-	var out []string
-	for _, o := range objects {
-		w := o.u.warning(o.pids)
-		if len(o.pids) == 1 && o.pids[0] != root {
-			w = fmt.Sprintf("pid %d: %s", o.pids[0], w)
-		}
-		out = append(out, w)
+	slices.SortStableFunc(objects, func(a, b *unnamedObject) int { return cmp.Compare(a.u.module, b.u.module) })
+	sorted := make([]unnamedObject, len(objects))
+	for i, o := range objects {
+		sorted[i] = *o
 	}
+	out := unnamedWarnings(sorted, root)
 	switch {
 	case len(execd) == 1:
 		out = append(out, fmt.Sprintf("pid %d exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",

@@ -47,3 +47,39 @@ func TestTreeWarningsSayEachOnce(t *testing.T) {
 		t.Errorf("the root alone: %q, want its own warning", got)
 	}
 }
+
+// Objects that share a cause (stripped programs, debuginfod not
+// configured) are said in one warning, those with the most frames named
+// first and the rest counted; an object with a cause of its own keeps its
+// own warning.
+func TestUnnamedObjectsOfOneCauseAreOneWarning(t *testing.T) {
+	const why = "debuginfod is not configured"
+	obj := func(module string, frames int, pids ...int) unnamedObject {
+		return unnamedObject{u: unnamedFrames{module: module, buildID: "id-" + module, why: why, frames: frames}, pids: pids}
+	}
+	objects := []unnamedObject{
+		obj("/a", 3, 10),
+		obj("/b", 40, 10, 11, 12, 13, 14),
+		{u: unnamedFrames{module: "/c", buildID: "c1", why: "fetch failed: 404", frames: 2}, pids: []int{12}},
+		obj("/d", 7, 11),
+		obj("/e", 1, 10),
+		obj("/f", 9, 10, 12),
+		obj("/g", 5, 10),
+		obj("/h", 2, 13),
+	}
+	got := unnamedWarnings(objects, 10)
+	want := []string{
+		"frames in 7 objects are unnamed: none has symbols or a debug file in /usr/lib/debug; debuginfod is not configured: " +
+			"40 in /b (5 processes: pids 10, 11, 12 and 2 more), 9 in /f (2 processes: pids 10, 12), 7 in /d (pid 11), 5 in /g, 3 in /a, and 3 frame(s) in 2 more objects",
+		"pid 12: 2 frame(s) in /c are unnamed: it has no symbols (build id c1) and no debug file in /usr/lib/debug; fetch failed: 404",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("unnamedWarnings =\n%q\nwant\n%q", got, want)
+	}
+	// The process traced alone (no tree): no pids.
+	got = unnamedWarnings([]unnamedObject{obj("/a", 3), obj("/b", 4)}, 10)
+	want = []string{"frames in 2 objects are unnamed: none has symbols or a debug file in /usr/lib/debug; debuginfod is not configured: 4 in /b, 3 in /a"}
+	if !slices.Equal(got, want) {
+		t.Errorf("unnamedWarnings of one process =\n%q\nwant\n%q", got, want)
+	}
+}
