@@ -40,22 +40,44 @@ func NewSet(pid int, warn func(string), gone func(pid int) bool) *Set {
 	return &Set{pid: pid, warn: warn, gone: gone, makers: map[link.Link]Maker{}, shared: map[int][]link.Link{}}
 }
 
-// Keep takes the links of an attachment.
+// Keep takes the links of an attachment. Once the Set is detached it
+// closes them instead: an attachment that raced the detach leaves no
+// probe behind.
 func (s *Set) Keep(ls Links) {
+	if s.closeLate(ls.Acquires, ls.Releases) {
+		return
+	}
 	s.acquires = append(s.acquires, ls.Acquires...)
 	s.releases = append(s.releases, ls.Releases...)
 }
 
-// KeepMalloc takes the links of the malloc family's attachment.
+// KeepMalloc takes the links of the malloc family's attachment (as Keep).
 func (s *Set) KeepMalloc(ls Links) {
+	if s.closeLate(ls.Acquires, ls.Releases) {
+		return
+	}
 	s.mallocAcquires = append(s.mallocAcquires, ls.Acquires...)
 	s.mallocReleases = append(s.mallocReleases, ls.Releases...)
 }
 
 // KeepHooks takes links bound to no process (tracepoints, kernel.Objects.
-// AttachHooks); they close with the acquires.
+// AttachHooks); they close with the acquires (as Keep).
 func (s *Set) KeepHooks(ls []link.Link) {
+	if s.closeLate(ls, nil) {
+		return
+	}
 	s.acquires = append(s.acquires, ls...)
+}
+
+// closeLate closes links kept after Detach, the release probes last, and
+// reports whether it did.
+func (s *Set) closeLate(acquires, releases []link.Link) bool {
+	if !s.detached {
+		return false
+	}
+	CloseLinks(acquires)
+	CloseLinks(releases)
+	return true
 }
 
 // Bind makes mk's link for the Set's process and keeps mk, so that the

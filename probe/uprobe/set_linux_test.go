@@ -140,6 +140,14 @@ func TestSetSharesReleasesFirstAndDetachesThemLast(t *testing.T) {
 	if len(*m.made) != 0 {
 		t.Errorf("Share after Detach made %v", *m.made)
 	}
+	// An attachment that raced the detach is closed, not kept.
+	log.closed = nil
+	late := bind(t, s, m, "deflateInit2_")
+	s.Keep(Links{Acquires: []link.Link{late}})
+	s.KeepHooks([]link.Link{&fakeLink{name: "late tracepoint", log: log}})
+	if got := log.list(); !slices.Equal(got, []string{"deflateInit2_@100", "late tracepoint"}) {
+		t.Errorf("links kept after Detach: closed %v, want both at once", got)
+	}
 	if len(*warnings) != 0 {
 		t.Errorf("warnings: %q", *warnings)
 	}
