@@ -41,18 +41,18 @@ type Tracer struct {
 	pid        int
 	opts       Options
 	objs       *kernel.Objects
-	// probes holds every link attached for t's process (and for the
-	// children sharing its memory); uprobes attaches them (probes binds).
-	probes  *uprobe.Set
-	uprobes *uprobe.Attacher
-	cache   *symbolize.Cache
-	alloc   target.Allocator
-	misses  *kernel.Misses
-	started time.Time
-	done    chan struct{}
-	wg      sync.WaitGroup
+	uprobes    *uprobe.Attacher // attaches t's uprobes (probes binds them)
+	cache      *symbolize.Cache
+	alloc      target.Allocator
+	misses     *kernel.Misses
+	started    time.Time
+	done       chan struct{}
+	wg         sync.WaitGroup
 
-	mu         sync.Mutex // guards everything below
+	mu sync.Mutex // guards everything below
+	// probes holds every link attached for t's process (and for the
+	// children sharing its memory).
+	probes     *uprobe.Set
 	view       *target.Image
 	sym        *stacks.Resolver
 	jit        jitNames // the target's runtime, once found (jvm_linux.go)
