@@ -320,10 +320,7 @@ func (t *Tracer) endProbes() {
 	time.Sleep(10 * time.Millisecond)
 	_ = t.misses.Flush()
 	t.wg.Wait()
-	t.missesMu.Lock()
-	t.missesClosed = true
 	t.misses.Close()
-	t.missesMu.Unlock()
 }
 
 // continueExit handles a stop in exit() (exit_call) whose record

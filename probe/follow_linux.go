@@ -932,10 +932,5 @@ func (t *Tracer) followedVMLocked(pid int) {
 // recordsRead reports whether every record the kernel sent t has been read
 // and handled (a fork's adoption started).
 func (t *Tracer) recordsRead() bool {
-	t.missesMu.RLock()
-	defer t.missesMu.RUnlock()
-	if t.missesClosed {
-		return false // Stop is ending it: its capture is final soon
-	}
-	return t.misses.Empty() && t.handling.Load() == 0
+	return t.misses.Idle() // closed: Stop is ending it, its capture is final soon
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -114,11 +113,6 @@ type Tracer struct {
 	// exitContinued is when Stop continued a stop in exit() before its
 	// record was handled (continueExit), monotonic ns; 0 if it did not.
 	exitContinued uint64
-	// handling is 1 while watchMisses handles a record it read.
-	handling atomic.Int32
-	// missesMu guards misses' closing against recordsRead.
-	missesMu     sync.RWMutex
-	missesClosed bool
 }
 
 // isRoot reports whether t is the command's Tracer of a followed tree.
@@ -575,12 +569,10 @@ var forcePlainProbes bool
 func (t *Tracer) watchMisses() {
 	defer t.wg.Done()
 	for {
-		t.handling.Store(0)
-		m, err := t.misses.Read()
+		m, err := t.misses.Read() // the last record is handled
 		if err != nil {
 			return // closed, or flushed by Stop: every record was read
 		}
-		t.handling.Store(1)
 		if m.IP == kernel.MissVMFork {
 			t.shareAsync(int(m.Generation), m.At)
 			continue

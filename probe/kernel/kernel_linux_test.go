@@ -1421,3 +1421,47 @@ func TestWalkStackCompiledJavaFrames(t *testing.T) {
 		t.Errorf("frames %#x after the trust ran out, want the new blob's %#x", got, want)
 	}
 }
+
+// Misses is idle once every record sent was read and its reader came
+// back for the next: not while a record waits, nor while the last one
+// read is being handled, nor once closed.
+func TestMissesIdleAfterEveryRecordIsHandled(t *testing.T) {
+	objs := harness(t, 0)
+	rd, err := ringbuf.NewReader(objs.RangeMisses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Misses{r: rd}
+	defer m.Close()
+	if !m.Idle() {
+		t.Fatal("a new reader with no record is not idle")
+	}
+	if n := run(t, objs.TestFillMisses, 1); n != 1 {
+		t.Fatalf("range_misses took %d records, want 1", n)
+	}
+	if m.Idle() {
+		t.Error("idle with a record waiting")
+	}
+	if rec, err := m.Read(); err != nil || rec.IP != 1 {
+		t.Fatalf("Read = %+v, %v; want the record of ip 1", rec, err)
+	}
+	if m.Idle() {
+		t.Error("idle while the record read is handled")
+	}
+	rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := m.Read(); err == nil {
+		t.Fatal("Read of an empty ring buffer past its deadline returned a record")
+	}
+	if !m.Idle() {
+		t.Error("not idle once the reader came back and nothing waits")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Idle() {
+		t.Error("a closed reader is idle")
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -35,8 +37,15 @@ type Miss struct {
 	At         uint64 // monotonic ns when sent: how long a stop lasted
 }
 
-// Misses reads range_misses.
-type Misses struct{ r *ringbuf.Reader }
+// Misses reads range_misses. One goroutine reads; any may ask Idle.
+type Misses struct {
+	r *ringbuf.Reader
+	// handling is 1 from a record's Read until the reader's next Read:
+	// the record is being handled.
+	handling atomic.Int32
+	mu       sync.RWMutex // guards closed against Idle
+	closed   bool
+}
 
 // OpenMisses opens the reader of range_misses.
 func (o *Objects) OpenMisses() (*Misses, error) {
@@ -44,16 +53,18 @@ func (o *Objects) OpenMisses() (*Misses, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open range-miss ring buffer: %w", err)
 	}
-	return &Misses{r}, nil
+	return &Misses{r: r}, nil
 }
 
 // Read waits for the next record; an error means the reader was closed,
-// or flushed and empty.
+// or flushed and empty. The record read before is handled from then on.
 func (m *Misses) Read() (Miss, error) {
+	m.handling.Store(0)
 	rec, err := m.r.Read()
 	if err != nil {
 		return Miss{}, err
 	}
+	m.handling.Store(1)
 	var x Miss
 	if len(rec.RawSample) >= int(unsafe.Sizeof(leakRangeMiss{})) {
 		x.IP = binary.LittleEndian.Uint64(rec.RawSample[0:])
@@ -66,11 +77,25 @@ func (m *Misses) Read() (Miss, error) {
 // Flush makes Read return what is buffered, then an error.
 func (m *Misses) Flush() error { return m.r.Flush() }
 
-// Empty reports whether no record is waiting.
-func (m *Misses) Empty() bool { return m.r.AvailableBytes() == 0 }
+// Idle reports whether every record sent so far was read and handled:
+// none is waiting, and the reader is back in Read (or has not begun).
+// A closed reader is never idle: its records may not all be handled.
+func (m *Misses) Idle() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return !m.closed && m.r.AvailableBytes() == 0 && m.handling.Load() == 0
+}
 
-// Close closes the reader.
-func (m *Misses) Close() error { return m.r.Close() }
+// Close closes the reader; a second Close does nothing.
+func (m *Misses) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	return m.r.Close()
+}
 
 // Operations and details of a mapping record (enum map_op, enum map_how).
 const (
