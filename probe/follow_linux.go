@@ -688,20 +688,20 @@ func (f *follower) merge(c *analyze.Capture) {
 // the command's other processes exec'd away from still held (the root's
 // own exec is its capture's warning).
 func treeWarnings(root int, rootUnnamed []unnamedFrames, procs []*followed) []string {
-	var objects []*unnamedObject
-	byKey := map[[2]string]*unnamedObject{}
+	var objects []unnamedObject
+	byKey := map[[2]string]int{} // index in objects
 	add := func(pid int, us []unnamedFrames) {
 		for _, u := range us {
 			k := [2]string{u.module, u.buildID}
-			o := byKey[k]
-			if o == nil {
-				o = &unnamedObject{u: u}
-				o.u.frames = 0
-				byKey[k] = o
-				objects = append(objects, o)
+			i, ok := byKey[k]
+			if !ok {
+				i = len(objects)
+				byKey[k] = i
+				objects = append(objects, unnamedObject{u: u})
+				objects[i].u.frames = 0
 			}
-			o.u.frames += u.frames
-			o.pids = append(o.pids, pid)
+			objects[i].u.frames += u.frames
+			objects[i].pids = append(objects[i].pids, pid)
 		}
 	}
 	add(root, rootUnnamed)
@@ -717,12 +717,8 @@ func treeWarnings(root int, rootUnnamed []unnamedFrames, procs []*followed) []st
 			held.bytes += p.notes.preExec.bytes
 		}
 	}
-	slices.SortStableFunc(objects, func(a, b *unnamedObject) int { return cmp.Compare(a.u.module, b.u.module) })
-	sorted := make([]unnamedObject, len(objects))
-	for i, o := range objects {
-		sorted[i] = *o
-	}
-	out := unnamedWarnings(sorted, root)
+	slices.SortStableFunc(objects, func(a, b unnamedObject) int { return cmp.Compare(a.u.module, b.u.module) })
+	out := unnamedWarnings(objects, root)
 	switch {
 	case len(execd) == 1:
 		out = append(out, fmt.Sprintf("pid %d exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
