@@ -61,7 +61,13 @@ func memoryLineOf(r *analyze.Result, pid int) string {
 	var parts []string
 	for _, p := range pm.Parts {
 		s := p.Name + " " + analyze.FormatBytes(p.Bytes)
-		if p.Outstanding > p.Bytes {
+		switch {
+		case p.Outstanding > 0 && p.Bytes == 0:
+			// None of the allocator's memory was recognized (an
+			// allocator other than glibc's keeps its own mappings):
+			// what its sites hold is resident in the parts below.
+			s = fmt.Sprintf("%s %s, in mappings not recognized as the allocator's (counted below)", p.Name, analyze.FormatBytes(p.Outstanding))
+		case p.Outstanding > p.Bytes:
 			s += fmt.Sprintf(" of %s outstanding", analyze.FormatBytes(p.Outstanding))
 		}
 		switch c, pool := partCulprit(r, p.Name, pid); {
