@@ -144,9 +144,11 @@ type Result struct {
 // Score equals BaseScore.
 //
 // Equal scores are ordered by Bytes, then Count (both descending), then
-// Site.ID (ascending), so the order is deterministic.
+// Site.ID (ascending), so the order is deterministic. Classes then order
+// the leaks within each successive rankChunk of that order (byClass), so
+// the first N leaks are the same whatever Options.Top is.
 func Rank(c *Capture, opts Options) *Result {
-	clk := newClock(c) // the whole process's allocations, before filters
+	clks := newClocks(c) // each process's allocations, before filters
 	pools := opts.Pools
 	if pools == nil {
 		pools = DefaultPools
@@ -167,16 +169,25 @@ func Rank(c *Capture, opts Options) *Result {
 		fw := freeWeight(l.Site)
 		base := float64(l.Bytes) * ageWeight(l, c.Duration) * fw
 		score := base
+		clk := clks.of(l.Site)
 		if share, ok := clk.ageShare(l); ok {
 			score = float64(l.Bytes) * (0.5 + 0.5*share) * fw
 		}
 		p := clk.profile(l.Site)
-		if p.ok {
+		if p.ok && !p.step {
+			// A single step weighs nothing: it is no fact of growth,
+			// nor of a fill.
 			score *= growthWeight(1, p.flat)
 		}
 		sc = append(sc, scored{count: l.Count, bytes: l.Bytes, oldest: l.OldestAge, base: base, score: score, site: i, ageKnown: l.AgeKnown, profiled: p.ok})
 	}
 	keepAll := opts.Top <= 0 || len(sc) <= opts.Top
+	// The rows classes order: every row, or the first rankChunks by
+	// rank score that hold the top ones.
+	cand := len(sc)
+	if !keepAll {
+		cand = min(len(sc), (opts.Top+rankChunk-1)/rankChunk*rankChunk)
+	}
 	var trends []*Trend // by index in sc, when every leak is kept
 	if keepAll {
 		trends = make([]*Trend, len(sc))
@@ -184,10 +195,12 @@ func Rank(c *Capture, opts Options) *Result {
 	trended := len(c.Snapshots) >= MinTrendPoints
 	var best *bestTrends // the trends of the leaks that rank first, when cut
 	if trended {
+		top := opts.Top
 		if !keepAll {
-			best = &bestTrends{c: c, leaks: sc, top: opts.Top}
+			top = cand
+			best = &bestTrends{c: c, leaks: sc, top: cand}
 		}
-		fitTrends(c, clk, sc, opts.Top, trends, best)
+		fitTrends(c, clks, sc, top, trends, best)
 	}
 	leakOf := func(s *scored) Leak {
 		return Leak{Site: &c.Sites[s.site], Count: s.count, Bytes: s.bytes, OldestAge: s.oldest, AgeKnown: s.ageKnown, BaseScore: s.base, Score: s.score}
@@ -203,7 +216,7 @@ func Rank(c *Capture, opts Options) *Result {
 				l.Culprit = &f
 			}
 			l.Estimate, l.CountError, l.BytesError = sampleError(l.Site, c, opts.MinAge)
-			l.Verdict = verdict(l, c, clk, pools, culprits)
+			l.Verdict = verdict(l, c, clks.of(l.Site), pools, culprits)
 			l.Reasons = reasons(*l, c.Duration, opts.MinAge)
 			l.Reasons = append(l.Reasons, l.Verdict.Evidence...)
 			if n, ok := notes[l.Site.ID]; ok {
@@ -221,13 +234,13 @@ func Rank(c *Capture, opts Options) *Result {
 		explain(r.Leaks)
 		slices.SortFunc(r.Leaks, func(a, b Leak) int {
 			return cmp.Or(
-				cmp.Compare(a.Verdict.tier(), b.Verdict.tier()),
 				cmp.Compare(b.Score, a.Score),
 				cmp.Compare(b.Bytes, a.Bytes),
 				cmp.Compare(b.Count, a.Count),
 				cmp.Compare(a.Site.ID, b.Site.ID),
 			)
 		})
+		byClass(r.Leaks)
 	} else {
 		slices.SortFunc(sc, func(a, b scored) int {
 			return cmp.Or(
@@ -237,12 +250,7 @@ func Rank(c *Capture, opts Options) *Result {
 				cmp.Compare(c.Sites[a.site].ID, c.Sites[b.site].ID),
 			)
 		})
-		// Classes order the rows before scores do: the leaks kept are
-		// the best of the first candidates by score (4 × top, at least
-		// 256), ordered by class, then score.
-		cut := opts.Top
-		opts.Top = min(len(sc), max(4*cut, 256))
-		r.Leaks = make([]Leak, opts.Top)
+		r.Leaks = make([]Leak, cand)
 		var missed []Leak // kept without a trend kept for them: none but for sites sharing an ID
 		for i := range r.Leaks {
 			r.Leaks[i] = leakOf(&sc[i])
@@ -256,7 +264,7 @@ func Rank(c *Capture, opts Options) *Result {
 			}
 		}
 		if len(missed) > 0 {
-			trendsOf(c, clk, missed) // fitted again, as they were scored
+			trendsOf(c, clks, missed) // fitted again, as they were scored
 			for _, m := range missed {
 				for i := range r.Leaks {
 					if r.Leaks[i].Site == m.Site {
@@ -267,19 +275,8 @@ func Rank(c *Capture, opts Options) *Result {
 		}
 		sc = nil
 		explain(r.Leaks)
-		slices.SortStableFunc(r.Leaks, func(a, b Leak) int {
-			ta, tb := a.Verdict.tier(), b.Verdict.tier()
-			if ta == tb && ta == tierNoGrowth {
-				// No fact says growth: the most memory first. A rank
-				// score weighs age in allocations, known only to the
-				// snapshot, which would make a burst's place depend
-				// on where the snapshots fell.
-				return cmp.Compare(b.Bytes, a.Bytes)
-			}
-			return cmp.Compare(ta, tb)
-		})
-		r.Leaks = slices.Clip(r.Leaks[:cut])
-		opts.Top = cut
+		byClass(r.Leaks)
+		r.Leaks = slices.Clip(r.Leaks[:opts.Top])
 	}
 	if r.Leaks == nil {
 		r.Leaks = []Leak{}
@@ -288,6 +285,35 @@ func Rank(c *Capture, opts Options) *Result {
 		r.Leaks[i].Rank = i + 1
 	}
 	return r
+}
+
+// rankChunk is how many rows, by rank score, classes order at a time
+// (byClass).
+const rankChunk = 256
+
+// byClass orders leaks, sorted by rank score, by class within each
+// successive rankChunk of them: leak, growing, pool growth, then the rows
+// no fact says grow (held, plateau, a filled pool) by base score, then
+// the runtimes' own. Classes say how strongly the facts point at a leak,
+// not how much it holds: the 1,000th largest row of a launch script's
+// shells, classed a leak for 96 bytes that grew until the shell exited,
+// does not outrank the program's 3.5 MiB held at its exit. And the first
+// N rows are the same whatever the number kept (Options.Top).
+func byClass(leaks []Leak) {
+	for i := 0; i < len(leaks); i += rankChunk {
+		slices.SortStableFunc(leaks[i:min(i+rankChunk, len(leaks))], func(a, b Leak) int {
+			ta, tb := a.Verdict.tier(), b.Verdict.tier()
+			if ta == tb && ta == tierNoGrowth {
+				// No fact says growth: by base score, the memory
+				// weighed by its age in time and its free rate. A
+				// rank score weighs age in allocations, known only to
+				// the snapshot, which would make a burst's place
+				// depend on where the snapshots fell.
+				return cmp.Or(cmp.Compare(b.BaseScore, a.BaseScore), cmp.Compare(b.Bytes, a.Bytes))
+			}
+			return cmp.Compare(ta, tb)
+		})
+	}
 }
 
 // scored is a leak while Rank scores it: its counts, age and scores, and
@@ -313,7 +339,7 @@ const trendChunk = 8192
 // leak whose base score reaches the top-th score they set; the others keep
 // no trend and score = base score and are cut off by Rank's top.
 // (100k sites and 60 snapshots: 2.6 s fitting every one.)
-func fitTrends(c *Capture, clk *clock, leaks []scored, top int, trends []*Trend, best *bestTrends) {
+func fitTrends(c *Capture, clks clocks, leaks []scored, top int, trends []*Trend, best *bestTrends) {
 	var slopes []float64
 	fit := func(batch []int) {
 		index := make(map[uint64]int, len(batch))
@@ -328,14 +354,14 @@ func fitTrends(c *Capture, clk *clock, leaks []scored, top int, trends []*Trend,
 				oldest = c.Duration - l.oldest
 			}
 			if trends != nil {
-				t := trendOf(points, clk.ev, oldest, &slopes)
+				t := trendOf(points, clks.of(&c.Sites[l.site]).ev, oldest, &slopes)
 				if t != nil && !l.profiled {
 					l.score *= t.Weight
 				}
 				trends[i] = t
 				return
 			}
-			t, ok := trendValue(points, clk.ev, oldest, &slopes)
+			t, ok := trendValue(points, clks.of(&c.Sites[l.site]).ev, oldest, &slopes)
 			if ok && !l.profiled {
 				l.score *= t.Weight
 			}
@@ -464,7 +490,7 @@ func (b *bestTrends) trendOf(site int) (*Trend, bool) {
 
 // trendsOf sets the Trend of leaks, fitted as fitTrends fitted them (their
 // scores already weigh it).
-func trendsOf(c *Capture, clk *clock, leaks []Leak) {
+func trendsOf(c *Capture, clks clocks, leaks []Leak) {
 	var slopes []float64
 	index := make(map[uint64]int, len(leaks))
 	for k := range leaks {
@@ -475,7 +501,7 @@ func trendsOf(c *Capture, clk *clock, leaks []Leak) {
 		if leaks[k].AgeKnown {
 			oldest = c.Duration - leaks[k].OldestAge
 		}
-		leaks[k].Trend = trendOf(points, clk.ev, oldest, &slopes)
+		leaks[k].Trend = trendOf(points, clks.of(leaks[k].Site).ev, oldest, &slopes)
 	})
 }
 

@@ -277,8 +277,28 @@ func TestConfidencePoolVersusLeak(t *testing.T) {
 // leaks that can still make it; the leaks it keeps are exactly the first
 // ones of ranking everything, trends, scores and reasons included.
 func TestRankTopFitsOnlyWhatCanRank(t *testing.T) {
-	for _, ties := range []bool{false, true} {
+	for _, variant := range []string{"", "ties", "large held rows"} {
 		c := synthCapture(3000, 15000, 12)
+		ties := variant == "ties"
+		if variant == "large held rows" {
+			// A quarter of the sites hold one large block each: held
+			// or a plateau, below every small leak row by class, above
+			// them by score. Classes order them within each chunk of
+			// scores, so the first rows are the same for every top.
+			for i := 0; i < len(c.Sites); i += 4 {
+				s := &c.Sites[i]
+				s.Live = s.Live[:1]
+				s.Live[0].Size = 1 << 20
+				s.LiveCount, s.LiveBytes, s.Allocs, s.Frees = 1, 1<<20, 1, 0
+			}
+			classes := map[Class]int{}
+			for _, l := range Rank(c, Options{}).Leaks {
+				classes[l.Verdict.Class]++
+			}
+			if classes[ClassHeld]+classes[ClassPlateau] < 700 || classes[ClassLeak] < 1000 {
+				t.Fatalf("classes %v: want large held or plateau rows among many leak rows", classes)
+			}
+		}
 		if ties {
 			// Every site the same, as stacks_storm's: scores tie
 			// and the order falls to the site IDs.
@@ -302,7 +322,7 @@ func TestRankTopFitsOnlyWhatCanRank(t *testing.T) {
 func checkTopMatchesAll(t *testing.T, c *Capture) {
 	t.Helper()
 	all := Rank(c, Options{})
-	for _, top := range []int{1, 10, 300, 2999, 3000} {
+	for _, top := range []int{1, 10, 256, 257, 300, 2999, 3000} {
 		got := Rank(c, Options{Top: top})
 		if len(got.Leaks) != top {
 			t.Fatalf("top %d: %d leaks", top, len(got.Leaks))

@@ -33,7 +33,8 @@ const (
 	ClassPool Class = "pool"
 	// ClassHeld: memory is held, but the capture has no fact to tell
 	// growth from a fill (fewer than MinTrendPoints snapshots and a site
-	// that frees, or no per-allocation ages).
+	// that frees, or no per-allocation ages), or saw it rise in one step
+	// only (Verdict.Step).
 	ClassHeld Class = "held"
 	// ClassPlateau: live memory stopped growing for at least half of the
 	// process's allocations since the site began growing (or never grew):
@@ -82,6 +83,12 @@ type Verdict struct {
 	// FlatInTime is true when FlatShare had to be measured in time: no
 	// process allocation was traced after the site's last new high.
 	FlatInTime bool
+	// Step is true when the site would read as growing but the capture
+	// saw it rise in one step only: no snapshot fell between its first
+	// and last live block (one block, or one burst), or, for a site that
+	// frees, its live bytes rose in one interval. One rise cannot tell
+	// growth from a fill, so the row is ClassHeld.
+	Step bool
 	// Pool is the pool allocator frame of a ClassPool row; Requester the
 	// code that asked the pool for memory (the row's culprit).
 	Pool, Requester string
@@ -113,24 +120,102 @@ const tierNoGrowth = 3
 
 // clock is the process's allocation count at each snapshot: the time base
 // of the verdict. A capture's per-site counters are cumulative, so the sum
-// over sites is the process's allocations traced so far.
+// over a process's sites is its allocations traced so far.
 type clock struct {
 	at  []time.Duration // snapshots in time order
 	ev  []uint64        // allocations by then, non-decreasing
 	end uint64          // at the end of the capture
-	d   time.Duration
+	d   time.Duration   // the capture's: a block's time is d − its age
+	// until is when the process stopped allocating: its exit, when it
+	// exited during the capture, else d.
+	until time.Duration
 	// inTime is true when the snapshots carry no allocation counters:
 	// ev and end are then nanoseconds.
 	inTime bool
 }
 
-func newClock(c *Capture) *clock {
-	k := &clock{d: c.Duration}
+// clocks are the clocks of a capture's processes: one for a capture of
+// one process; one each for a followed tree, where a launch script's
+// shells, a test runner and the program under test each have a life and
+// an allocation count of their own, and measuring a shell's blocks
+// against the allocations of the processes started after it exited would
+// call every block it held at its exit a plateau, and the last process's
+// a leak.
+type clocks struct {
+	all   *clock
+	byPid map[int]*clock // nil for one process
+}
+
+// of is the clock of s's process.
+func (cs clocks) of(s *Site) *clock {
+	if k, ok := cs.byPid[s.Pid]; ok {
+		return k
+	}
+	return cs.all
+}
+
+// newClocks makes c's clocks: every traced process's own when c follows
+// several (Capture.Processes) and its snapshots carry counters.
+func newClocks(c *Capture) clocks {
 	order := make([]int, len(c.Snapshots))
 	for j := range order {
 		order[j] = j
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmpDuration(c.Snapshots[a].At, c.Snapshots[b].At) })
+	cs := clocks{all: newClock(c, order)}
+	if len(c.Processes) == 0 || cs.all.inTime {
+		return cs
+	}
+	// Each process's clock from one pass over the snapshots: its sites'
+	// allocations summed at each.
+	slot := make(map[int]int) // pid → index in ks
+	var ks []*clock
+	clockOf := make(map[uint64]int, len(c.Sites)) // site ID → index in ks
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		j, ok := slot[s.Pid]
+		if !ok {
+			j = len(ks)
+			slot[s.Pid] = j
+			k := &clock{d: c.Duration, until: c.Duration, at: cs.all.at, ev: make([]uint64, len(order))}
+			if p := c.Process(s.Pid); p != nil && p.ExitedAfter > 0 && p.ExitedAfter < k.d {
+				k.until = p.ExitedAfter
+			}
+			ks = append(ks, k)
+		}
+		clockOf[s.ID] = j
+		ks[j].end += s.Allocs
+	}
+	sums := make([]uint64, len(ks))
+	for col, j := range order {
+		clear(sums)
+		for _, p := range c.Snapshots[j].Sites {
+			if i, ok := clockOf[p.ID]; ok {
+				sums[i] += p.Allocs
+			}
+		}
+		for i, k := range ks {
+			k.ev[col] = sums[i]
+			if col > 0 {
+				k.ev[col] = max(k.ev[col], k.ev[col-1])
+			}
+		}
+	}
+	cs.byPid = make(map[int]*clock, len(ks))
+	for pid, i := range slot {
+		k := ks[i]
+		if n := len(k.ev); n > 0 {
+			k.end = max(k.end, k.ev[n-1])
+		}
+		cs.byPid[pid] = k
+	}
+	return cs
+}
+
+// newClock is the clock of every process of c together, its snapshots
+// taken in order.
+func newClock(c *Capture, order []int) *clock {
+	k := &clock{d: c.Duration, until: c.Duration}
 	var last uint64
 	for _, j := range order {
 		s := &c.Snapshots[j]
@@ -171,12 +256,7 @@ func cmpDuration(a, b time.Duration) int {
 // before is the allocation count at the last snapshot at or before t
 // (0 when none): the allocations since t are at most end − before(t).
 func (k *clock) before(t time.Duration) uint64 {
-	i, _ := slices.BinarySearchFunc(k.at, t, func(a, t time.Duration) int {
-		if a <= t {
-			return -1
-		}
-		return 1
-	})
+	i := k.snapshotsBy(t)
 	if i == 0 {
 		return 0
 	}
@@ -215,7 +295,11 @@ func (k *clock) ageShare(l Leak) (share float64, ok bool) {
 type profile struct {
 	flat   float64 // FlatShare
 	inTime bool    // measured in time (no allocation after the last block)
-	ok     bool
+	// step: no snapshot fell between the site's first and last live
+	// block (one block, or a burst), so the capture saw it rise in one
+	// step, which cannot tell growth from a fill.
+	step bool
+	ok   bool
 }
 
 func (k *clock) profile(s *Site) profile {
@@ -227,18 +311,32 @@ func (k *clock) profile(s *Site) profile {
 		oldest, youngest = max(oldest, a.Age), min(youngest, a.Age)
 	}
 	tOld, tYoung := k.d-oldest, k.d-youngest
+	p := profile{ok: true, step: k.snapshotsBy(tOld) == k.snapshotsBy(tYoung)}
 	life := k.end - k.before(tOld)
 	flat := k.end - k.after(tYoung)
 	if flat > 0 && life > 0 {
-		return profile{flat: min(1, float64(flat)/float64(life)), ok: true}
+		p.flat = min(1, float64(flat)/float64(life))
+		return p
 	}
 	// No allocation traced after the site's last block (within the
-	// snapshot it fell in): only time can say how long it stayed flat.
-	p := profile{inTime: true, ok: true}
-	if d := k.d - tOld; d > 0 {
-		p.flat = min(1, max(0, float64(k.d-tYoung)/float64(d)))
+	// snapshot it fell in): only time can say how long it stayed flat,
+	// to the process's exit.
+	p.inTime = true
+	if d := k.until - tOld; d > 0 {
+		p.flat = min(1, max(0, float64(k.until-tYoung)/float64(d)))
 	}
 	return p
+}
+
+// snapshotsBy is how many snapshots were taken at or before t.
+func (k *clock) snapshotsBy(t time.Duration) int {
+	i, _ := slices.BinarySearchFunc(k.at, t, func(a, t time.Duration) int {
+		if a <= t {
+			return -1
+		}
+		return 1
+	})
+	return i
 }
 
 // growthWeight is the weight a site's growth gives its rank score: about
@@ -275,11 +373,17 @@ func verdict(l *Leak, c *Capture, k *clock, pools *regexp.Regexp, culprits *Culp
 	known := true
 	if p := k.profile(s); p.ok {
 		v.FlatShare, v.FlatInTime, v.Growth = p.flat, p.inTime, p.flat < 0.5
+		v.Step = p.step && v.Growth
 	} else if t != nil {
 		v.FlatShare, v.FlatInTime = t.FlatShare, t.FlatInTime
 		v.Growth = t.FlatShare < 0.5 && t.Tau > 0
+		v.Step = v.Growth && t.Rises < 2
 	} else {
 		known = false
+	}
+	if v.Step {
+		// One rise is not a trend: a fill looks the same.
+		v.Growth, known = false, false
 	}
 	survivors := s.Frees == 0 || (v.SinceKnown && v.SiteFreesSinceOldest >= l.Count)
 	var conf float64
@@ -363,6 +467,9 @@ func (v *Verdict) facts(l *Leak, k *clock, known bool) []string {
 		fs = append(fs, fmt.Sprintf("since its oldest live block the site allocated %s times and freed %s, and still holds %s",
 			FormatCount(v.SiteAllocsSinceOldest), FormatCount(v.SiteFreesSinceOldest), FormatCount(l.Count)))
 	}
+	if v.Step {
+		return append(fs, stepFact(l, k))
+	}
 	if !known {
 		if len(k.at) == 0 {
 			return append(fs, "growth unknown: the capture has no snapshots")
@@ -374,8 +481,12 @@ func (v *Verdict) facts(l *Leak, k *clock, known bool) []string {
 		unit = "of its time (no allocation was counted after the snapshot of its last new high, so measured in time)"
 	}
 	switch {
+	case v.Growth && v.FlatShare == 0 && k.until < k.d:
+		fs = append(fs, "grew with the process's allocations until it exited")
 	case v.Growth && v.FlatShare == 0:
 		fs = append(fs, "grew with the process's allocations to the end of the capture")
+	case v.Growth && k.until < k.d:
+		fs = append(fs, fmt.Sprintf("grew to near its exit: flat for the last %.0f%% %s since it began growing", 100*v.FlatShare, unit))
 	case v.Growth:
 		fs = append(fs, fmt.Sprintf("grew to near the end: flat for the last %.0f%% %s since it began growing", 100*v.FlatShare, unit))
 	case v.FlatShare >= 1 && l.Trend != nil && l.Trend.FlatFor == l.Trend.Span:
@@ -384,6 +495,19 @@ func (v *Verdict) facts(l *Leak, k *clock, known bool) []string {
 		fs = append(fs, fmt.Sprintf("flat for the last %.0f%% %s since it began growing: filled, then held (a pool or cache, or a leak that happened once: a longer capture or more rounds of the work tell them apart)", 100*v.FlatShare, unit))
 	}
 	return fs
+}
+
+// stepFact says why a row that rose once is not called growing.
+func stepFact(l *Leak, k *clock) string {
+	const why = "one rise cannot tell growth from a fill (a longer capture, a shorter --interval or more rounds of the work tell them apart)"
+	s := l.Site
+	if s.Frees != 0 {
+		return "its live memory rose in one interval between snapshots only: " + why
+	}
+	if n := len(s.Live); n > 1 {
+		return fmt.Sprintf("its %s live blocks were all allocated between the same two snapshots: %s", FormatCount(uint64(n)), why)
+	}
+	return "a single live allocation: " + why
 }
 
 // poolEvidence says what a pool row means and what finds the holder.

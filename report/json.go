@@ -223,6 +223,9 @@ type V1Verdict struct {
 	FlatShare             float64 `json:"flat_share"`
 	FlatInTime            bool    `json:"flat_in_time,omitempty"`
 	Growth                bool    `json:"growth"`
+	// Step: the row rose in one step only (a single block, or a burst
+	// between two snapshots), which cannot tell growth from a fill.
+	Step bool `json:"step,omitempty"`
 	// Pool is the pool allocator frame of a pool row, Requester who asked
 	// the pool for memory (never known to be the holder).
 	Pool      string `json:"pool,omitempty"`
@@ -349,7 +352,7 @@ func toV1(r *analyze.Result) *V1 {
 		}
 		if v := l.Verdict; v.Class != "" {
 			jv := &V1Verdict{Class: string(v.Class), Label: v.Label, Evidence: nonNil(v.Evidence), Events: v.Events,
-				EventsSinceOldest: v.EventsSinceOldest, FlatShare: v.FlatShare, FlatInTime: v.FlatInTime, Growth: v.Growth,
+				EventsSinceOldest: v.EventsSinceOldest, FlatShare: v.FlatShare, FlatInTime: v.FlatInTime, Growth: v.Growth, Step: v.Step,
 				Pool: v.Pool, Requester: v.Requester}
 			if v.SinceKnown {
 				a, f := v.SiteAllocsSinceOldest, v.SiteFreesSinceOldest
