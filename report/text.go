@@ -187,10 +187,21 @@ func processLine(p analyze.Target) string {
 }
 
 // processOf names the process a site's allocations were made in.
+//
+// A process that exec'd is named by the program it exec'd last, whose
+// allocations every row of it is (what an earlier image held went with
+// the exec), and the command it began as.
 func processOf(c *analyze.Capture, s *analyze.Site) string {
 	pid := pidOf(c, s)
 	what := fmt.Sprintf("pid %d", pid)
-	if p := c.Process(pid); p != nil && len(p.Command) > 0 {
+	p := c.Process(pid)
+	switch {
+	case p == nil:
+	case len(p.Execs) > 0 && len(p.Command) > 0:
+		what += ", " + p.Execs[len(p.Execs)-1] + " (exec'd by " + command(p.Command) + ")"
+	case len(p.Execs) > 0:
+		what += ", " + p.Execs[len(p.Execs)-1]
+	case len(p.Command) > 0:
 		what += ", " + command(p.Command)
 	}
 	return what

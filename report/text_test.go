@@ -53,6 +53,34 @@ func TestCommand(t *testing.T) {
 	}
 }
 
+// A row is said to be in the program its process exec'd last (every row
+// of a process that exec'd is that image's), beside the command the
+// process began as.
+func TestProcessOfNamesTheProgramExecd(t *testing.T) {
+	c := &analyze.Capture{
+		Target: analyze.Target{Pid: 10, Command: []string{"/opt/kafka/bin/kafka-server-start.sh", "server.properties"}, Execs: []string{"/usr/bin/java -Xmx1G kafka.Kafka server.properties"}},
+		Processes: []analyze.Target{
+			{Pid: 11, Command: []string{"/bin/bash", "/opt/kafka/bin/kafka-run-class.sh"}, Execs: []string{"/usr/bin/env bash x", "ls /opt/kafka/libs"}},
+			{Pid: 12, Command: []string{"sleep", "1"}},
+			{Pid: 13, Execs: []string{"true"}},
+		},
+	}
+	for _, tt := range []struct {
+		pid  int
+		want string
+	}{
+		{0, "pid 10, /usr/bin/java -Xmx1G kafka.Kafka server.properties (exec'd by /opt/kafka/bin/kafka-server-start.sh server.properties)"},
+		{11, "pid 11, ls /opt/kafka/libs (exec'd by /bin/bash /opt/kafka/bin/kafka-run-class.sh)"},
+		{12, "pid 12, sleep 1"},
+		{13, "pid 13, true"},
+		{14, "pid 14"},
+	} {
+		if got := processOf(c, &analyze.Site{Pid: tt.pid}); got != tt.want {
+			t.Errorf("processOf(pid %d) = %q, want %q", tt.pid, got, tt.want)
+		}
+	}
+}
+
 func TestTextTop(t *testing.T) {
 	r := analyze.Rank(loadCapture(t, "leaky"), analyze.Options{})
 	tests := []struct {
