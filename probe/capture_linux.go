@@ -473,7 +473,7 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 		t.warnWindowsLocked()
 	}
 	// A followed child's execs are the tree's to say (treeWarnings).
-	if t.execGen > 0 && (t.tree == nil || t.isRoot()) {
+	if t.execGen > 0 && t.preExec.count > 0 && (t.tree == nil || t.isRoot()) {
 		t.warnOnce(fmt.Sprintf("the target exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
 			t.execGen, t.preExec.count, analyze.FormatBytes(t.preExec.bytes)))
 	}

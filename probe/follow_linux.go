@@ -720,6 +720,9 @@ func treeWarnings(root int, rootUnnamed []unnamedFrames, procs []*followed) []st
 	slices.SortStableFunc(objects, func(a, b unnamedObject) int { return cmp.Compare(a.u.module, b.u.module) })
 	out := unnamedWarnings(objects, root)
 	switch {
+	case held.count == 0:
+		// Nothing went with the execs (a fork that exec'd at once):
+		// the header lists them, and no count is short.
 	case len(execd) == 1:
 		out = append(out, fmt.Sprintf("pid %d exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
 			execd[0], execs, held.count, analyze.FormatBytes(held.bytes)))

@@ -43,6 +43,12 @@ func TestTreeWarningsSayEachOnce(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("treeWarnings =\n%q\nwant\n%q", got, want)
 	}
+	// Processes that forked and exec'd at once held nothing that went
+	// with the exec: no warning.
+	got = treeWarnings(10, nil, []*followed{child(15, treeNotes{execs: 1}), child(16, treeNotes{execs: 2})})
+	if len(got) != 0 {
+		t.Errorf("treeWarnings of execs that lost nothing = %q, want none", got)
+	}
 	if got := treeWarnings(10, []unnamedFrames{bash(3)}, nil); !slices.Equal(got, []string{bash(3).warning(nil)}) {
 		t.Errorf("the root alone: %q, want its own warning", got)
 	}
