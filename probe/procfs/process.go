@@ -18,7 +18,21 @@ func Command(pid int) ([]string, error) {
 	if err != nil {
 		return nil, procError(pid, "cmdline", err)
 	}
-	return parseCmdline(data), nil
+	return trimTitle(parseCmdline(data)), nil
+}
+
+// trimTitle drops the empty arguments at the end of a command line: a
+// process that wrote its title over its arguments (redis-server,
+// nginx, postgres: setproctitle) leaves the rest of that memory NULs,
+// which /proc/PID/cmdline reads as empty arguments, dozens of them. ps
+// shows such a line without them; so does leakscope, at the cost of a
+// real empty last argument.
+func trimTitle(args []string) []string {
+	n := len(args)
+	for n > 1 && args[n-1] == "" {
+		n--
+	}
+	return args[:n]
 }
 
 // Environ returns the target's environment from /proc/<pid>/environ, as

@@ -6,6 +6,7 @@ import (
 	"github.com/leakscope/leakscope/internal/testutil"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,6 +37,26 @@ func TestParseCmdline(t *testing.T) {
 	for _, tt := range tests {
 		if got := parseCmdline([]byte(tt.in)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseCmdline(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// redis-server 7.0 writes its title over its arguments and leaves the
+// rest of them NULs: its /proc/PID/cmdline, as read on Debian 12.
+func TestCommandDropsTheTitlesPadding(t *testing.T) {
+	redis := "redis-server 127.0.0.1:7399" + strings.Repeat("\x00", 52)
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{redis, []string{"redis-server 127.0.0.1:7399"}},
+		{"/bin/sh\x00-c\x00echo a b\x00", []string{"/bin/sh", "-c", "echo a b"}},
+		{"a\x00\x00b\x00", []string{"a", "", "b"}},
+		{"\x00\x00", []string{""}},
+		{"", []string{}},
+	} {
+		if got := trimTitle(parseCmdline([]byte(tt.in))); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("command of %q = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
