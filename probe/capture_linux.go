@@ -271,8 +271,8 @@ func (t *Tracer) Stop() (*analyze.Capture, error) {
 	}
 	t.endProbes()
 	defer t.releaseObjects()
-	if t.mapEvents != nil {
-		defer t.mapEvents.Close()
+	if t.mapping.events != nil {
+		defer t.mapping.events.Close()
 	}
 
 	t.mu.Lock()
@@ -448,7 +448,7 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 	earlier := earlierSites(ser, slotOf, slots, points)
 	points, slots, slotOf = readPoints{}, nil, nil
 	c.Snapshots = ser.snapshots() // whole, once the tables are gone
-	c.Memory = t.memory
+	c.Memory = t.mem.all
 	ser = series{}
 	if err := t.readLiveLocked(c, siteOf, traced, exact, nowMono); err != nil {
 		return nil, err
@@ -599,8 +599,8 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, traced []uin
 		}
 		s := &c.Sites[i]
 		size := info.Size
-		if len(t.windows.bytes) > 0 && !key.Orphan && key.Gen == t.execGen {
-			size += t.windows.bytes[windowKey{key.Addr, key.Kind}]
+		if len(t.windows.reads.bytes) > 0 && !key.Orphan && key.Gen == t.execGen {
+			size += t.windows.reads.bytes[windowKey{key.Addr, key.Kind}]
 		}
 		s.Live = append(s.Live, analyze.Alloc{Size: size, Age: age})
 		if sampled && s.Kind == analyze.KindMalloc {

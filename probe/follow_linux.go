@@ -160,7 +160,7 @@ func (f *follower) recycle(t *Tracer) bool {
 		return false
 	}
 	if f.opts.Maps {
-		if s.mapEvents, err = s.objs.OpenMapEvents(); err != nil {
+		if s.mapping.events, err = s.objs.OpenMapEvents(); err != nil {
 			s.misses.Close()
 			return false
 		}
@@ -169,8 +169,8 @@ func (f *follower) recycle(t *Tracer) bool {
 	defer f.mu.Unlock()
 	if f.closed || len(f.spares) >= maxSpares {
 		s.misses.Close()
-		if s.mapEvents != nil {
-			s.mapEvents.Close()
+		if s.mapping.events != nil {
+			s.mapping.events.Close()
 		}
 		return false
 	}
@@ -183,8 +183,8 @@ func (t *Tracer) closeSpare() {
 	if t.misses != nil {
 		t.misses.Close()
 	}
-	if t.mapEvents != nil {
-		t.mapEvents.Close()
+	if t.mapping.events != nil {
+		t.mapping.events.Close()
 	}
 	t.objs.Close()
 }

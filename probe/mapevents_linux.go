@@ -11,22 +11,31 @@ import (
 	"github.com/leakscope/leakscope/probe/target"
 )
 
-// drainMapsLocked applies every record waiting in mmap_events to t.maps,
+// mapTables are the target's mappings and threads (Options.Maps), read
+// from the kernel's mmap_events at every snapshot, and the site of each;
+// maps is nil when mappings are not traced.
+type mapTables struct {
+	maps   *target.Mappings
+	events *kernel.MapEvents
+	refs   map[target.SiteKey]siteRef
+}
+
+// drainMapsLocked applies every record waiting in mmap_events to t.mapping.maps,
 // in the order the calls returned.
 func (t *Tracer) drainMapsLocked() {
-	if t.mapEvents == nil || t.maps == nil {
+	if t.mapping.events == nil || t.mapping.maps == nil {
 		return
 	}
-	if err := t.mapEvents.Drain(t.applyMapEvent); err != nil {
+	if err := t.mapping.events.Drain(t.applyMapEvent); err != nil {
 		t.warnOnce(fmt.Sprintf("read mapping events: %v", err))
 	}
 }
 
-// applyMapEvent applies one call's record to t.maps; the first record of
+// applyMapEvent applies one call's record to t.mapping.maps; the first record of
 // a new image forgets the sites of the last one's mappings.
 func (t *Tracer) applyMapEvent(e *kernel.MapEvent) {
-	if t.maps.Apply(e) {
-		t.mapRefs = map[target.SiteKey]siteRef{}
+	if t.mapping.maps.Apply(e) {
+		t.mapping.refs = map[target.SiteKey]siteRef{}
 	}
 }
 
@@ -34,9 +43,9 @@ func (t *Tracer) applyMapEvent(e *kernel.MapEvent) {
 // stack when new or when it may resolve better now (refLocked, for the
 // sites the kernel keeps).
 func (t *Tracer) mapSiteLocked(k target.SiteKey) int {
-	ref := t.mapRefs[k]
+	ref := t.mapping.refs[k]
 	slot := t.resolveRefLocked(&ref, k.Stack, k.Kind)
-	t.mapRefs[k] = ref
+	t.mapping.refs[k] = ref
 	return slot
 }
 
@@ -45,12 +54,12 @@ func (t *Tracer) mapSiteLocked(k target.SiteKey) int {
 // handed out here.
 func (t *Tracer) addMapsLocked() int {
 	t.drainMapsLocked()
-	if t.maps == nil {
+	if t.mapping.maps == nil {
 		return 0
 	}
 	st, n := t.sites, 0
-	for _, k := range t.maps.Sites() {
-		v := t.maps.Totals(k)
+	for _, k := range t.mapping.maps.Sites() {
+		v := t.mapping.maps.Totals(k)
 		slot := t.mapSiteLocked(k)
 		p := &st.acc[slot]
 		if st.mark[slot] != st.read {
@@ -70,11 +79,11 @@ func (t *Tracer) addMapsLocked() int {
 // allocations; site maps a merged slot to its index in c.Sites (-1:
 // none).
 func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[target.SiteKey]int32, nowMono uint64) {
-	if t.maps == nil {
+	if t.mapping.maps == nil {
 		return
 	}
 	files := map[int32]map[string]*analyze.MappedFile{}
-	t.maps.Live(func(a *target.MapAlloc) {
+	t.mapping.maps.Live(func(a *target.MapAlloc) {
 		i, ok := site[a.Site]
 		if !ok || i < 0 {
 			return
@@ -109,7 +118,7 @@ func (t *Tracer) mapLiveLocked(c *analyze.Capture, site map[target.SiteKey]int32
 // bySlot (a merged slot's index there, -1: none).
 func (t *Tracer) mapSitesOf(bySlot []int32) map[target.SiteKey]int32 {
 	out := map[target.SiteKey]int32{}
-	for k, ref := range t.mapRefs {
+	for k, ref := range t.mapping.refs {
 		if ref.slot > 0 && int(ref.slot-1) < len(bySlot) {
 			out[k] = bySlot[ref.slot-1]
 		}
@@ -120,7 +129,7 @@ func (t *Tracer) mapSitesOf(bySlot []int32) map[target.SiteKey]int32 {
 // warnMapLossLocked warns when mapping or thread records found
 // mmap_events full: those calls are missing from the mapping kinds.
 func (t *Tracer) warnMapLossLocked() {
-	if t.maps == nil {
+	if t.mapping.maps == nil {
 		return
 	}
 	n, err := t.objs.Stat(kernel.StatMapEventsLost)

@@ -325,6 +325,15 @@ func memoryOf(pid int, k memoryKnown) (analyze.ProcessMemory, error) {
 	return breakdown(pid, regions, ts, k, mem), nil
 }
 
+// memoryLog is a target's memory breakdowns: every one kept (thinned as
+// snapshots are), the latest (nil when the last could not be taken), and
+// a JVM's reserved ranges once read.
+type memoryLog struct {
+	all    []analyze.Memory
+	last   *analyze.Memory
+	spaces *jvm.Spaces
+}
+
 // memoryKnownLocked is what the tracer knows for a breakdown at a read
 // that gave points.
 func (t *Tracer) memoryKnownLocked(points readPoints) memoryKnown {
@@ -335,16 +344,16 @@ func (t *Tracer) memoryKnownLocked(points readPoints) memoryKnown {
 			k.traced[n] += points.at(i).LiveBytes
 		}
 	}
-	if t.maps != nil {
-		k.mapped, k.mappedOutstd = t.maps.Ranges(kernel.KindMmapAnon)
+	if t.mapping.maps != nil {
+		k.mapped, k.mappedOutstd = t.mapping.maps.Ranges(kernel.KindMmapAnon)
 	}
 	if n, ok := t.jit.namer.(interface{ Spaces() (jvm.Spaces, bool) }); ok && t.jit.namer != nil {
-		if t.spaces == nil {
+		if t.mem.spaces == nil {
 			if sp, ok := n.Spaces(); ok {
-				t.spaces = &sp
+				t.mem.spaces = &sp
 			}
 		}
-		k.spaces = t.spaces
+		k.spaces = t.mem.spaces
 	}
 	return k
 }
@@ -365,12 +374,12 @@ func (t *Tracer) recordMemory(k memoryKnown, at time.Duration) {
 		if !errors.Is(err, procfs.ErrNoProcess) {
 			t.warnOnce(fmt.Sprintf("no memory breakdown: %v", err))
 		}
-		t.lastMemory = nil
+		t.mem.last = nil
 		return
 	}
 	m := analyze.Memory{At: at, Processes: []analyze.ProcessMemory{pm}}
-	t.memory = analyze.ThinMemory(append(t.memory, m))
-	t.lastMemory = &m
+	t.mem.all = analyze.ThinMemory(append(t.mem.all, m))
+	t.mem.last = &m
 }
 
 // LastMemory returns the memory breakdown taken with the latest snapshot,
@@ -379,7 +388,7 @@ func (t *Tracer) recordMemory(k memoryKnown, at time.Duration) {
 // snapshot.
 func (t *Tracer) LastMemory() *analyze.Memory {
 	t.mu.Lock()
-	m := t.lastMemory
+	m := t.mem.last
 	t.mu.Unlock()
 	if m == nil || !t.isRoot() {
 		return m

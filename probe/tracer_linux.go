@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/analyze"
-	"github.com/leakscope/leakscope/probe/jvm"
 	"github.com/leakscope/leakscope/probe/kernel"
 	"github.com/leakscope/leakscope/probe/procfs"
 	"github.com/leakscope/leakscope/probe/stacks"
@@ -27,26 +26,17 @@ import (
 // Tracer traces one process. Snapshot may be called at any interval;
 // Stop detaches and returns the capture.
 type Tracer struct {
-	// maps holds the target's mappings and threads (Options.Maps), read
-	// from mapEvents at every snapshot; mapRefs each of their sites.
-	maps      *target.Mappings
-	mapEvents *kernel.MapEvents
-	mapRefs   map[target.SiteKey]siteRef
-	// memory holds the target's memory breakdowns (memory_linux.go),
-	// lastMemory the latest; spaces a JVM's reserved ranges once read.
-	memory     []analyze.Memory
-	lastMemory *analyze.Memory
-	spaces     *jvm.Spaces
-	pid        int
-	opts       Options
-	objs       *kernel.Objects
-	uprobes    *uprobe.Attacher // attaches t's uprobes (probes binds them)
-	cache      *symbolize.Cache
-	alloc      target.Allocator
-	misses     *kernel.Misses
-	started    time.Time
-	done       chan struct{}
-	wg         sync.WaitGroup
+	mapping mapTables // the target's mappings and threads (mapevents_linux.go)
+	mem     memoryLog // its memory breakdowns (memory_linux.go)
+	pid     int
+	opts    Options
+	objs    *kernel.Objects
+	uprobes *uprobe.Attacher // attaches t's uprobes (probes binds them)
+	cache   *symbolize.Cache
+	alloc   target.Allocator
+	misses  *kernel.Misses
+	started time.Time
+	wg      sync.WaitGroup
 
 	mu sync.Mutex // guards everything below
 	// probes holds every link attached for t's process (and for the
@@ -81,12 +71,9 @@ type Tracer struct {
 	// zlibLayouts describe the zlib copies whose stream bytes are computed
 	// (object: layout; zlib.Computed).
 	zlibLayouts []string
-	// windows: the inflate windows the last read found in the target's
-	// memory, not counted by the kernel yet (malloc not traced).
-	windows windowReads
-	// windowsGone: the target's memory was gone at a read; windows
-	// keeps the last read that saw it.
-	windowsGone bool
+	// windows: the inflate windows found in the target's memory, not
+	// counted by the kernel yet (malloc not traced; windows_linux.go).
+	windows windowState
 	// noExitHook: the kernel's sched_process_exit comes after the
 	// target's memory is gone (before Linux 6.13): windows of a target
 	// that exits are not counted.
@@ -242,7 +229,6 @@ func newTracerFrom(pid int, alloc target.Allocator, objects []string, cache *sym
 		cache:   cache,
 		alloc:   alloc,
 		started: time.Now(),
-		done:    make(chan struct{}),
 		view:    target.New(pid, cache),
 		checked: map[uint64]bool{},
 	}
@@ -252,7 +238,7 @@ func newTracerFrom(pid int, alloc target.Allocator, objects []string, cache *sym
 	t.sites = newSiteTable()
 	if spare != nil {
 		// Loaded ahead with the same options (follower.takeSpare).
-		t.objs, t.misses, t.mapEvents = spare.objs, spare.misses, spare.mapEvents
+		t.objs, t.misses, t.mapping.events = spare.objs, spare.misses, spare.mapping.events
 		t.noExitHook = spare.noExitHook
 	} else if err := t.load(mode); err != nil {
 		return nil, err
@@ -343,7 +329,7 @@ func (t *Tracer) load(mode tracerMode) error {
 		return err
 	}
 	if t.opts.Maps {
-		if t.mapEvents, err = objs.OpenMapEvents(); err != nil {
+		if t.mapping.events, err = objs.OpenMapEvents(); err != nil {
 			t.misses.Close()
 			objs.Close()
 			return err
@@ -501,8 +487,8 @@ func (t *Tracer) attachExecHook() error {
 		t.exitHooked = true
 	}
 	if t.opts.Maps {
-		t.maps = target.NewMappings(t.pid, uint64(os.Getpagesize()))
-		t.mapRefs = map[target.SiteKey]siteRef{}
+		t.mapping.maps = target.NewMappings(t.pid, uint64(os.Getpagesize()))
+		t.mapping.refs = map[target.SiteKey]siteRef{}
 		hooks = append(hooks, kernel.HookMaps)
 	}
 	links, err := t.objs.AttachHooks(hooks...)
@@ -918,8 +904,8 @@ func (t *Tracer) close() {
 	if t.misses != nil {
 		t.misses.Close()
 	}
-	if t.mapEvents != nil {
-		t.mapEvents.Close()
+	if t.mapping.events != nil {
+		t.mapping.events.Close()
 	}
 	t.objs.Close()
 	if t.watchdog != nil {

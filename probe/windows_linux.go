@@ -24,6 +24,14 @@ type windowReads struct {
 	unread  int                  // streams whose state could not be read
 }
 
+// windowState is what the reads of the target's memory found of its
+// inflate windows: the last read that saw the memory, and whether the
+// memory was gone at a later one (the target exited).
+type windowState struct {
+	reads windowReads
+	gone  bool
+}
+
 // windowKey is a live inflate stream: its z_stream and kind (zlib.inflate,
 // or the JNI fallback's kind).
 type windowKey struct {
@@ -198,13 +206,13 @@ func (t *Tracer) addWindowsLocked() error {
 		}); err != nil {
 			return fmt.Errorf("read inflate windows: %w", err)
 		}
-		maps.DeleteFunc(t.windows.bytes, func(k windowKey, _ uint64) bool { return !left[k] })
-		maps.DeleteFunc(t.windows.stacks, func(k windowKey, _ uint64) bool { return !left[k] })
-		maps.DeleteFunc(t.windows.checked, func(k windowKey, _ bool) bool { return !left[k] })
-		t.windowsGone = true
-		w = t.windows
+		maps.DeleteFunc(t.windows.reads.bytes, func(k windowKey, _ uint64) bool { return !left[k] })
+		maps.DeleteFunc(t.windows.reads.stacks, func(k windowKey, _ uint64) bool { return !left[k] })
+		maps.DeleteFunc(t.windows.reads.checked, func(k windowKey, _ bool) bool { return !left[k] })
+		t.windows.gone = true
+		w = t.windows.reads
 	}
-	t.windows = w
+	t.windows.reads = w
 	// An entry stands for a live stream (its End removes it), whose
 	// stack the kernel kept with it: no kernel table lookup per stream.
 	st := t.sites
@@ -224,8 +232,8 @@ func (t *Tracer) warnWindowsLocked() {
 	n, _ := t.objs.Stat(kernel.StatWindowsUnread)
 	settled, _ := t.objs.ExitSettled()
 	switch {
-	case !t.windowsGone:
-		n += uint64(t.windows.unread)
+	case !t.windows.gone:
+		n += uint64(t.windows.reads.unread)
 	case settled != t.execGen+1:
 		// The target exited and the kernel did not count its windows
 		// (the probes were detached first, or this kernel's exit
@@ -233,7 +241,7 @@ func (t *Tracer) warnWindowsLocked() {
 		// did not see is unknown.
 		var left uint64
 		_ = t.objs.ForEachWindow(func(k kernel.Handle, _ kernel.Window) {
-			if !k.Orphan && k.Gen == t.execGen && !t.windows.checked[windowKey{k.Addr, k.Kind}] {
+			if !k.Orphan && k.Gen == t.execGen && !t.windows.reads.checked[windowKey{k.Addr, k.Kind}] {
 				left++
 			}
 		})
