@@ -453,9 +453,10 @@ enum exit_status_bit {
  * an inflate z_stream whose window is looked for (window_word), 32 KiB
  * (java.util.zip always asks for 15 bits). Decoded by pair_cookie_decode.
  *
- * alloc_session's cookie: bits 0-7 the function (enum alloc_fn), 8-11,
- * 12-15 and 16-19 the register (enum arg_reg) holding its arguments 1, 2
- * and 3 at the probe's site. Decoded by alloc_cookie_decode.
+ * alloc_session's cookie: bits 0-7 the function (enum alloc_fn), 8-12,
+ * 13-17 and 18-22 the register (enum arg_reg) holding its arguments 1, 2
+ * and 3 at the probe's site: 5 bits, room for arm64's x0-x30. Decoded by
+ * alloc_cookie_decode.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum cookie_layout {
 	ZCOOKIE_STATE_SHIFT = 0,
@@ -477,9 +478,9 @@ enum cookie_layout {
 	ACOOKIE_FN_SHIFT = 0,
 	ACOOKIE_FN_BITS = 8,
 	ACOOKIE_ARG1_SHIFT = 8,
-	ACOOKIE_ARG2_SHIFT = 12,
-	ACOOKIE_ARG3_SHIFT = 16,
-	ACOOKIE_ARG_BITS = 4,
+	ACOOKIE_ARG2_SHIFT = 13,
+	ACOOKIE_ARG3_SHIFT = 18,
+	ACOOKIE_ARG_BITS = 5,
 };
 
 /* Which init function a zlib init program is on (ZCOOKIE_INIT).
