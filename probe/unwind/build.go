@@ -44,6 +44,7 @@ type span struct{ start, end uint64 }
 
 // source is a call frame section and what Build knows about its object.
 type source struct {
+	arch  *archRegs // nil: x86-64
 	data  []byte
 	addr  uint64 // the section's vaddr, the base of pcrel pointers
 	debug bool   // .debug_frame layout rather than .eh_frame
@@ -109,8 +110,16 @@ func BuildFile(path string) ([]Row, Stats, error) {
 	return rows, st, nil
 }
 
-// build turns one call frame section into a table.
+// build turns one call frame section of an x86-64 object into a table of
+// Rows.
 func build(src source) ([]Row, Stats, error) {
+	src.arch = archX86_64
+	return buildTable(src, (*interp).row)
+}
+
+// buildTable turns one call frame section into a table of rows made by
+// conv from each location's state.
+func buildTable[R tableRow[R]](src source, conv func(*interp) (R, string)) ([]R, Stats, error) {
 	st := Stats{Section: ".eh_frame", Reasons: map[string]int{}}
 	if src.debug {
 		st.Section = ".debug_frame"
@@ -134,8 +143,9 @@ func build(src source) ([]Row, Stats, error) {
 	// Linkers keep input order; sort so neighbours are neighbours in memory.
 	slices.SortStableFunc(fdes, func(a, b fde) int { return cmp.Compare(a.start, b.start) })
 
-	w := writer{rows: make([]Row, 0, 4*len(fdes)+1), reasons: st.Reasons}
-	var it interp
+	w := writer[R]{rows: make([]R, 0, 4*len(fdes)+1), reasons: st.Reasons}
+	it := interp{arch: src.arch}
+	var z R
 	for i := range fdes {
 		f := &fdes[i]
 		end, next := f.end, uint64(1<<32)
@@ -151,16 +161,16 @@ func build(src source) ([]Row, Stats, error) {
 			continue
 		}
 		st.FDEs++
-		it.run(f, end, src.addr, &w)
-		if end != next && end < 1<<32 && w.emit(Row{PC: uint32(end), Rule: RuleUndefined}) {
+		run(&it, f, end, src.addr, &w, conv)
+		if end != next && end < 1<<32 && w.emit(z.stop(classUndefined).at(uint32(end))) {
 			st.Gaps++
 		}
 	}
 	for _, r := range w.rows {
-		switch r.CFARule() {
-		case RuleUnsupported:
+		switch r.class() {
+		case classUnsupported:
 			st.Unsupported++
-		case RulePLT:
+		case classPLT:
 			st.PLT++
 		}
 	}
