@@ -59,8 +59,17 @@ func Build(f *elf.File) ([]Row, Stats, error) {
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, Stats{}, fmt.Errorf("%v %v object: only x86-64 is supported", f.Class, f.Machine)
 	}
+	src, err := sourceOf(f)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	return build(src)
+}
+
+// sourceOf finds f's call frame section and executable segments.
+func sourceOf(f *elf.File) (source, error) {
 	if f.Type == elf.ET_REL {
-		return nil, Stats{}, errors.New("relocatable object: call frame addresses are not yet relocated")
+		return source{}, errors.New("relocatable object: call frame addresses are not yet relocated")
 	}
 	var src source
 	sec := f.Section(".eh_frame")
@@ -69,7 +78,7 @@ func Build(f *elf.File) ([]Row, Stats, error) {
 		src.debug = true
 	}
 	if !usable(sec) {
-		return nil, Stats{}, ErrNoFrames
+		return source{}, ErrNoFrames
 	}
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
@@ -77,16 +86,16 @@ func Build(f *elf.File) ([]Row, Stats, error) {
 		}
 		s := span{p.Vaddr, p.Vaddr + p.Memsz}
 		if s.end > 1<<32 || s.end < s.start {
-			return nil, Stats{}, fmt.Errorf("executable segment %#x-%#x: %w", s.start, s.end, ErrHighAddress)
+			return source{}, fmt.Errorf("executable segment %#x-%#x: %w", s.start, s.end, ErrHighAddress)
 		}
 		src.text = append(src.text, s)
 	}
 	data, err := sec.Data()
 	if err != nil {
-		return nil, Stats{}, fmt.Errorf("read %s: %w", sec.Name, err)
+		return source{}, fmt.Errorf("read %s: %w", sec.Name, err)
 	}
 	src.data, src.addr = data, sec.Addr
-	return build(src)
+	return src, nil
 }
 
 // usable reports whether s holds call frame information in the file.
