@@ -39,7 +39,8 @@ FORCE:
 
 ## cross: build for the platforms that read captures but do not trace
 ## (report, diff and report --http work there; run, attach and doctor exit 2:
-## the BPF object's stack walker is x86-64 code), and vet them for macOS.
+## tracing is validated on linux/amd64 only, though linux/arm64 has its BPF
+## object), and vet them for macOS.
 ## cmd/leakscope/crossbuild_test.go builds the same list.
 CROSS := darwin/amd64 windows/amd64 linux/arm64
 cross:
@@ -64,7 +65,9 @@ cross:
 ## probe/allocators_linux_test.go and probe/probesite_linux_test.go (each allocator's
 ## probe sites) and bench/probesites.sh; valgrind probe/valgrind_linux_test.go (the
 ## oracle for Debian's programs); redis-server probe/redis_linux_test.go (installed
-## with a policy-rc.d that keeps its service from starting: the test runs its own).
+## with a policy-rc.d that keeps its service from starting: the test runs its own);
+## gcc-aarch64-linux-gnu probe/unwind/rule_test.go (AArch64 unwind rules of
+## cross-compiled programs).
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed; deps and test use it.
 define MISSING
@@ -93,6 +96,7 @@ command -v node >/dev/null || need="$$need nodejs"; \
 command -v gdb >/dev/null || need="$$need gdb"; \
 command -v prometheus >/dev/null || need="$$need prometheus"; \
 command -v valgrind >/dev/null || need="$$need valgrind"; \
+command -v aarch64-linux-gnu-gcc >/dev/null || need="$$need gcc-aarch64-linux-gnu"; \
 command -v redis-server >/dev/null || need="$$need redis-server";
 endef
 deps:

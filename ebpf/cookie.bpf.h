@@ -4,6 +4,7 @@
 #define COOKIE_BPF_H
 
 #include "leakscope.h"
+#include "arch.bpf.h"
 
 static __always_inline __u32 cookie_field(__u64 c, __u32 shift, __u32 bits)
 {
@@ -46,39 +47,6 @@ static __always_inline struct alloc_cookie alloc_cookie_decode(__u64 c)
 		},
 	};
 	return a;
-}
-
-/* site_reg loads field of regs at its constant offset. An asm load: the
- * compiler would otherwise merge site_arg's loads into one from a computed
- * offset, a modified ctx pointer, which the verifier rejects. */
-#define site_reg(regs, field) ({						\
-	__u64 __v;								\
-	asm volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(__v)			\
-		     : "r"(regs), "i"(__builtin_offsetof(struct pt_regs, field)));	\
-	__v;									\
-})
-
-/* site_arg is register reg (enum arg_reg) of regs; 0 for an unknown one. */
-static __always_inline __u64 site_arg(struct pt_regs *regs, __u32 reg)
-{
-	switch (reg) {
-	case ARG_REG_DI: return site_reg(regs, di);
-	case ARG_REG_SI: return site_reg(regs, si);
-	case ARG_REG_DX: return site_reg(regs, dx);
-	case ARG_REG_CX: return site_reg(regs, cx);
-	case ARG_REG_R8: return site_reg(regs, r8);
-	case ARG_REG_R9: return site_reg(regs, r9);
-	case ARG_REG_AX: return site_reg(regs, ax);
-	case ARG_REG_BX: return site_reg(regs, bx);
-	case ARG_REG_BP: return site_reg(regs, bp);
-	case ARG_REG_R10: return site_reg(regs, r10);
-	case ARG_REG_R11: return site_reg(regs, r11);
-	case ARG_REG_R12: return site_reg(regs, r12);
-	case ARG_REG_R13: return site_reg(regs, r13);
-	case ARG_REG_R14: return site_reg(regs, r14);
-	case ARG_REG_R15: return site_reg(regs, r15);
-	}
-	return 0;
 }
 
 #endif /* COOKIE_BPF_H */

@@ -9,6 +9,7 @@
 #include "bpf/bpf_tracing.h"
 
 #include "leakscope.h"
+#include "arch.bpf.h"
 #include "state.bpf.h"
 #include "cookie.bpf.h"
 
@@ -247,7 +248,7 @@ static __always_inline bool in_resource_call(struct pt_regs *ctx)
 	struct thread_state *ts = thread_state(false);
 	if (!ts)
 		return false;
-	__u64 sp = PT_REGS_SP(ctx);
+	__u64 sp = arch_sp(ctx);
 	return (ts->outer.sp && sp < ts->outer.sp && ts->outer.kind != KIND_MALLOC && !ts->outer.computed) ||
 	       zcall_active(&ts->zcall, sp);
 }
@@ -419,16 +420,27 @@ UPROBE_TWINS(zlib_deflate_end_enter, void *strm)
 /* inflate() allocates the window on first use: with the malloc family
  * traced, remember the stream for the malloc, and the call's return
  * address to tell it is still running (zcall_active). (Without the malloc
- * family, inflate() is not probed: see window_word.) */
+ * family, inflate() is not probed: see window_word.)
+ *
+ * zcall_active tells the call is still running by its return address
+ * still in the stack slot the entry found it in: x86-64's call pushed it
+ * there. arm64 has no such slot (ARCH_ENTRY_RA_IN_SLOT, arch.bpf.h): the
+ * return address is in x30 at the entry, and inflate()'s prologue saves
+ * it at an offset only its code or unwind row gives. There no call is
+ * recorded, so a malloc inside inflate() is not given to its stream by
+ * zcall_owner, nor traced unsampled by in_resource_call; its window is
+ * still found by zwindow_owner. arm64 needs the slot (from inflate()'s
+ * unwind row: where x30 is saved once its prologue ran) or a return probe
+ * on inflate() to end the call. */
 UPROBE_TWINS(zlib_inflate_enter, void *strm)
 {
-	if (!is_target())
+	if (!ARCH_ENTRY_RA_IN_SLOT || !is_target())
 		return 0;
 	struct thread_state *ts = thread_state(true);
 	if (!ts)
 		return 0;
-	__u64 sp = PT_REGS_SP(ctx), ra = 0;
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp)) {
+	__u64 sp = arch_sp(ctx), ra = 0;
+	if (arch_entry_ra(ctx, sp, &ra)) {
 		ts->zcall.sp = 0;
 		return 0;
 	}
@@ -452,13 +464,8 @@ static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 	/* Load every argument register first: a load chosen by the switch
 	 * would dereference a modified ctx pointer, which the verifier
 	 * rejects. */
-	volatile __u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
-	volatile __u64 a4 = PT_REGS_PARM4(ctx), a5 = PT_REGS_PARM5(ctx);
-#if defined(__TARGET_ARCH_x86)
-	volatile __u64 a6 = ctx->r9; /* libbpf 1.1 has no PT_REGS_PARM6 */
-#else
-	volatile __u64 a6 = 0;
-#endif
+	volatile __u64 a1 = arch_arg1(ctx), a2 = arch_arg2(ctx), a3 = arch_arg3(ctx);
+	volatile __u64 a4 = arch_arg4(ctx), a5 = arch_arg5(ctx), a6 = arch_arg6(ctx);
 	switch (n) {
 	case 1: return a1;
 	case 2: return a2;
@@ -628,8 +635,9 @@ int BPF_PROG(target_exit, struct task_struct *task, bool group_dead)
 }
 
 /* clone_vfork reports whether the process parent is creating (it is in
- * the syscall) was asked for with CLONE_VFORK: vfork(2), or clone(2) and
- * clone3(2) with the flag (glibc's posix_spawn). */
+ * the syscall) was asked for with CLONE_VFORK: vfork(2) where there is
+ * one, or clone(2) and clone3(2) with the flag (glibc's posix_spawn, and
+ * glibc's vfork on arm64). */
 static __always_inline bool clone_vfork(struct task_struct *parent)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(parent);
@@ -637,13 +645,15 @@ static __always_inline bool clone_vfork(struct task_struct *parent)
 		return false;
 	/* Both read once, before any branch: one load of a register per
 	 * field (the verifier refuses a load shared by two pointer kinds). */
-	long nr = regs->orig_ax;
-	__u64 di = regs->di;
-	if (nr == 58) /* vfork */
+	long nr = arch_syscall_nr(regs);
+	__u64 di = arch_syscall_arg1(regs);
+#ifdef SYS_NR_VFORK
+	if (nr == SYS_NR_VFORK)
 		return true;
-	if (nr == 56) /* clone: flags in the first argument */
+#endif
+	if (nr == SYS_NR_CLONE) /* clone: flags in the first argument */
 		return di & 0x00004000 /* CLONE_VFORK */;
-	if (nr == 435) { /* clone3: struct clone_args, flags first */
+	if (nr == SYS_NR_CLONE3) { /* clone3: struct clone_args, flags first */
 		__u64 flags = 0;
 		if (bpf_probe_read_user(&flags, sizeof(flags), (void *)di))
 			return false;
@@ -745,7 +755,7 @@ static long vma_file_cb(struct task_struct *task, struct vm_area_struct *vma, st
 static __always_inline void map_event_stack(struct mmap_event *e, struct pt_regs *regs)
 {
 	struct thread_state *ts = thread_state(true);
-	__u64 sp = regs->sp, ip = regs->ip, fp = regs->bp;
+	__u64 sp = arch_sp(regs), ip = arch_ip(regs), fp = arch_fp(regs);
 	if (!ts) {
 		stat_add(STAT_PENDING_DROPPED, 1);
 		return;
@@ -783,7 +793,7 @@ int mmap_exit(struct trace_event_raw_sys_exit *ctx)
 	struct pt_regs *regs = map_call_regs();
 	if (!regs)
 		return 0;
-	__u64 len = regs->si, flags = regs->r10;
+	__u64 len = arch_syscall_arg2(regs), flags = arch_syscall_arg4(regs);
 	struct mmap_event e = { .op = MAP_OP_MAP, .addr = (__u64)ret, .len = len };
 	if (flags & 0x10 /* MAP_FIXED */)
 		e.how |= MAP_HOW_FIXED;
@@ -809,7 +819,7 @@ int munmap_exit(struct trace_event_raw_sys_exit *ctx)
 	struct pt_regs *regs = map_call_regs();
 	if (!regs)
 		return 0;
-	struct mmap_event e = { .op = MAP_OP_UNMAP, .addr = regs->di, .len = regs->si };
+	struct mmap_event e = { .op = MAP_OP_UNMAP, .addr = arch_syscall_arg1(regs), .len = arch_syscall_arg2(regs) };
 	map_event_send(&e);
 	return 0;
 }
@@ -823,20 +833,20 @@ int mremap_exit(struct trace_event_raw_sys_exit *ctx)
 	struct pt_regs *regs = map_call_regs();
 	if (!regs)
 		return 0;
-	__u64 flags = regs->r10;
+	__u64 flags = arch_syscall_arg4(regs);
 	struct mmap_event e = {
 		.op = MAP_OP_REMAP,
 		.addr = (__u64)ret,
-		.len = regs->dx,
-		.old_addr = regs->di,
-		.old_len = regs->si,
+		.len = arch_syscall_arg3(regs),
+		.old_addr = arch_syscall_arg1(regs),
+		.old_len = arch_syscall_arg2(regs),
 	};
 	if (flags & 2 /* MREMAP_FIXED */)
 		e.how |= MAP_HOW_FIXED;
 	if (flags & 4 /* MREMAP_DONTUNMAP */)
 		e.how |= MAP_HOW_DONTUNMAP;
 	struct thread_state *ts = thread_state(false);
-	if (ts && ts->outer.sp && regs->sp < ts->outer.sp)
+	if (ts && ts->outer.sp && arch_sp(regs) < ts->outer.sp)
 		e.how |= MAP_HOW_UNCOUNTED;
 	map_event_send(&e);
 	return 0;
@@ -854,25 +864,26 @@ int BPF_PROG(thread_start, struct task_struct *parent, struct task_struct *child
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	if (!regs)
 		return 0;
-	long nr = regs->orig_ax;
-	__u64 di = regs->di, si = regs->si;
+	long nr = arch_syscall_nr(regs);
+	__u64 di = arch_syscall_arg1(regs), si = arch_syscall_arg2(regs);
 	struct mmap_event e = { .op = MAP_OP_THREAD, .tid = (__u32)child->pid };
-	if (nr == 435) { /* clone3: struct clone_args, stack at 40, stack_size at 48 */
+	if (nr == SYS_NR_CLONE3) { /* clone3: struct clone_args, stack at 40, stack_size at 48 */
 		__u64 args[2] = {};
 		if (!bpf_probe_read_user(args, sizeof(args), (void *)(di + 40))) {
 			e.addr = args[0];
 			e.len = args[1];
 		}
-	} else if (nr == 56) { /* clone: the child's stack pointer */
+	} else if (nr == SYS_NR_CLONE) { /* clone: the child's stack pointer */
 		e.addr = si;
 	}
 	/* glibc's clone3 and clone are leaf assembly with no unwind rule
 	 * past the syscall: the walk starts at their caller, whose return
-	 * address is on top of the stack. */
+	 * address is where it is at a function's entry (on top of the
+	 * stack, in x30 on arm64). */
 	struct thread_state *ts = thread_state(true);
-	__u64 sp = regs->sp, fp = regs->bp, ra = 0;
-	if (ts && !bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
-		e.stack_id = walk_stack(ts, ra, fp, sp + 8);
+	__u64 sp = arch_sp(regs), fp = arch_fp(regs), ra = 0;
+	if (ts && !arch_entry_ra(regs, sp, &ra))
+		e.stack_id = walk_stack(ts, ra, fp, sp + ARCH_RET_SP_DELTA);
 	map_event_send(&e);
 	return 0;
 }

@@ -35,7 +35,8 @@ enum alloc_fn {
  * probe's site (ACOOKIE_ARG*): the probe may sit past instructions that
  * copied the argument out of its own register (probe/uprobe/site_linux.go).
  * Every general register but the stack pointer. Read by site_arg
- * (cookie.bpf.h). Mirrored in Go by bpf2go -type; regenerate after edits. */
+ * (arch.bpf.h). Mirrored in Go by bpf2go -type; regenerate after edits. */
+#if defined(__TARGET_ARCH_x86)
 enum arg_reg {
 	ARG_REG_DI = 0,
 	ARG_REG_SI = 1,
@@ -53,6 +54,44 @@ enum arg_reg {
 	ARG_REG_R14 = 13,
 	ARG_REG_R15 = 14,
 };
+#elif defined(__TARGET_ARCH_arm64)
+/* arm64: x0-x30, by number. */
+enum arg_reg {
+	ARG_REG_X0 = 0,
+	ARG_REG_X1 = 1,
+	ARG_REG_X2 = 2,
+	ARG_REG_X3 = 3,
+	ARG_REG_X4 = 4,
+	ARG_REG_X5 = 5,
+	ARG_REG_X6 = 6,
+	ARG_REG_X7 = 7,
+	ARG_REG_X8 = 8,
+	ARG_REG_X9 = 9,
+	ARG_REG_X10 = 10,
+	ARG_REG_X11 = 11,
+	ARG_REG_X12 = 12,
+	ARG_REG_X13 = 13,
+	ARG_REG_X14 = 14,
+	ARG_REG_X15 = 15,
+	ARG_REG_X16 = 16,
+	ARG_REG_X17 = 17,
+	ARG_REG_X18 = 18,
+	ARG_REG_X19 = 19,
+	ARG_REG_X20 = 20,
+	ARG_REG_X21 = 21,
+	ARG_REG_X22 = 22,
+	ARG_REG_X23 = 23,
+	ARG_REG_X24 = 24,
+	ARG_REG_X25 = 25,
+	ARG_REG_X26 = 26,
+	ARG_REG_X27 = 27,
+	ARG_REG_X28 = 28,
+	ARG_REG_X29 = 29,
+	ARG_REG_X30 = 30,
+};
+#else
+#error "leakscope: no enum arg_reg for this target architecture"
+#endif
 
 /* What an allocation is. Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum alloc_kind {
@@ -111,7 +150,7 @@ enum stack_flag {
 
 /* Flags of struct exec_range. */
 enum range_flag {
-	RANGE_HAS_FP = 1, /* the object keeps frame pointers: follow %rbp through it */
+	RANGE_HAS_FP = 1, /* the object keeps frame pointers: follow them through it (%rbp, x29) */
 	RANGE_ZLIB = 2,   /* the object holds a traced zlib: its mallocs can belong to a stream */
 	RANGE_GO = 4,     /* Go code: its frame-pointer chain may switch stacks (cgo) */
 	RANGE_DWARF = 8,  /* unwind through it with its rows in unwind_rows (.eh_frame) */
@@ -122,8 +161,8 @@ enum range_flag {
 };
 
 /* Offset of stack.hi in the Go runtime's struct g (its first field is the
- * goroutine's stack, struct { lo, hi uintptr }; asm_amd64.s reads it as
- * g_stack+stack_hi). */
+ * goroutine's stack, struct { lo, hi uintptr }; asm_amd64.s and
+ * asm_arm64.s read it as g_stack+stack_hi). */
 #define GO_G_STACK_HI 8
 
 #define JVM_SEGMAP_STEPS 64
@@ -157,11 +196,9 @@ enum stack_jvm {
 };
 #define STACK_JVM_METHOD (1ULL << STACK_JVM_METHOD_BIT)
 #define STACK_JVM_METHOD_MASK ((1ULL << STACK_JVM_BCI_SHIFT) - 1)
-/* Word offsets of the Method* and bytecode pointer slots below an
- * interpreted frame's %rbp (HotSpot x86-64 frame_x86.hpp:
- * interpreter_frame_method_offset, interpreter_frame_bcp_offset). */
-#define JVM_INTERP_METHOD_OFFSET (-3 * 8)
-#define JVM_INTERP_BCP_OFFSET (-8 * 8)
+/* The Method* and bytecode pointer slots of an interpreted frame:
+ * JVM_INTERP_METHOD_OFFSET and JVM_INTERP_BCP_OFFSET, per architecture in
+ * arch.bpf.h. */
 
 /* Where a Method's bytecodes are, from the JVM's VMStructs: the bytecode
  * index of a bytecode pointer bcp is bcp - (*(Method* + const_method_offset)
@@ -297,7 +334,8 @@ enum window_word {
 
 /* Where a z_stream holds its state (struct z_stream_s: next_in, avail_in,
  * total_in, next_out, avail_out, total_out, msg, state), and where the
- * state holds its window, in zlib 1.2.9 to 1.3.1 on x86-64 (struct
+ * state holds its window, in zlib 1.2.9 to 1.3.1 on x86-64 and arm64
+ * (both LP64 with natural alignment: one layout) (struct
  * inflate_state: strm, mode, last, wrap, havedict, flags, dmax, check,
  * total, head, then wbits, wsize, whave, wnext, window). Checked on zlib
  * 1.2.13 by the exact window bytes of TestZlibWindowReadFromStateAttached.
@@ -453,9 +491,10 @@ enum exit_status_bit {
  * an inflate z_stream whose window is looked for (window_word), 32 KiB
  * (java.util.zip always asks for 15 bits). Decoded by pair_cookie_decode.
  *
- * alloc_session's cookie: bits 0-7 the function (enum alloc_fn), 8-11,
- * 12-15 and 16-19 the register (enum arg_reg) holding its arguments 1, 2
- * and 3 at the probe's site. Decoded by alloc_cookie_decode.
+ * alloc_session's cookie: bits 0-7 the function (enum alloc_fn), 8-12,
+ * 13-17 and 18-22 the register (enum arg_reg) holding its arguments 1, 2
+ * and 3 at the probe's site: 5 bits, room for arm64's x0-x30. Decoded by
+ * alloc_cookie_decode.
  * Mirrored in Go by bpf2go -type; regenerate after edits. */
 enum cookie_layout {
 	ZCOOKIE_STATE_SHIFT = 0,
@@ -477,9 +516,9 @@ enum cookie_layout {
 	ACOOKIE_FN_SHIFT = 0,
 	ACOOKIE_FN_BITS = 8,
 	ACOOKIE_ARG1_SHIFT = 8,
-	ACOOKIE_ARG2_SHIFT = 12,
-	ACOOKIE_ARG3_SHIFT = 16,
-	ACOOKIE_ARG_BITS = 4,
+	ACOOKIE_ARG2_SHIFT = 13,
+	ACOOKIE_ARG3_SHIFT = 18,
+	ACOOKIE_ARG_BITS = 5,
 };
 
 /* Which init function a zlib init program is on (ZCOOKIE_INIT).

@@ -121,30 +121,31 @@ int BPF_PROG(test_track_release, __u64 addr, __u64 kind)
 }
 
 /* test_zwindow_owner is zwindow_owner for a malloc of size bytes
- * returning to ip with the callee-saved registers given: the owning
- * stream in out_u64. */
+ * returning to ip with callee-saved registers 0, 1, 2 and last (by
+ * arch_callee_saved: %rbp, %rbx, %r12 and %r15 on x86-64) holding s0,
+ * s1, s2 and slast: the owning stream in out_u64. */
 SEC("raw_tp/test")
-int BPF_PROG(test_zwindow_owner, __u64 ip, __u64 size, __u64 bp, __u64 bx, __u64 r12, __u64 r15)
+int BPF_PROG(test_zwindow_owner, __u64 ip, __u64 size, __u64 s0, __u64 s1, __u64 s2, __u64 slast)
 {
 	struct pt_regs regs = {};
-	regs.ip = ip;
-	regs.bp = bp;
-	regs.bx = bx;
-	regs.r12 = r12;
-	regs.r15 = r15;
+	regs.ARCH_IP_FIELD = ip;
+	arch_set_callee_saved(&regs, 0, s0);
+	arch_set_callee_saved(&regs, 1, s1);
+	arch_set_callee_saved(&regs, 2, s2);
+	arch_set_callee_saved(&regs, ARCH_CALLEE_SAVED - 1, slast);
 	out_u64 = zwindow_owner(&regs, size);
 	return 0;
 }
 
 /* test_zcall_owner is zcall_owner for a malloc entered at stack pointer
- * sp (its return address at *sp), with this thread's last inflate()
+ * sp (its return address at *sp: x86-64's entry), with this thread's last inflate()
  * entered at zsp with return address zret for stream strm: the owner in
  * out_u64. */
 SEC("raw_tp/test")
 int BPF_PROG(test_zcall_owner, __u64 sp, __u64 zsp, __u64 zret, __u64 strm)
 {
 	struct pt_regs regs = {};
-	regs.sp = sp;
+	regs.ARCH_SP_FIELD = sp;
 	struct zcall z = { .strm = strm, .sp = zsp, .ret_addr = zret, .kind = KIND_ZLIB_INFLATE };
 	__u32 kind = 0;
 	out_u64 = zcall_owner(&regs, &z, &kind);

@@ -4,8 +4,7 @@
 #ifndef TRACK_BPF_H
 #define TRACK_BPF_H
 
-#include "bpf/bpf_tracing.h"
-
+#include "arch.bpf.h"
 #include "state.bpf.h"
 #include "ranges.bpf.h"
 #include "table.bpf.h"
@@ -40,7 +39,8 @@ static __always_inline bool is_target(void)
 /* zcall_active reports whether code running at stack pointer sp runs
  * inside the zlib call z: deeper on the stack, and the call has not
  * returned, its return address still in the slot its entry read it from
- * (a later call at that depth writes its own there). A thread that left
+ * (a later call at that depth writes its own there; only where
+ * ARCH_ENTRY_RA_IN_SLOT, the one case zlib_inflate_enter records z). A thread that left
  * inflate() and went deeper elsewhere (Node.js's worker threads run other
  * tasks) is not inside it. */
 static __always_inline bool zcall_active(struct zcall *z, __u64 sp)
@@ -56,11 +56,11 @@ static __always_inline bool zcall_active(struct zcall *z, __u64 sp)
  * of malloc is the zlib object itself. 0 otherwise. */
 static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, __u32 *kind)
 {
-	__u64 sp = PT_REGS_SP(ctx);
+	__u64 sp = arch_sp(ctx);
 	if (!zcall_active(z, sp))
 		return 0;
 	__u64 ra = 0;
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
+	if (arch_entry_ra(ctx, sp, &ra))
 		return 0;
 	struct exec_range *r = find_range(ra);
 	if (!r || !(r->flags & RANGE_ZLIB))
@@ -78,7 +78,8 @@ static __always_inline __u64 zcall_owner(struct pt_regs *ctx, struct zcall *z, _
  * window lazily (updatewindow, also reached from inflateSetDictionary),
  * and inflate() is not probed (a trap per call). A window is 1 << wbits
  * bytes (8 to 15), allocated by zlib itself, and its state is still live
- * in a callee-saved register of the caller (Debian's zlib 1.2.13: %rbp)
+ * in a callee-saved register of the caller (arch_callee_saved; Debian's
+ * zlib 1.2.13 on x86-64: %rbp)
  * across the call: a state whose state->strm points back at a live
  * stream, whose state->window is still NULL (it is stored after the
  * return) and whose state->wbits matches the size. Applications never
@@ -98,7 +99,7 @@ static __always_inline bool zwindow_size(__u64 size)
 
 /* inflate_block_owner returns the inflate stream live heap block addr
  * belongs to, 0 if none. A function of its own, verified once: zwindow_owner
- * asks for six registers. */
+ * asks for every callee-saved register. */
 __attribute__((noinline)) __u64 inflate_block_owner(__u64 addr)
 {
 	struct alloc_slot *slot;
@@ -128,16 +129,15 @@ static __attribute__((noinline)) __u64 zwindow_owner(struct pt_regs *ctx, __u64 
 {
 	if (!zwindow_size(size))
 		return 0;
-	struct exec_range *r = find_range(PT_REGS_IP(ctx));
+	struct exec_range *r = find_range(arch_ip(ctx));
 	if (!r || !(r->flags & (RANGE_ZLIB | RANGE_ZLIB_COMPUTED)))
 		return 0;
 	bool computed = r->flags & RANGE_ZLIB_COMPUTED;
 #pragma unroll
-	for (int i = 0; i < 6; i++) {
-		/* Read from ctx at each unrolled step: no copy of the six on
-		 * the stack. */
-		__u64 reg = i == 0 ? PT_REGS_FP(ctx) : i == 1 ? ctx->bx : i == 2 ? ctx->r12 :
-			    i == 3 ? ctx->r13 : i == 4 ? ctx->r14 : ctx->r15;
+	for (int i = 0; i < ARCH_CALLEE_SAVED; i++) {
+		/* Read from ctx at each unrolled step: no copy of the
+		 * registers on the stack. */
+		__u64 reg = arch_callee_saved(ctx, i);
 		__u64 owner = 0;
 		if (!computed) {
 			if (!(owner = inflate_block_owner(reg)))
@@ -231,7 +231,7 @@ static __always_inline bool pending_enter_site(struct pt_regs *ctx, __u32 kind, 
 		stat_add(STAT_PENDING_DROPPED, 1);
 		return false;
 	}
-	__u64 sp = PT_REGS_SP(ctx);
+	__u64 sp = arch_sp(ctx);
 	struct pending n = {
 		.size_bytes = size,
 		.old_ptr = old_ptr,
@@ -281,7 +281,7 @@ static __always_inline bool pending_enter(struct pt_regs *ctx, __u32 kind, __u32
 static __always_inline void pending_computed(struct pt_regs *ctx, __u32 kind)
 {
 	struct thread_state *ts = thread_state(false);
-	if (ts && ts->outer.sp == PT_REGS_SP(ctx) && ts->outer.kind == kind)
+	if (ts && ts->outer.sp == arch_sp(ctx) && ts->outer.kind == kind)
 		ts->outer.computed = 1;
 }
 
@@ -291,7 +291,7 @@ static __always_inline void pending_computed(struct pt_regs *ctx, __u32 kind)
 static __always_inline void zwindow_pending(struct pt_regs *ctx, __u32 kind, __u32 bytes)
 {
 	struct thread_state *ts = thread_state(false);
-	if (!ts || ts->outer.sp != PT_REGS_SP(ctx) || ts->outer.kind != kind)
+	if (!ts || ts->outer.sp != arch_sp(ctx) || ts->outer.kind != kind)
 		return;
 	ts->outer.window_bytes = bytes;
 }
@@ -332,11 +332,11 @@ static __always_inline __u64 result_addr(struct pending *p, __u64 ret)
 /* inner_exit completes a malloc made inside a resource's acquire call. */
 static __always_inline bool inner_exit(struct pt_regs *ctx, struct thread_state *ts, __u64 sp)
 {
-	if (!ts->inner.sp || sp != ts->inner.sp + 8)
+	if (!ts->inner.sp || sp != ts->inner.sp + ARCH_RET_SP_DELTA)
 		return false;
 	struct pending in = ts->inner;
 	ts->inner.sp = 0;
-	__u64 addr = result_addr(&in, PT_REGS_RC(ctx));
+	__u64 addr = result_addr(&in, arch_ret(ctx));
 	if (!addr)
 		return true;
 	if (!track_owned(addr, in.size_bytes, in.owner, in.owner_kind, tick_now()))
@@ -356,18 +356,19 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 	struct thread_state *ts = thread_state(false);
 	if (!ts)
 		return;
-	/* After the return the stack pointer is one slot above the entry's:
+	/* After the return the stack pointer is the entry's plus
+	 * ARCH_RET_SP_DELTA (x86-64's return pops the return address):
 	 * anything else is the return of a nested call. */
-	__u64 sp = PT_REGS_SP(ctx);
+	__u64 sp = arch_sp(ctx);
 	if (inner_exit(ctx, ts, sp))
 		return;
-	if (!ts->outer.sp || sp != ts->outer.sp + 8)
+	if (!ts->outer.sp || sp != ts->outer.sp + ARCH_RET_SP_DELTA)
 		return;
 	struct pending p = ts->outer;
 	resource_calls_note(&p, -1);
 	ts->outer.sp = 0;
 
-	__u64 addr = result_addr(&p, PT_REGS_RC(ctx));
+	__u64 addr = result_addr(&p, arch_ret(ctx));
 	if (!addr)
 		return;
 	__u64 now = tick_now();
@@ -384,7 +385,7 @@ static __always_inline void pending_exit(struct pt_regs *ctx)
 		 * block as an ordinary allocation instead. */
 		track_release(addr, KIND_MALLOC);
 	}
-	__u64 stack_id = walk_stack(ts, PT_REGS_IP(ctx), PT_REGS_FP(ctx), sp);
+	__u64 stack_id = walk_stack(ts, arch_ip(ctx), arch_fp(ctx), sp);
 	/* An inflate stream traced without malloc: its window is counted
 	 * once zlib made it (window_word). */
 	__u64 window = 0;
@@ -428,7 +429,7 @@ static __always_inline bool release_enter(struct pt_regs *ctx, __u64 addr, __u32
 	struct thread_state *ts = returns_pending() ? thread_state(false) : NULL;
 	struct pending *p = ts ? &ts->outer : NULL;
 	struct alloc_info copy;
-	if (p && p->sp && PT_REGS_SP(ctx) < p->sp) {
+	if (p && p->sp && arch_sp(ctx) < p->sp) {
 		if (info && kind == KIND_MALLOC && info->owner && info->owner == p->out_ptr) {
 			if (alloc_remove(addr, kind, slot, info, &copy))
 				p->size_bytes -= copy.size_bytes;

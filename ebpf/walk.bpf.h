@@ -4,6 +4,7 @@
 #ifndef WALK_BPF_H
 #define WALK_BPF_H
 
+#include "arch.bpf.h"
 #include "state.bpf.h"
 #include "ranges.bpf.h"
 
@@ -179,12 +180,19 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
 		st->flags |= STACK_BAD_FRAME;
 		return 1;
 	}
+#ifndef ARCH_CFA_RA_OFF
+	/* arm64: the row does not say where the return address is (x30's
+	 * rule: saved at CFA + offset, still in x30, signed), see
+	 * arch.bpf.h. */
+	st->flags |= STACK_UNWIND_UNSUPPORTED;
+	return 1;
+#else
 	/* The saved %rbp first: it lies below the return address, and a
 	 * chunk of the stack is read upwards from the first word needed. */
 	__u64 ra, fp = w->r->fp;
 	__u32 how = fr->rule >> 4;
 	if ((how == UNWIND_RBP_SAVED && stack_read(w, &fp, sizeof(fp), cfa + fr->rbp_off)) ||
-	    stack_read(w, &ra, sizeof(ra), cfa - 8)) {
+	    stack_read(w, &ra, sizeof(ra), cfa + ARCH_CFA_RA_OFF)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
@@ -192,6 +200,7 @@ static __always_inline long dwarf_step(struct walk_ctx *w, struct frame_rule *fr
 		fp = 0;
 	w->r->fp = fp;
 	return push_frame(w, ra, cfa);
+#endif
 }
 
 /* frame_rule finds how to unwind the frame of w->r->ip: its range's flags
@@ -247,7 +256,11 @@ static long segmap_step(__u64 i, struct seg_search *c)
 
 /* jvm_unwind steps over a compiled frame of size words: it spans them
  * above the stack pointer at its call, the return address in the last, the
- * caller's %rbp in the one below. Returns 1 to stop the walk. */
+ * caller's %rbp in the one below (on aarch64 too: HotSpot's
+ * sender_for_compiled_frame reads the pc at sender_sp - 1 and the link at
+ * sender_sp - 2 there; its stack pointer must be exact, which on arm64
+ * a frame-pointer step does not give, see ARCH_FP_CALLER_SP). Returns 1 to
+ * stop the walk. */
 static __always_inline long jvm_unwind(struct walk_ctx *w, __s32 size)
 {
 	struct stack *st = w->st;
@@ -382,37 +395,39 @@ static __always_inline __u64 jvm_bci(__u64 bcp, __u64 method)
 
 /* go_stack_switch leaves the system stack for the goroutine's at w->r->ip, a
  * return address into runtime.asmcgocall, as asmcgocall itself does when
- * the C call returns (asm_amd64.s). Before switching to the thread's
- * system stack (g0) and calling C, asmcgocall stored at what is now the C
- * callee's CFA (w->r->sp) the goroutine's stack depth, g.stack.hi minus its
- * own frame pointer, then g; called on a system stack already (nosave),
- * it stored its frame pointer itself, then 0. That frame pointer is where
- * asmcgocall pushed its caller's %rbp, with its return address above: a
- * frame-pointer step from there reaches runtime.cgocall and the Go code
- * that called C, whatever the C code did with %rbp. The depth, not a
- * saved stack pointer, because a callback into Go may move the
- * goroutine's stack. Returns 1 to stop the walk. */
+ * the C call returns (asm_amd64.s, asm_arm64.s). Before switching to the
+ * thread's system stack (g0) and calling C, asmcgocall stored at what is
+ * now the C callee's CFA (w->r->sp) the goroutine's stack depth, g.stack.hi
+ * minus an address in its own frame, and g; called on a system stack
+ * already (nosave), that address itself and 0 (which word is which:
+ * ARCH_GO_CGO_*, arch.bpf.h). ARCH_GO_CGO_FP_BELOW below that address is
+ * asmcgocall's frame record, its caller's frame pointer with its return
+ * address above: a frame-pointer step from there reaches runtime.cgocall
+ * and the Go code that called C, whatever the C code did with its frame
+ * pointer. The depth, not a saved stack pointer, because a callback into
+ * Go may move the goroutine's stack. Returns 1 to stop the walk. */
 static __always_inline long go_stack_switch(struct walk_ctx *w)
 {
 	struct stack *st = w->st;
-	__u64 saved[2] = {}; /* depth (or the frame pointer), g (or 0) */
+	__u64 saved[2] = {}; /* the depth (or the address) and g (or 0), by ARCH_GO_CGO_* */
 	if (stack_read(w, saved, sizeof(saved), w->r->sp)) {
 		st->flags |= STACK_READ_ERROR;
 		return 1;
 	}
-	__u64 fp = saved[0];
-	if (saved[1]) {
+	__u64 fp = saved[ARCH_GO_CGO_DEPTH_WORD];
+	if (saved[ARCH_GO_CGO_G_WORD]) {
 		__u64 hi = 0;
-		if (bpf_probe_read_user(&hi, sizeof(hi), (void *)(saved[1] + GO_G_STACK_HI))) {
+		if (bpf_probe_read_user(&hi, sizeof(hi), (void *)(saved[ARCH_GO_CGO_G_WORD] + GO_G_STACK_HI))) {
 			st->flags |= STACK_READ_ERROR;
 			return 1;
 		}
-		if (saved[0] >= hi) {
+		if (saved[ARCH_GO_CGO_DEPTH_WORD] >= hi) {
 			st->flags |= STACK_BAD_FRAME;
 			return 1;
 		}
-		fp = hi - saved[0];
+		fp = hi - saved[ARCH_GO_CGO_DEPTH_WORD];
 	}
+	fp -= ARCH_GO_CGO_FP_BELOW;
 	if (fp == 0 || (fp & 7)) {
 		st->flags |= STACK_BAD_FRAME;
 		return 1;
@@ -463,7 +478,7 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 		/* The caller's stack pointer: a compiled caller's frame is
 		 * measured from it (fp + 16 is below it when the interpreter
 		 * extended the caller's frame for the arguments). */
-		if (slots[2] >= fp + 16 && slots[2] - fp <= MAX_FRAME_SPAN)
+		if (slots[2] >= fp + ARCH_FP_CALLER_SP && slots[2] - fp <= MAX_FRAME_SPAN)
 			sender_sp = slots[2];
 		__u32 d = st->depth;
 		if (d >= MAX_STACK_DEPTH) {
@@ -505,7 +520,9 @@ static long walk_step(__u64 i, struct walk_ctx *w)
 	st->ips[d] = frame[1];
 	st->depth = d + 1;
 	w->r->ip = frame[1];
-	w->r->sp = sender_sp ? sender_sp : fp + 16;
+	/* x86-64: the caller's exact stack pointer; arm64: a lower bound
+	 * of it (ARCH_FP_CALLER_SP, arch.bpf.h). */
+	w->r->sp = sender_sp ? sender_sp : fp + ARCH_FP_CALLER_SP;
 	w->r->fp = frame[0];
 	w->r->hash = (w->r->hash ^ frame[1]) * 1099511628211ULL;
 	return 0;

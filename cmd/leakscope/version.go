@@ -23,6 +23,7 @@ var (
 // step with the files in probe/kernel/.
 var bpfObjects = []struct{ arch, object string }{
 	{"amd64", "probe/kernel/leak_x86_bpfel.o"},
+	{"arm64", "probe/kernel/leak_arm64_bpfel.o"},
 }
 
 // buildInfo says which build a binary is, for bug reports.

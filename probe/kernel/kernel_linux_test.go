@@ -226,13 +226,16 @@ func TestCookiesDecodeAsKernel(t *testing.T) {
 		}
 	}
 
+	const maxReg = 1<<leakCookieLayoutACOOKIE_ARG_BITS - 1
 	for _, a := range []AllocCookie{
 		{Fn: FnMalloc, Reg: [3]uint32{ArgRegDI, ArgRegSI, ArgRegDX}},
 		{Fn: FnCalloc, Reg: [3]uint32{ArgRegAX, ArgRegSI, ArgRegDX}},
 		{Fn: FnRealloc, Reg: [3]uint32{ArgRegSI, ArgRegDX, ArgRegDX}},
 		{Fn: FnReallocarray, Reg: [3]uint32{ArgRegR15, ArgRegR14, ArgRegBX}},
 		{Fn: FnPvalloc, Reg: [3]uint32{ArgRegBP, ArgRegR10, ArgRegR8}},
-		{Fn: 0xff, Reg: [3]uint32{0xf, 0xf, 0xf}},
+		{Fn: FnMemalign, Reg: [3]uint32{30, 17, 0}}, // arm64's x30, x17, x0
+		{Fn: 0xff, Reg: [3]uint32{maxReg, maxReg, maxReg}},
+		{Fn: 0, Reg: [3]uint32{maxReg, 0, maxReg}},
 	} {
 		c := a.Encode()
 		run(t, objs.TestAllocCookie, c)
@@ -244,6 +247,27 @@ func TestCookiesDecodeAsKernel(t *testing.T) {
 			t.Errorf("alloc cookie %#x of %+v: kernel decodes %+v, Go %+v", c, a, kern, DecodeAllocCookie(c))
 		}
 	}
+	// Every bit set, and each single bit: the masks and shifts agree.
+	for _, c := range allBitsAndEach() {
+		run(t, objs.TestAllocCookie, c)
+		var kern leakAllocCookie
+		if err := objs.OutAlloc.Get(&kern); err != nil {
+			t.Fatal(err)
+		}
+		if kern != DecodeAllocCookie(c) {
+			t.Errorf("alloc cookie %#x: kernel decodes %+v, Go %+v", c, kern, DecodeAllocCookie(c))
+		}
+	}
+}
+
+// allBitsAndEach is the cookie with every bit set, then each of the 64
+// cookies with one bit set.
+func allBitsAndEach() []uint64 {
+	cs := []uint64{^uint64(0)}
+	for i := range 64 {
+		cs = append(cs, 1<<i)
+	}
+	return cs
 }
 
 // TestSiteArgRegisters runs site_arg on registers that each hold their

@@ -127,9 +127,9 @@ const (
 	leakCookieLayoutACOOKIE_FN_SHIFT      leakCookieLayout = 0
 	leakCookieLayoutACOOKIE_FN_BITS       leakCookieLayout = 8
 	leakCookieLayoutACOOKIE_ARG1SHIFT     leakCookieLayout = 8
-	leakCookieLayoutACOOKIE_ARG2SHIFT     leakCookieLayout = 12
-	leakCookieLayoutACOOKIE_ARG3SHIFT     leakCookieLayout = 16
-	leakCookieLayoutACOOKIE_ARG_BITS      leakCookieLayout = 4
+	leakCookieLayoutACOOKIE_ARG2SHIFT     leakCookieLayout = 13
+	leakCookieLayoutACOOKIE_ARG3SHIFT     leakCookieLayout = 18
+	leakCookieLayoutACOOKIE_ARG_BITS      leakCookieLayout = 5
 )
 
 type leakExactBudget struct {

@@ -44,6 +44,7 @@ type span struct{ start, end uint64 }
 
 // source is a call frame section and what Build knows about its object.
 type source struct {
+	arch  *archRegs // nil: x86-64
 	data  []byte
 	addr  uint64 // the section's vaddr, the base of pcrel pointers
 	debug bool   // .debug_frame layout rather than .eh_frame
@@ -58,8 +59,17 @@ func Build(f *elf.File) ([]Row, Stats, error) {
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, Stats{}, fmt.Errorf("%v %v object: only x86-64 is supported", f.Class, f.Machine)
 	}
+	src, err := sourceOf(f)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	return build(src)
+}
+
+// sourceOf finds f's call frame section and executable segments.
+func sourceOf(f *elf.File) (source, error) {
 	if f.Type == elf.ET_REL {
-		return nil, Stats{}, errors.New("relocatable object: call frame addresses are not yet relocated")
+		return source{}, errors.New("relocatable object: call frame addresses are not yet relocated")
 	}
 	var src source
 	sec := f.Section(".eh_frame")
@@ -68,7 +78,7 @@ func Build(f *elf.File) ([]Row, Stats, error) {
 		src.debug = true
 	}
 	if !usable(sec) {
-		return nil, Stats{}, ErrNoFrames
+		return source{}, ErrNoFrames
 	}
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
@@ -76,16 +86,16 @@ func Build(f *elf.File) ([]Row, Stats, error) {
 		}
 		s := span{p.Vaddr, p.Vaddr + p.Memsz}
 		if s.end > 1<<32 || s.end < s.start {
-			return nil, Stats{}, fmt.Errorf("executable segment %#x-%#x: %w", s.start, s.end, ErrHighAddress)
+			return source{}, fmt.Errorf("executable segment %#x-%#x: %w", s.start, s.end, ErrHighAddress)
 		}
 		src.text = append(src.text, s)
 	}
 	data, err := sec.Data()
 	if err != nil {
-		return nil, Stats{}, fmt.Errorf("read %s: %w", sec.Name, err)
+		return source{}, fmt.Errorf("read %s: %w", sec.Name, err)
 	}
 	src.data, src.addr = data, sec.Addr
-	return build(src)
+	return src, nil
 }
 
 // usable reports whether s holds call frame information in the file.
@@ -109,8 +119,16 @@ func BuildFile(path string) ([]Row, Stats, error) {
 	return rows, st, nil
 }
 
-// build turns one call frame section into a table.
+// build turns one call frame section of an x86-64 object into a table of
+// Rows.
 func build(src source) ([]Row, Stats, error) {
+	src.arch = archX86_64
+	return buildTable(src, (*interp).row)
+}
+
+// buildTable turns one call frame section into a table of rows made by
+// conv from each location's state.
+func buildTable[R tableRow[R]](src source, conv func(*interp) (R, string)) ([]R, Stats, error) {
 	st := Stats{Section: ".eh_frame", Reasons: map[string]int{}}
 	if src.debug {
 		st.Section = ".debug_frame"
@@ -134,8 +152,9 @@ func build(src source) ([]Row, Stats, error) {
 	// Linkers keep input order; sort so neighbours are neighbours in memory.
 	slices.SortStableFunc(fdes, func(a, b fde) int { return cmp.Compare(a.start, b.start) })
 
-	w := writer{rows: make([]Row, 0, 4*len(fdes)+1), reasons: st.Reasons}
-	var it interp
+	w := writer[R]{rows: make([]R, 0, 4*len(fdes)+1), reasons: st.Reasons}
+	it := interp{arch: src.arch}
+	var z R
 	for i := range fdes {
 		f := &fdes[i]
 		end, next := f.end, uint64(1<<32)
@@ -151,16 +170,16 @@ func build(src source) ([]Row, Stats, error) {
 			continue
 		}
 		st.FDEs++
-		it.run(f, end, src.addr, &w)
-		if end != next && end < 1<<32 && w.emit(Row{PC: uint32(end), Rule: RuleUndefined}) {
+		run(&it, f, end, src.addr, &w, conv)
+		if end != next && end < 1<<32 && w.emit(z.stop(classUndefined).at(uint32(end))) {
 			st.Gaps++
 		}
 	}
 	for _, r := range w.rows {
-		switch r.CFARule() {
-		case RuleUnsupported:
+		switch r.class() {
+		case classUnsupported:
 			st.Unsupported++
-		case RulePLT:
+		case classPLT:
 			st.PLT++
 		}
 	}

@@ -1,15 +1,37 @@
 package unwind
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"math"
 )
 
-// DWARF register numbers of the x86-64 psABI that the table describes.
+// DWARF register numbers the tables describe: the x86-64 psABI's rbp and
+// rsp, and AArch64's x29 (the frame pointer), x30 (the link register)
+// and sp ("DWARF for the Arm 64-bit Architecture").
 const (
-	dwRBP = 6
-	dwRSP = 7
+	dwRBP   = 6
+	dwRSP   = 7
+	dwX29   = 29
+	dwX30   = 30
+	dwSPA64 = 31
+)
+
+// noReg is a register number no DWARF register has.
+const noReg = ^uint64(0)
+
+// archRegs are the registers of one architecture that the stack walk
+// needs rules for.
+type archRegs struct {
+	machine elf.Machine
+	sp, fp  uint64
+	lr      uint64 // the link register a call leaves the return address in; noReg where the call pushes it
+}
+
+var (
+	archX86_64  = &archRegs{machine: elf.EM_X86_64, sp: dwRSP, fp: dwRBP, lr: noReg}
+	archAArch64 = &archRegs{machine: elf.EM_AARCH64, sp: dwSPA64, fp: dwX29, lr: dwX30}
 )
 
 // Register rule kinds of the DWARF CFA model.
@@ -30,17 +52,18 @@ type regRule struct {
 	off  int64
 }
 
-// state holds the rules the table needs at one location: the CFA, rbp, rsp
-// and the return address column. Other registers' rules are decoded and
-// dropped.
+// state holds the rules the table needs at one location: the CFA, the
+// frame and stack pointers (rbp and rsp, x29 and sp) and the return
+// address column. Other registers' rules are decoded and dropped.
 type state struct {
 	cfaIsExpr bool
 	cfaExpr   []byte
 	cfaReg    uint64
 	cfaOff    int64
-	rbp       regRule
-	rsp       regRule
+	fp        regRule
+	sp        regRule
 	ra        regRule
+	raSigned  bool // AArch64: the return address is signed (DW_CFA_AARCH64_negate_ra_state toggles it)
 }
 
 // maxRemember bounds DW_CFA_remember_state nesting; compilers nest one or
@@ -53,6 +76,7 @@ const noCFA = ^uint64(0)
 // interp runs CFA programs. One interp is reused across FDEs so its
 // remember stack is allocated once.
 type interp struct {
+	arch  *archRegs
 	c     *cie
 	st    state
 	stack []state
@@ -72,10 +96,10 @@ func (it *interp) slot(reg uint64) *regRule {
 	switch reg {
 	case it.c.raReg:
 		return &it.st.ra
-	case dwRBP:
-		return &it.st.rbp
-	case dwRSP:
-		return &it.st.rsp
+	case it.arch.fp:
+		return &it.st.fp
+	case it.arch.sp:
+		return &it.st.sp
 	}
 	return nil
 }
@@ -95,10 +119,10 @@ func (it *interp) restore(reg uint64) {
 	switch reg {
 	case it.c.raReg:
 		*s = it.c.init.ra
-	case dwRBP:
-		*s = it.c.init.rbp
-	case dwRSP:
-		*s = it.c.init.rsp
+	case it.arch.fp:
+		*s = it.c.init.fp
+	case it.arch.sp:
+		*s = it.c.init.sp
 	}
 }
 
@@ -205,6 +229,11 @@ func (it *interp) exec(r *reader, loc uint64) (uint64, bool, error) {
 			reg := r.uleb()
 			r.bytes(int(min(r.uleb(), uint64(r.left())+1)))
 			it.set(reg, regRule{kind: ruleValExpr})
+		case 0x2d: // DW_CFA_AARCH64_negate_ra_state (DW_CFA_GNU_window_save elsewhere)
+			if it.arch.machine != elf.EM_AARCH64 {
+				return 0, false, fmt.Errorf("unknown opcode %#x", op)
+			}
+			it.st.raSigned = !it.st.raSigned
 		case 0x2e: // DW_CFA_GNU_args_size: outgoing argument bytes, irrelevant here
 			r.uleb()
 		case 0x2f: // DW_CFA_GNU_negative_offset_extended
@@ -231,7 +260,7 @@ func (c *cie) prepare(it *interp) {
 		c.reason = "signal frame"
 		return
 	}
-	if c.raReg == dwRBP || c.raReg == dwRSP {
+	if c.raReg == it.arch.fp || c.raReg == it.arch.sp {
 		c.reason = "return address column"
 		return
 	}
@@ -248,8 +277,8 @@ func (c *cie) prepare(it *interp) {
 	c.stack = append([]state(nil), it.stack...)
 }
 
-// row converts the current state into a Row, or returns the reason it
-// cannot be expressed.
+// row converts the current x86-64 state into a Row, or returns the reason
+// it cannot be expressed.
 func (it *interp) row() (Row, string) {
 	st := &it.st
 	switch {
@@ -285,23 +314,23 @@ func (it *interp) row() (Row, string) {
 		r.CFAOffset = int16(st.cfaOff)
 	}
 	switch {
-	case st.rsp.kind == ruleUnset:
-	case st.rsp.kind == ruleValOffset && st.rsp.off == 0:
+	case st.sp.kind == ruleUnset:
+	case st.sp.kind == ruleValOffset && st.sp.off == 0:
 	default:
 		return Row{Rule: RuleUnsupported}, "rsp rule"
 	}
-	switch st.rbp.kind {
+	switch st.fp.kind {
 	case ruleUnset, ruleSame:
 	case ruleUndefined:
 		r.Rule |= RBPUndefined << 4
 	case ruleOffset:
-		if st.rbp.off%8 != 0 || st.rbp.off < math.MinInt8 || st.rbp.off > math.MaxInt8 {
+		if st.fp.off%8 != 0 || st.fp.off < math.MinInt8 || st.fp.off > math.MaxInt8 {
 			return Row{Rule: RuleUnsupported}, "rbp offset range"
 		}
-		r.RBPOffset = int8(st.rbp.off)
+		r.RBPOffset = int8(st.fp.off)
 		r.Rule |= RBPSaved << 4
 	case ruleRegister:
-		if st.rbp.off != dwRBP {
+		if st.fp.off != dwRBP {
 			return Row{Rule: RuleUnsupported}, "rbp rule"
 		}
 	default:
@@ -342,20 +371,40 @@ func matchPLT(e []byte) (base int64, lit int, ok bool) {
 	return base, int(l - 0x30), true
 }
 
+// tableRow is what a table holds: a Row (the kernel's x86-64 format) or
+// a Rule (either architecture).
+type tableRow[R any] interface {
+	comparable
+	pc() uint32
+	at(pc uint32) R    // the same rules from pc
+	class() rowClass   // whether it stops the walk, and how
+	stop(c rowClass) R // a stop row of class classUndefined or classUnsupported, at PC 0
+}
+
+// rowClass sorts rows for Stats and the writer.
+type rowClass uint8
+
+const (
+	classRule        rowClass = iota // the walk continues
+	classPLT                         // the .plt stubs' rule (x86-64)
+	classUndefined                   // no FDE covers the PC, or the outermost frame: stop
+	classUnsupported                 // a rule the table cannot express: stop
+)
+
 // writer accumulates rows, merging neighbours with identical rules.
-type writer struct {
-	rows      []Row
+type writer[R tableRow[R]] struct {
+	rows      []R
 	reasons   map[string]int
 	outermost int
 }
 
 // emit appends r, replacing a row at the same PC and dropping r when the
 // row before it has the same rules. It reports whether r is in the table.
-func (w *writer) emit(r Row) bool {
+func (w *writer[R]) emit(r R) bool {
 	n := len(w.rows)
 	if n > 0 {
 		last := &w.rows[n-1]
-		if last.PC == r.PC {
+		if (*last).pc() == r.pc() {
 			if n > 1 && sameRules(w.rows[n-2], r) {
 				w.rows = w.rows[:n-1]
 				return false
@@ -371,19 +420,23 @@ func (w *writer) emit(r Row) bool {
 	return true
 }
 
-func sameRules(a, b Row) bool {
-	return a.CFAOffset == b.CFAOffset && a.RBPOffset == b.RBPOffset && a.Rule == b.Rule
+// sameRules reports whether a and b say the same but for their PCs.
+func sameRules[R tableRow[R]](a, b R) bool {
+	return a.at(0) == b.at(0)
 }
 
-// unsupported emits a RuleUnsupported row at pc and counts why.
-func (w *writer) unsupported(pc uint64, reason string) {
+// unsupported emits a stop row at pc for something the table cannot
+// express, and counts why.
+func (w *writer[R]) unsupported(pc uint64, reason string) {
 	w.reasons[reason]++
-	w.emit(Row{PC: uint32(pc), Rule: RuleUnsupported})
+	var z R
+	w.emit(z.stop(classUnsupported).at(uint32(pc)))
 }
 
 // run emits the rows of f for locations below end (f's end, or where the
-// next FDE starts when they overlap). base is the section's vaddr.
-func (it *interp) run(f *fde, end, base uint64, w *writer) {
+// next FDE starts when they overlap), each made from its state by conv.
+// base is the section's vaddr.
+func run[R tableRow[R]](it *interp, f *fde, end, base uint64, w *writer[R], conv func(*interp) (R, string)) {
 	c := f.cie
 	c.prepare(it)
 	if c.reason != "" {
@@ -406,15 +459,14 @@ func (it *interp) run(f *fde, end, base uint64, w *writer) {
 			w.unsupported(loc, "bad CFA program")
 			return
 		}
-		row, reason := it.row()
-		row.PC = uint32(loc)
+		row, reason := conv(it)
 		if reason != "" {
 			w.unsupported(loc, reason)
 		} else {
-			if row.CFARule() == RuleUndefined {
+			if row.class() == classUndefined {
 				w.outermost++
 			}
-			w.emit(row)
+			w.emit(row.at(uint32(loc)))
 		}
 		if !adv {
 			return

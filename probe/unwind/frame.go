@@ -439,6 +439,9 @@ func parseCIE(data []byte, pos, off int, debug bool, addr uint64) (*cie, error) 
 				}
 			case 'S':
 				c.signal = true
+			case 'B':
+				// AArch64: return addresses are signed with the B key
+				// (no data); stripping a PAC needs no key.
 			default:
 				// Augmentation data has a length, so an unknown letter is
 				// harmless once the FDE encoding is known.

@@ -46,3 +46,29 @@ const (
 
 // CFARule returns the CFA rule, the low nibble of r.Rule.
 func (r Row) CFARule() uint8 { return r.Rule & 0xf }
+
+func (r Row) pc() uint32 { return r.PC }
+
+func (r Row) at(pc uint32) Row {
+	r.PC = pc
+	return r
+}
+
+func (r Row) class() rowClass {
+	switch r.CFARule() {
+	case RuleUndefined:
+		return classUndefined
+	case RuleUnsupported:
+		return classUnsupported
+	case RulePLT:
+		return classPLT
+	}
+	return classRule
+}
+
+func (Row) stop(c rowClass) Row {
+	if c == classUndefined {
+		return Row{Rule: RuleUndefined}
+	}
+	return Row{Rule: RuleUnsupported}
+}
