@@ -175,9 +175,12 @@ dist: man completions
 generate:
 	$(GO) generate ./probe/...
 
-## check-generated: fail if the committed BPF objects are stale
+## check-generated: fail if the committed BPF objects are stale, or a
+## generated one is not committed
+GENERATED := 'probe/kernel/*_bpfel.go' 'probe/kernel/*_bpfel.o' 'probe/internal/bpftest/*_bpfel.go' 'probe/internal/bpftest/*_bpfel.o'
 check-generated: generate
-	git diff --exit-code -- 'probe/kernel/*_bpfel.go' 'probe/kernel/*_bpfel.o' 'probe/internal/bpftest/*_bpfel.go' 'probe/internal/bpftest/*_bpfel.o' || { echo "BPF objects are stale: run make generate and commit" >&2; exit 1; }
+	@stale=$$(git status --porcelain --untracked-files=all -- $(GENERATED)); \
+	if [ -n "$$stale" ]; then echo "$$stale"; echo "BPF objects are stale or not committed: run make generate and commit" >&2; exit 1; fi
 
 examples: $(EXAMPLES)/leaky $(EXAMPLES)/leaky-nofp $(EXAMPLES)/clean $(EXAMPLES)/churn
 
