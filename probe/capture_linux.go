@@ -127,7 +127,7 @@ func (t *Tracer) resolveRefLocked(ref *siteRef, stack uint64, kindRaw uint32) in
 	}
 	rs, ok := t.resolveLocked(stack)
 	kind := t.kind(kindRaw)
-	id := siteID(kind, rs.Key()) ^ t.idSalt
+	id := siteID(kind, rs.Key()) ^ t.member.idSalt
 	if _, merged := st.slotOf[id]; ref.rs != nil && !merged {
 		// Resolved better (a JIT frame named since): the site keeps its
 		// slot and id, so its earlier points stay in its series, and
@@ -173,15 +173,15 @@ func (t *Tracer) readSitesLocked() (readPoints, error) {
 		clear(st.mark)
 		st.read = 1
 	}
-	t.preExec = preExec{}
+	t.execs.held = preExec{}
 	n := 0
 	err := t.objs.ForEachSite(t.opts.MaxSites, func(idx uint32, key kernel.Site, val kernel.Totals) {
-		if key.Gen != t.execGen {
+		if key.Gen != t.execs.gen {
 			// A site of an image the target exec'd away from: its heap
 			// is gone, so is what it held. Counted for the warning; it
 			// maps to no site now (Stop's live allocations).
-			t.preExec.count += val.LiveCount
-			t.preExec.bytes += val.LiveBytes
+			t.execs.held.count += val.LiveCount
+			t.execs.held.bytes += val.LiveBytes
 			if int(idx) < len(st.refs) {
 				st.refs[idx] = siteRef{}
 			}
@@ -337,7 +337,7 @@ func (t *Tracer) continueExit() {
 	t.refreshLocked()
 	t.exitingLocked()
 	if t.resumeLocked(true) {
-		t.exitContinued = monotonicNow()
+		t.exit.continued = monotonicNow()
 	}
 }
 
@@ -372,8 +372,8 @@ func (t *Tracer) finalReadLocked(end time.Time) (readPoints, error) {
 			t.warnOnce(fmt.Sprintf("pid %d started %d other processes (fork) during the capture, which were not traced: what they allocated is not in this report; trace the program that leaks itself (leakscope run -- PROG, or attach --pid to it)", t.pid, forks))
 		}
 	}
-	if vmForks, err := t.objs.VMForks(); err == nil && int(vmForks) > len(t.vmFollowed) {
-		t.warnOnce(fmt.Sprintf("pid %d started %d processes sharing its memory (clone with CLONE_VM) that could not be followed: what they allocated is not traced, and blocks of its they freed still count as live", t.pid, int(vmForks)-len(t.vmFollowed)))
+	if vmForks, err := t.objs.VMForks(); err == nil && int(vmForks) > len(t.member.vmFollowed) {
+		t.warnOnce(fmt.Sprintf("pid %d started %d processes sharing its memory (clone with CLONE_VM) that could not be followed: what they allocated is not traced, and blocks of its they freed still count as live", t.pid, int(vmForks)-len(t.member.vmFollowed)))
 	}
 	return points, nil
 }
@@ -473,9 +473,9 @@ func (t *Tracer) captureLocked(points readPoints, end time.Time, nowMono uint64)
 		t.warnWindowsLocked()
 	}
 	// A followed child's execs are the tree's to say (treeWarnings).
-	if t.execGen > 0 && t.preExec.count > 0 && (t.tree == nil || t.isRoot()) {
+	if t.execs.gen > 0 && t.execs.held.count > 0 && (t.tree == nil || t.isRoot()) {
 		t.warnOnce(fmt.Sprintf("the target exec'd during the capture (%d time(s)): %d allocations (%s) its earlier image(s) still held went with the exec and are not reported as leaks",
-			t.execGen, t.preExec.count, analyze.FormatBytes(t.preExec.bytes)))
+			t.execs.gen, t.execs.held.count, analyze.FormatBytes(t.execs.held.bytes)))
 	}
 	t.untracedPairs()
 	c.Warnings = append(c.Warnings, t.warnings...)
@@ -549,7 +549,7 @@ func (t *Tracer) releaseLocked() {
 	t.series = series{}
 	t.view.Release()
 	t.alloc.Obj = nil // attaching only
-	if !t.sharedCache {
+	if !t.member.sharedCache {
 		t.cache.Close()
 	}
 }
@@ -586,7 +586,7 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, traced []uin
 		backing = backing[:len(backing)+n]
 	}
 	add := func(key kernel.Handle, info kernel.Alloc) {
-		if !key.Orphan && key.Gen != t.execGen {
+		if !key.Orphan && key.Gen != t.execs.gen {
 			return // made by an image the target exec'd away from
 		}
 		if int(info.Site) >= len(siteOf) || siteOf[info.Site] < 0 {
@@ -599,7 +599,7 @@ func (t *Tracer) readLiveLocked(c *analyze.Capture, siteOf []int32, traced []uin
 		}
 		s := &c.Sites[i]
 		size := info.Size
-		if len(t.windows.reads.bytes) > 0 && !key.Orphan && key.Gen == t.execGen {
+		if len(t.windows.reads.bytes) > 0 && !key.Orphan && key.Gen == t.execs.gen {
 			size += t.windows.reads.bytes[windowKey{key.Addr, key.Kind}]
 		}
 		s.Live = append(s.Live, analyze.Alloc{Size: size, Age: age})
@@ -694,15 +694,28 @@ func monotonicNow() uint64 {
 // preExec totals what sites of earlier program images held (see execGen).
 type preExec struct{ count, bytes uint64 }
 
+// exitState is what a Tracer knows of its process's exit hook.
+type exitState struct {
+	// hooked: target_exit is attached.
+	hooked bool
+	// noHook: the kernel's sched_process_exit comes after the target's
+	// memory is gone (before Linux 6.13): windows of a target that
+	// exits are not counted.
+	noHook bool
+	// continued is when Stop continued a stop in exit() before its
+	// record was handled (continueExit), monotonic ns; 0 if it did not.
+	continued uint64
+}
+
 // checkExecLocked notices the target exec'ing into a new image: the old
 // image's mappings and symbols no longer apply, and a launched command is
 // stopped again until the new image's tables are in (stop_until_ranges).
 func (t *Tracer) checkExecLocked() {
 	gen, err := t.objs.ExecGen()
-	if err != nil || gen == t.execGen {
+	if err != nil || gen == t.execs.gen {
 		return
 	}
-	t.execGen = gen
+	t.execs.gen = gen
 	t.view.Exec()
 }
 

@@ -14,6 +14,17 @@ import (
 	"github.com/leakscope/leakscope/probe/target"
 )
 
+// execHistory is what a Tracer knows of the program images its process
+// exec'd into.
+type execHistory struct {
+	// cmds lists the images a launched command exec'd into after its
+	// first (followExecLocked), as their command lines.
+	cmds []string
+	gen  uint32 // images exec'd into (the kernel's exec_gen)
+	// held is what the earlier images still held at their exec.
+	held preExec
+}
+
 // followExecLocked probes the program image the target has just exec'd
 // into, after the first (run's shim exec is planned by Launch): a launch
 // script or env exec'ing the real program, sh -c 'exec ...'. Under run the
@@ -34,7 +45,7 @@ func (t *Tracer) followExecLocked() {
 	}
 	exe = strings.TrimSuffix(exe, " (deleted)")
 	argv, _ := procfs.Command(t.pid)
-	t.execs = append(t.execs, strings.Join(argv, " "))
+	t.execs.cmds = append(t.execs.cmds, strings.Join(argv, " "))
 	if root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", t.pid)); err == nil && root != "/" {
 		t.warnOnce(fmt.Sprintf("the command exec'd %s inside another root (%s): its allocator and libraries are not followed", exe, root))
 		return
@@ -102,8 +113,8 @@ func (t *Tracer) followExecLocked() {
 // is no longer probed, and preset jvm (jvm.direct) is added.
 func (t *Tracer) becomeJVMLocked() {
 	t.opts = withJVMPresets(t.opts, true)
-	for len(t.pairObjects) < len(t.opts.Track) {
-		t.pairObjects = append(t.pairObjects, nil)
+	for len(t.res.pairs) < len(t.opts.Track) {
+		t.res.pairs = append(t.res.pairs, nil)
 	}
 	if !t.mallocTraced() {
 		return
@@ -115,8 +126,8 @@ func (t *Tracer) becomeJVMLocked() {
 	}
 	t.opts.Malloc, t.opts.mallocWhy = MallocOff, "--malloc auto: the command exec'd a JVM"
 	t.probes.DropMalloc()
-	if !t.noExitHook && !t.exitHooked {
-		t.exitHooked = true
+	if !t.exit.noHook && !t.exit.hooked {
+		t.exit.hooked = true
 		links, err := t.objs.AttachHooks(kernel.HookExit)
 		t.probes.KeepHooks(links)
 		if err != nil {

@@ -140,7 +140,7 @@ func sameLoad(a, b Options) bool {
 // kernel: one whose record was lost counts too).
 func (f *follower) recycle(t *Tracer) bool {
 	t.mu.Lock()
-	shared := len(t.vmFollowed) != 0
+	shared := len(t.member.vmFollowed) != 0
 	t.mu.Unlock()
 	if n, err := t.objs.VMForks(); err != nil || n != 0 {
 		shared = true // the kernel saw one, followed or not
@@ -154,7 +154,7 @@ func (f *follower) recycle(t *Tracer) bool {
 	if err := t.objs.Reset(resetKeys); err != nil {
 		return false
 	}
-	s := &Tracer{opts: f.opts, objs: t.objs, noExitHook: t.noExitHook, emptied: true}
+	s := &Tracer{opts: f.opts, objs: t.objs, exit: exitState{noHook: t.exit.noHook}, member: treeMember{emptied: true}}
 	var err error
 	if s.misses, err = s.objs.OpenMisses(); err != nil {
 		return false
@@ -286,7 +286,7 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 	alloc := parent.alloc
 	parent.mu.Unlock()
 	spare := f.takeSpare(opts)
-	reused := spare != nil && spare.emptied
+	reused := spare != nil && spare.member.emptied
 	t, err := newTracerFrom(pid, alloc, nil, parent.cache, modeChild, opts, spare)
 	if err != nil {
 		f.mu.Lock()
@@ -299,14 +299,14 @@ func (f *follower) adopt(parent *Tracer, pid int, spawned bool, atNs uint64) {
 		return
 	}
 	t.tree = f
-	t.sharedCache = true
-	t.idSalt = siteSalt(pid)
+	t.member.sharedCache = true
+	t.member.idSalt = siteSalt(pid)
 	t.command, _ = procfs.Command(pid)
 	t.started = f.root.started // one clock for the whole tree
 	if spawned {
 		t.mu.Lock()
 		t.followExecLocked()
-		t.execs = nil // its first program, not an exec of one traced before
+		t.execs.cmds = nil // its first program, not an exec of one traced before
 		t.mu.Unlock()
 	}
 	p := &followed{t: t, parent: parent.pid, startedAfter: startedAfter, reused: reused, ended: make(chan struct{})}
@@ -348,6 +348,21 @@ func (t *Tracer) Interrupt() {
 // continueStopped continues a process the kernel stopped for leakscope.
 func continueStopped(pid int) {
 	_ = unix.Kill(pid, unix.SIGCONT)
+}
+
+// treeMember is what a Tracer of a followed tree keeps of its place in
+// it (the follower itself is Tracer.tree).
+type treeMember struct {
+	// sharedCache: the symbol cache is the tree root's, closed by it.
+	sharedCache bool
+	// idSalt makes a followed process's site IDs its own.
+	idSalt uint64
+	// vmFollowed are the CLONE_VM children followed: traced with t
+	// (sharing its memory) or from their exec.
+	vmFollowed map[int]bool
+	// emptied: a spare collection (follower) that traced a process
+	// before and was Reset.
+	emptied bool
 }
 
 // siteSalt makes a followed process's site IDs its own: the same stack in
@@ -497,7 +512,7 @@ type treeNotes struct {
 func (t *Tracer) treeNotes() treeNotes {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return treeNotes{unnamed: t.unnamed, execs: t.execGen, preExec: t.preExec}
+	return treeNotes{unnamed: t.unnamed, execs: t.execs.gen, preExec: t.execs.held}
 }
 
 // endExited ends the capture of t, a process of the tree continued from
@@ -534,7 +549,7 @@ func (f *follower) endExited(t *Tracer) {
 func (t *Tracer) exitKnown() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped || !t.exitHooked {
+	if t.stopped || !t.exit.hooked {
 		return true
 	}
 	_, ok := t.objs.ExitStatus()
@@ -922,10 +937,10 @@ func (t *Tracer) shareAsync(pid int, atNs uint64) {
 
 // followedVMLocked notes a CLONE_VM child as followed.
 func (t *Tracer) followedVMLocked(pid int) {
-	if t.vmFollowed == nil {
-		t.vmFollowed = map[int]bool{}
+	if t.member.vmFollowed == nil {
+		t.member.vmFollowed = map[int]bool{}
 	}
-	t.vmFollowed[pid] = true
+	t.member.vmFollowed[pid] = true
 }
 
 // recordsRead reports whether every record the kernel sent t has been read

@@ -8,7 +8,7 @@ import "github.com/leakscope/leakscope/analyze"
 func (t *Tracer) target() analyze.Target {
 	rt, version, goModule := t.view.Runtime()
 	tg := analyze.Target{Pid: t.pid, Command: t.command, Runtime: rt, RuntimeVersion: version, GoModule: goModule,
-		AttachedAfter: t.attachedAfter, Execs: t.execs}
+		AttachedAfter: t.attachedAfter, Execs: t.execs.cmds}
 	if t.stops.Count > 0 {
 		st := t.stops
 		tg.Stops = &st

@@ -20,6 +20,17 @@ import (
 	"github.com/leakscope/leakscope/probe/zlib"
 )
 
+// resourceState is what a Tracer knows of the objects it probed for zlib
+// and the declared pairs.
+type resourceState struct {
+	checked map[uint64]bool // inodes of objects already checked
+	// pairs lists, per declared pair, the objects it is attached in.
+	pairs [][]string
+	// zlibLayouts describe the zlib copies whose stream bytes are
+	// computed (object: layout; zlib.Computed).
+	zlibLayouts []string
+}
+
 // acquireOp is how the return probe of an acquire call finds handle h
 // (enum alloc_op).
 func acquireOp(h track.Handle) uint32 {
@@ -55,10 +66,10 @@ func (t *Tracer) attachResources(path, display string) error {
 		return nil
 	}
 	ino := st.Sys().(*syscall.Stat_t).Ino
-	if t.checked[ino] {
+	if t.res.checked[ino] {
 		return nil
 	}
-	t.checked[ino] = true
+	t.res.checked[ino] = true
 	obj, err := t.cache.Object(path)
 	if err != nil {
 		t.warnOnce(fmt.Sprintf("%s cannot be read as an ELF object (%v): a zlib or declared pair in it is not traced", display, err))
@@ -146,7 +157,7 @@ func (t *Tracer) attachResources(path, display string) error {
 			return fmt.Errorf("--track %s: %w", p.Kind, err)
 		}
 		if n > 0 {
-			t.pairObjects[i] = append(t.pairObjects[i], display)
+			t.res.pairs[i] = append(t.res.pairs[i], display)
 			if computed != 0 {
 				t.noteZlibLayout(display, layout)
 			}
@@ -160,10 +171,10 @@ func (t *Tracer) attachResources(path, display string) error {
 // sizes are assumed.
 func (t *Tracer) noteZlibLayout(display string, layout zlib.Layout) {
 	d := display + ": " + layout.String()
-	if slices.Contains(t.zlibLayouts, d) {
+	if slices.Contains(t.res.zlibLayouts, d) {
 		return
 	}
-	t.zlibLayouts = append(t.zlibLayouts, d)
+	t.res.zlibLayouts = append(t.res.zlibLayouts, d)
 	if !layout.Known {
 		t.warnOnce(fmt.Sprintf("%s: the struct sizes of zlib %q are not known to leakscope; stream bytes assume zlib %s's (use --malloc on for zlib's own numbers)", display, layout.Version, layout.Assumed))
 	}
@@ -227,7 +238,7 @@ func definesAny(obj interface{ Lookup(string) (uint64, bool) }, calls []track.Ca
 // loaded: nothing of that kind was traced, which a report must say.
 func (t *Tracer) untracedPairs() {
 	for i, p := range t.opts.Track {
-		if len(t.pairObjects[i]) > 0 || p.FallbackFor != "" {
+		if len(t.res.pairs[i]) > 0 || p.FallbackFor != "" {
 			continue // a fallback is needed only where it was probed
 		}
 		if p.Optional {

@@ -50,9 +50,8 @@ type Tracer struct {
 	series     series         // the snapshots so far
 	warnings   []string
 	command    []string
-	// execs lists the images a launched command exec'd into after its
-	// first (followExecLocked), as their command lines.
-	execs []string
+	// execs are the program images the target exec'd into (exec_linux.go).
+	execs execHistory
 	// stops are the stops the kernel made for leakscope (run), measured
 	// from the stop to the SIGCONT.
 	stops analyze.Stops
@@ -60,46 +59,24 @@ type Tracer struct {
 	watchdog *watchdog
 	// attachedAfter is the process's age when attach's probes were on.
 	attachedAfter time.Duration
-	checked       map[uint64]bool // inodes of objects already checked for zlib and declared pairs
-	// pairObjects lists, per declared pair, the objects it is attached in.
-	pairObjects [][]string
-	execGen     uint32 // program images the target exec'd into (exec_gen)
-	preExec     preExec
+	// res: the objects checked and probed for zlib and declared pairs
+	// (resources_linux.go).
+	res resourceState
 	// unnamed: what the last read's frames left unnamed, per object,
 	// kept for the tree to warn of (a process of a followed tree).
 	unnamed []unnamedFrames
-	// zlibLayouts describe the zlib copies whose stream bytes are computed
-	// (object: layout; zlib.Computed).
-	zlibLayouts []string
 	// windows: the inflate windows found in the target's memory, not
 	// counted by the kernel yet (malloc not traced; windows_linux.go).
 	windows windowState
-	// noExitHook: the kernel's sched_process_exit comes after the
-	// target's memory is gone (before Linux 6.13): windows of a target
-	// that exits are not counted.
-	noExitHook bool
+	exit    exitState // the target's exit, as the kernel reports it (capture_linux.go)
 	// stopped: Stop read the capture and released the tables and the
 	// symbol cache (releaseLocked); Snapshot and Stop fail from then on.
 	stopped bool
 
 	// tree follows the processes a launched command starts (Options.
 	// Follow); shared by every Tracer of the tree, nil otherwise.
-	tree *follower
-	// sharedCache: the symbol cache is the tree root's, closed by it.
-	sharedCache bool
-	// idSalt makes a followed process's site IDs its own.
-	idSalt uint64
-	// vmFollowed are the CLONE_VM children followed: traced with t
-	// (sharing its memory) or from their exec.
-	vmFollowed map[int]bool
-	// emptied: a spare collection (follower) that traced a process
-	// before and was Reset.
-	emptied bool
-	// exitHooked: target_exit is attached.
-	exitHooked bool
-	// exitContinued is when Stop continued a stop in exit() before its
-	// record was handled (continueExit), monotonic ns; 0 if it did not.
-	exitContinued uint64
+	tree   *follower
+	member treeMember // t's place in the tree (follow_linux.go)
 }
 
 // isRoot reports whether t is the command's Tracer of a followed tree.
@@ -230,16 +207,16 @@ func newTracerFrom(pid int, alloc target.Allocator, objects []string, cache *sym
 		alloc:   alloc,
 		started: time.Now(),
 		view:    target.New(pid, cache),
-		checked: map[uint64]bool{},
+		res:     resourceState{checked: map[uint64]bool{}},
 	}
 	t.probes = uprobe.NewSet(pid, t.warnOnce, gone)
-	t.pairObjects = make([][]string, len(opts.Track))
+	t.res.pairs = make([][]string, len(opts.Track))
 	t.sym = stacks.New(t.view)
 	t.sites = newSiteTable()
 	if spare != nil {
 		// Loaded ahead with the same options (follower.takeSpare).
 		t.objs, t.misses, t.mapping.events = spare.objs, spare.misses, spare.mapping.events
-		t.noExitHook = spare.noExitHook
+		t.exit.noHook = spare.exit.noHook
 	} else if err := t.load(mode); err != nil {
 		return nil, err
 	}
@@ -323,7 +300,7 @@ func (t *Tracer) load(mode tracerMode) error {
 		return err
 	}
 	f := objs.Features()
-	t.objs, t.noExitHook = objs, f.NoExitHook
+	t.objs, t.exit.noHook = objs, f.NoExitHook
 	if t.misses, err = objs.OpenMisses(); err != nil {
 		objs.Close()
 		return err
@@ -482,9 +459,9 @@ func (t *Tracer) attachExitHook() error {
 // Options.Maps the mapping kinds' programs.
 func (t *Tracer) attachExecHook() error {
 	hooks := []kernel.Hook{kernel.HookExec, kernel.HookFork}
-	if (t.windowsComputed() || t.opts.Follow) && !t.noExitHook {
+	if (t.windowsComputed() || t.opts.Follow) && !t.exit.noHook {
 		hooks = append(hooks, kernel.HookExit)
-		t.exitHooked = true
+		t.exit.hooked = true
 	}
 	if t.opts.Maps {
 		t.mapping.maps = target.NewMappings(t.pid, uint64(os.Getpagesize()))
@@ -523,7 +500,7 @@ func (t *Tracer) probeSet() *analyze.ProbeSet {
 	for i, p := range t.opts.Track {
 		if p.FallbackFor != "" {
 			// Its kind is listed already; say where it stood in.
-			for _, o := range t.pairObjects[i] {
+			for _, o := range t.res.pairs[i] {
 				ps.Kinds = append(ps.Kinds, fmt.Sprintf("%s (JNI fallback in %s)", p.Kind, filepath.Base(o)))
 			}
 			continue
@@ -533,15 +510,15 @@ func (t *Tracer) probeSet() *analyze.ProbeSet {
 	switch {
 	case !ps.Malloc:
 		ps.ZlibBytes = "computed from each stream's init arguments"
-	case len(t.zlibLayouts) > 0:
+	case len(t.res.zlibLayouts) > 0:
 		// Sampling: a zlib library's streams are computed, a zlib built
 		// into a program counts its mallocs.
 		ps.ZlibBytes = "computed from each stream's init arguments where zlib is a library of its own, elsewhere zlib's mallocs inside each stream's init and inflate() calls"
 	default:
 		ps.ZlibBytes = "zlib's mallocs inside each stream's init and inflate() calls"
 	}
-	if len(t.zlibLayouts) > 0 {
-		ps.ZlibBytes += " (" + strings.Join(t.zlibLayouts, "; ") + ")"
+	if len(t.res.zlibLayouts) > 0 {
+		ps.ZlibBytes += " (" + strings.Join(t.res.zlibLayouts, "; ") + ")"
 	}
 	return ps
 }
@@ -587,8 +564,8 @@ func (t *Tracer) watchMisses() {
 		t.refreshLocked()
 		var resumed bool
 		ended := uint64(0)
-		if m.IP == kernel.MissExit && t.exitContinued != 0 {
-			ended, t.exitContinued = t.exitContinued, 0 // by continueExit
+		if m.IP == kernel.MissExit && t.exit.continued != 0 {
+			ended, t.exit.continued = t.exit.continued, 0 // by continueExit
 		} else if m.IP == kernel.MissExit {
 			t.exitingLocked()
 			resumed = t.resumeLocked(true)
@@ -686,7 +663,7 @@ func (t *Tracer) refreshLocked() {
 	// Libraries loaded since the last read (dlopen) may hold a zlib.
 	zlibs := t.view.ZlibObjects()
 	for _, m := range t.view.Current() {
-		if m.FileBacked() && !t.checked[m.Inode] {
+		if m.FileBacked() && !t.res.checked[m.Inode] {
 			if err := t.attachResources(procfs.ObjectPath(t.pid, m), m.Path); err != nil {
 				t.warnOnce(err.Error())
 			}

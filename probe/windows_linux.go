@@ -52,7 +52,7 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 	// The state from its back pointer to the window.
 	span := max(kernel.InflateStateWindowOff+8, kernel.InflateStateWbitsOff+4)
 	err = t.objs.ForEachWindow(func(k kernel.Handle, w kernel.Window) {
-		if !k.Orphan && k.Gen == t.execGen {
+		if !k.Orphan && k.Gen == t.execs.gen {
 			keys = append(keys, windowKey{k.Addr, k.Kind})
 			ws = append(ws, w)
 		}
@@ -112,7 +112,7 @@ func (t *Tracer) readWindowsLocked() (r windowReads, gone bool, err error) {
 		}
 		// A window sampling traced as a block (the application's own
 		// zalloc) is counted as that block (zwindow_settle).
-		if traced, err := t.objs.BlockTraced(window, t.execGen); err != nil {
+		if traced, err := t.objs.BlockTraced(window, t.execs.gen); err != nil {
 			return windowReads{}, false, err
 		} else if traced {
 			continue
@@ -200,7 +200,7 @@ func (t *Tracer) addWindowsLocked() error {
 	if gone {
 		left := map[windowKey]bool{}
 		if err := t.objs.ForEachWindow(func(k kernel.Handle, _ kernel.Window) {
-			if !k.Orphan && k.Gen == t.execGen {
+			if !k.Orphan && k.Gen == t.execs.gen {
 				left[windowKey{k.Addr, k.Kind}] = true
 			}
 		}); err != nil {
@@ -234,14 +234,14 @@ func (t *Tracer) warnWindowsLocked() {
 	switch {
 	case !t.windows.gone:
 		n += uint64(t.windows.reads.unread)
-	case settled != t.execGen+1:
+	case settled != t.execs.gen+1:
 		// The target exited and the kernel did not count its windows
 		// (the probes were detached first, or this kernel's exit
 		// tracepoint comes too late): what the last read of its memory
 		// did not see is unknown.
 		var left uint64
 		_ = t.objs.ForEachWindow(func(k kernel.Handle, _ kernel.Window) {
-			if !k.Orphan && k.Gen == t.execGen && !t.windows.reads.checked[windowKey{k.Addr, k.Kind}] {
+			if !k.Orphan && k.Gen == t.execs.gen && !t.windows.reads.checked[windowKey{k.Addr, k.Kind}] {
 				left++
 			}
 		})
