@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux
 
 package kernel
 
@@ -228,11 +228,11 @@ func TestCookiesDecodeAsKernel(t *testing.T) {
 
 	const maxReg = 1<<leakCookieLayoutACOOKIE_ARG_BITS - 1
 	for _, a := range []AllocCookie{
-		{Fn: FnMalloc, Reg: [3]uint32{ArgRegDI, ArgRegSI, ArgRegDX}},
-		{Fn: FnCalloc, Reg: [3]uint32{ArgRegAX, ArgRegSI, ArgRegDX}},
-		{Fn: FnRealloc, Reg: [3]uint32{ArgRegSI, ArgRegDX, ArgRegDX}},
-		{Fn: FnReallocarray, Reg: [3]uint32{ArgRegR15, ArgRegR14, ArgRegBX}},
-		{Fn: FnPvalloc, Reg: [3]uint32{ArgRegBP, ArgRegR10, ArgRegR8}},
+		{Fn: FnMalloc, Reg: [3]uint32{argRegs[0], argRegs[1], argRegs[2]}},
+		{Fn: FnCalloc, Reg: [3]uint32{argRegs[6], argRegs[1], argRegs[2]}},
+		{Fn: FnRealloc, Reg: [3]uint32{argRegs[1], argRegs[2], argRegs[2]}},
+		{Fn: FnReallocarray, Reg: [3]uint32{argRegs[len(argRegs)-1], argRegs[len(argRegs)-2], argRegs[7]}},
+		{Fn: FnPvalloc, Reg: [3]uint32{argRegs[8], argRegs[9], argRegs[4]}},
 		{Fn: FnMemalign, Reg: [3]uint32{30, 17, 0}}, // arm64's x30, x17, x0
 		{Fn: 0xff, Reg: [3]uint32{maxReg, maxReg, maxReg}},
 		{Fn: 0, Reg: [3]uint32{maxReg, 0, maxReg}},
@@ -271,24 +271,16 @@ func allBitsAndEach() []uint64 {
 }
 
 // TestSiteArgRegisters runs site_arg on registers that each hold their
-// own offset in struct pt_regs, the layout of the x86-64 user_regs_struct
-// that unix.PtraceRegs mirrors: each ArgReg* reads the field it names.
+// own offset in struct pt_regs, whose layout is the user_regs_struct that
+// unix.PtraceRegs mirrors on both targets: each enum arg_reg reads the
+// field it names (siteArgFields, per architecture).
 func TestSiteArgRegisters(t *testing.T) {
 	objs := harness(t, 0)
-	var r unix.PtraceRegs
-	for _, c := range []struct {
-		reg   uint32
-		field uintptr
-	}{
-		{ArgRegDI, unsafe.Offsetof(r.Rdi)}, {ArgRegSI, unsafe.Offsetof(r.Rsi)},
-		{ArgRegDX, unsafe.Offsetof(r.Rdx)}, {ArgRegCX, unsafe.Offsetof(r.Rcx)},
-		{ArgRegR8, unsafe.Offsetof(r.R8)}, {ArgRegR9, unsafe.Offsetof(r.R9)},
-		{ArgRegAX, unsafe.Offsetof(r.Rax)}, {ArgRegBX, unsafe.Offsetof(r.Rbx)},
-		{ArgRegBP, unsafe.Offsetof(r.Rbp)}, {ArgRegR10, unsafe.Offsetof(r.R10)},
-		{ArgRegR11, unsafe.Offsetof(r.R11)}, {ArgRegR12, unsafe.Offsetof(r.R12)},
-		{ArgRegR13, unsafe.Offsetof(r.R13)}, {ArgRegR14, unsafe.Offsetof(r.R14)},
-		{ArgRegR15, unsafe.Offsetof(r.R15)},
-	} {
+	fields := siteArgFields()
+	if len(fields) != len(argRegs) {
+		t.Fatalf("siteArgFields has %d registers, argRegs %d", len(fields), len(argRegs))
+	}
+	for _, c := range fields {
 		run(t, objs.TestSiteArg, uint64(c.reg))
 		var got uint64
 		if err := objs.OutU64.Get(&got); err != nil {
@@ -298,6 +290,13 @@ func TestSiteArgRegisters(t *testing.T) {
 			t.Errorf("site_arg(%d) read pt_regs+%d, want +%d", c.reg, got, c.field)
 		}
 	}
+}
+
+// siteArgField is an enum arg_reg and the offset of the field of
+// unix.PtraceRegs (struct pt_regs) it names.
+type siteArgField struct {
+	reg   uint32
+	field uintptr
 }
 
 // setRanges writes ranges (sorted by start) and rows into the range and
