@@ -67,9 +67,16 @@ cross:
 ## oracle for Debian's programs); redis-server probe/redis_linux_test.go (installed
 ## with a policy-rc.d that keeps its service from starting: the test runs its own);
 ## gcc-aarch64-linux-gnu probe/unwind/rule_test.go (AArch64 unwind rules of
-## cross-compiled programs).
+## cross-compiled programs); qemu-system-arm (without its recommends) and the
+## pinned arm64 kernel Image, which ebpf/include/arm64/fetch-kernel.sh fetches
+## from Debian's mirror into ~/.cache/leakscope (XDG_CACHE_HOME),
+## probe/kernel/arm64vm_linux_test.go (the arm64 BPF objects loaded by an arm64
+## kernel under qemu).
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-# MISSING sets need to the packages not installed; deps and test use it.
+# MISSING sets need to the packages not installed, norec to those installed
+# without their recommends (qemu-system-arm's are a GUI and firmware the
+# tests do not use), fetch to the arm64 kernel Image when it is not cached;
+# deps and test use it.
 define MISSING
 need=; \
 command -v clang-19 >/dev/null || need="$$need clang-19"; \
@@ -97,21 +104,28 @@ command -v gdb >/dev/null || need="$$need gdb"; \
 command -v prometheus >/dev/null || need="$$need prometheus"; \
 command -v valgrind >/dev/null || need="$$need valgrind"; \
 command -v aarch64-linux-gnu-gcc >/dev/null || need="$$need gcc-aarch64-linux-gnu"; \
-command -v redis-server >/dev/null || need="$$need redis-server";
+command -v redis-server >/dev/null || need="$$need redis-server"; \
+norec=; \
+command -v qemu-system-aarch64 >/dev/null || norec="$$norec qemu-system-arm"; \
+fetch=; \
+arm64kernel=$$(sh ebpf/include/arm64/fetch-kernel.sh --path); \
+[ -f "$$arm64kernel" ] || fetch="the arm64 kernel Image $$arm64kernel (sh ebpf/include/arm64/fetch-kernel.sh)";
 endef
 deps:
 	@$(MISSING) \
-	if [ -n "$$need" ]; then \
-		echo "make deps: apt-get install$$need"; \
+	if [ -n "$$need$$norec" ]; then \
+		echo "make deps: apt-get install$$need$${norec:+ (without recommends:$$norec)}"; \
 		policy=; \
 		if [ ! -e /usr/sbin/policy-rc.d ]; then \
 			policy=/usr/sbin/policy-rc.d; \
 			printf '#!/bin/sh\nexit 101\n' | $(SUDO) tee $$policy >/dev/null && $(SUDO) chmod 755 $$policy; \
 		fi; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
-		rc=$$?; [ -z "$$policy" ] || $(SUDO) rm -f $$policy; exit $$rc; \
-	fi
+		{ [ -z "$$need" ] || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; } && \
+		{ [ -z "$$norec" ] || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$norec >/dev/null; }; \
+		rc=$$?; [ -z "$$policy" ] || $(SUDO) rm -f $$policy; [ $$rc -eq 0 ] || exit $$rc; \
+	fi; \
+	if [ -n "$$fetch" ]; then echo "make deps: fetch $$fetch"; sh ebpf/include/arm64/fetch-kernel.sh >/dev/null; fi
 	@$(GO) mod download
 
 ## man, completions: the man pages and the bash, zsh and fish completion
@@ -151,8 +165,9 @@ uninstall:
 ## man pages, completions, README.md) and their SHA256SUMS. Entries are sorted,
 ## owned by root and dated at the commit; with SOURCE_DATE_EPOCH set (the
 ## build date) a tarball is the same byte for byte on a rebuild. Only amd64:
-## probe/kernel/gen.go generates the BPF object for amd64 alone, so an arm64 build
-## (make cross) reads captures but cannot trace.
+## the tracer is built for amd64 alone, so an arm64 build (make cross) reads
+## captures but cannot trace (its BPF object loads on an arm64 kernel:
+## probe/kernel/arm64vm_linux_test.go).
 DIST       := bin/dist
 DIST_ARCHS ?= amd64
 DIST_MTIME := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
@@ -213,7 +228,8 @@ demo-java: build
 ## and so do those whose Debian package is missing, which this names first
 test:
 	@$(MISSING) \
-	[ -z "$$need" ] || echo "make test: not installed:$$need; the tests that need them skip or fail (make deps installs them)" >&2
+	[ -z "$$need$$norec" ] || echo "make test: not installed:$$need$$norec; the tests that need them skip or fail (make deps installs them)" >&2; \
+	[ -z "$$fetch" ] || echo "make test: missing $$fetch; probe/kernel's TestArm64VerifierInVM skips or fails (make deps fetches it)" >&2
 	$(GO) vet ./...
 	# Hermetic: a DEBUGINFOD_URLS of the machine's (Debian's
 	# /etc/profile.d/debuginfod.sh) would make every traced test fetch

@@ -320,6 +320,12 @@ __attribute__((noinline)) int insert_alloc(__u64 addr, __u32 kind, struct alloc_
 {
 	if (!info)
 		return 0;
+	/* The record allocs is given is a copy on this function's stack: the
+	 * verifier types a global function's pointer argument as memory
+	 * (PTR_TO_MEM), which Linux 6.1's bpf_map_update_elem refuses as a
+	 * value ("R3 type=mem expected=fp, pkt, pkt_meta, map_key,
+	 * map_value"); 6.18's takes it. */
+	struct alloc_info rec = *info;
 	struct handle_key hk = { .addr = addr, .kind = kind, .pad = image_pad() };
 	long err;
 	struct alloc_bucket *b = bucketable(addr, kind) ? bucket_of(addr) : NULL;
@@ -340,12 +346,12 @@ __attribute__((noinline)) int insert_alloc(__u64 addr, __u32 kind, struct alloc_
 			slot_fill(s, addr, info);
 			return 1;
 		}
-		err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+		err = bpf_map_update_elem(&allocs, &hk, &rec, BPF_NOEXIST);
 	} else {
-		err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+		err = bpf_map_update_elem(&allocs, &hk, &rec, BPF_NOEXIST);
 		if (err == -17 /* EEXIST */) {
 			retire_live(addr, kind);
-			err = bpf_map_update_elem(&allocs, &hk, info, BPF_NOEXIST);
+			err = bpf_map_update_elem(&allocs, &hk, &rec, BPF_NOEXIST);
 		}
 	}
 	if (err) {

@@ -294,6 +294,13 @@ static __always_inline __u32 blob_clock(void)
 	return (__u32)(tick_now() >> 20);
 }
 
+/* jvm_heap_holding is entry k of jvm_heaps if its code heap holds ip. */
+static __always_inline struct jvm_heap *jvm_heap_holding(__u32 k, __u64 ip)
+{
+	struct jvm_heap *c = bpf_map_lookup_elem(&jvm_heaps, &k);
+	return c && c->low && ip >= c->low && ip < c->high ? c : NULL;
+}
+
 /* jvm_step unwinds one compiled Java frame (or any code blob with a frame
  * size) in a HotSpot code heap: the frame spans frame_size words above the
  * stack pointer at its call, the return address in the last, the caller's
@@ -334,14 +341,20 @@ static __always_inline long jvm_step(struct walk_ctx *w, struct frame_rule *fc)
 			return -1;
 		}
 	}
-	struct jvm_heap *h = NULL;
-	for (__u32 k = 0; k < MAX_JVM_HEAPS; k++) {
-		struct jvm_heap *c = bpf_map_lookup_elem(&jvm_heaps, &k);
-		if (c && c->low && w->r->ip >= c->low && w->r->ip < c->high) {
-			h = c;
-			break;
-		}
-	}
+	/* Each heap looked up with a constant key, not in a loop: there the
+	 * counter lives in the stack slot whose address the lookup takes,
+	 * stored as 32 bits of a 64-bit sum, which Linux 6.1's verifier does
+	 * not track; it then finds the loop's state repeating and refuses
+	 * every program that walks ("infinite loop detected"). */
+	_Static_assert(MAX_JVM_HEAPS == 4, "jvm_step looks up MAX_JVM_HEAPS heaps");
+	__u64 ip = w->r->ip;
+	struct jvm_heap *h = jvm_heap_holding(0, ip);
+	if (!h)
+		h = jvm_heap_holding(1, ip);
+	if (!h)
+		h = jvm_heap_holding(2, ip);
+	if (!h)
+		h = jvm_heap_holding(3, ip);
 	if (!h)
 		return -1;
 	struct seg_search c = { .segmap = h->segmap, .idx = (w->r->ip - h->low) >> (h->log2_segment & 63) };

@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux
 
 package kernel
 
@@ -472,26 +472,6 @@ const (
 	FnMemalign      = uint32(leakAllocFnFN_MEMALIGN)
 	FnValloc        = uint32(leakAllocFnFN_VALLOC)
 	FnPvalloc       = uint32(leakAllocFnFN_PVALLOC)
-)
-
-// The registers alloc_session's cookie can name for an argument (enum
-// arg_reg): every general register but %rsp.
-const (
-	ArgRegDI  = uint32(leakArgRegARG_REG_DI)
-	ArgRegSI  = uint32(leakArgRegARG_REG_SI)
-	ArgRegDX  = uint32(leakArgRegARG_REG_DX)
-	ArgRegCX  = uint32(leakArgRegARG_REG_CX)
-	ArgRegR8  = uint32(leakArgRegARG_REG_R8)
-	ArgRegR9  = uint32(leakArgRegARG_REG_R9)
-	ArgRegAX  = uint32(leakArgRegARG_REG_AX)
-	ArgRegBX  = uint32(leakArgRegARG_REG_BX)
-	ArgRegBP  = uint32(leakArgRegARG_REG_BP)
-	ArgRegR10 = uint32(leakArgRegARG_REG_R10)
-	ArgRegR11 = uint32(leakArgRegARG_REG_R11)
-	ArgRegR12 = uint32(leakArgRegARG_REG_R12)
-	ArgRegR13 = uint32(leakArgRegARG_REG_R13)
-	ArgRegR14 = uint32(leakArgRegARG_REG_R14)
-	ArgRegR15 = uint32(leakArgRegARG_REG_R15)
 )
 
 // Which zlib init a zlib init program's cookie says it probes (enum zinit).
