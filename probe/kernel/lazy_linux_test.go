@@ -3,10 +3,12 @@
 package kernel
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 
 	"github.com/leakscope/leakscope/internal/testutil"
 )
@@ -27,14 +29,19 @@ func TestWalkersLoadWhenNeeded(t *testing.T) {
 			o.Close()
 		}
 	}()
-	if o.Features().NoMulti {
-		testutil.SkipOrFail(t, "this kernel has no uprobe_multi links: every walker is loaded plain")
-	}
-	if o.Multi(AllocExit) == nil {
-		t.Fatal("alloc_exit_multi, the return program of zlib's inits and the pairs, is not loaded")
-	}
-	if o.Program(AllocSession) != nil || o.Program(AllocExit) != nil {
-		t.Fatal("alloc_session or the plain alloc_exit loaded without malloc traced")
+	noMulti := o.Features().NoMulti
+	if noMulti {
+		// Before 6.6 every return probe is a plain uretprobe.
+		if o.Program(AllocExit) == nil || o.Multi(AllocExit) != nil {
+			t.Fatal("without uprobe_multi links, the plain alloc_exit, the return program of zlib's inits and the pairs, is not loaded, or its twin is")
+		}
+	} else {
+		if o.Multi(AllocExit) == nil {
+			t.Fatal("alloc_exit_multi, the return program of zlib's inits and the pairs, is not loaded")
+		}
+		if o.Program(AllocSession) != nil || o.Program(AllocExit) != nil {
+			t.Fatal("alloc_session or the plain alloc_exit loaded without malloc traced")
+		}
 	}
 	// The session program where the kernel has uprobe sessions (6.13),
 	// else the plain return program, which replaces it there.
@@ -88,8 +95,9 @@ func TestWalkersLoadWhenNeeded(t *testing.T) {
 	o.Close()
 	closed = true
 	// The other walker, not prepared yet. Without uprobe sessions that
-	// is alloc_session, which fails to load whether closed or not.
-	if walker == AllocSession {
+	// is alloc_session, which fails to load whether closed or not;
+	// without uprobe_multi links alloc_exit was loaded at Load.
+	if walker == AllocSession && !noMulti {
 		if err := o.Prepare(AllocExit, false); err == nil {
 			t.Error("Prepare loaded a program for a closed collection")
 		}
@@ -99,6 +107,8 @@ func TestWalkersLoadWhenNeeded(t *testing.T) {
 // A followed process's collection (LazyReturns) loads the return program
 // of zlib's inits and the pairs when first asked for, the session program
 // (without uprobe sessions, the plain return program) with the rest.
+// Without uprobe_multi links (before 6.6) the plain return program serves
+// them all, and the twin never loads.
 func TestLazyReturnsLoadWhenAttached(t *testing.T) {
 	testutil.RequireBPF(t)
 	o, err := Load(Config{Malloc: true, LazyReturns: true, MaxAllocations: 1024, MaxSites: 1024, MaxStacks: 1024, MaxUnwindRows: 1024})
@@ -107,8 +117,8 @@ func TestLazyReturnsLoadWhenAttached(t *testing.T) {
 	}
 	defer o.Close()
 	f := o.Features()
-	if f.NoMulti {
-		testutil.SkipOrFail(t, "this kernel has no uprobe_multi links: the walkers are loaded plain")
+	if f.NoMulti != (features.HaveBPFLinkUprobeMulti() != nil) {
+		t.Fatalf("Features().NoMulti is %v on a kernel whose uprobe_multi probe says %v", f.NoMulti, features.HaveBPFLinkUprobeMulti())
 	}
 	switch {
 	case f.NoSession != !sessionsSupported():
@@ -122,6 +132,17 @@ func TestLazyReturnsLoadWhenAttached(t *testing.T) {
 	}
 	if o.Multi(AllocExit) != nil {
 		t.Fatal("alloc_exit_multi loaded at Load with LazyReturns")
+	}
+	if f.NoMulti {
+		// Before 6.6: the plain return program serves every acquire,
+		// and the twin is never loaded.
+		if o.Program(AllocExit) == nil {
+			t.Fatal("the plain alloc_exit not loaded on a kernel without uprobe_multi links")
+		}
+		if err := o.Prepare(AllocExit, true); !errors.Is(err, ebpf.ErrNotSupported) {
+			t.Fatalf("Prepare(AllocExit, multi) without uprobe_multi links: %v, want ErrNotSupported", err)
+		}
+		return
 	}
 	if err := o.Prepare(AllocExit, true); err != nil {
 		t.Fatal(err)

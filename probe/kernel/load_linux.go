@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 )
 
@@ -137,21 +138,13 @@ func Load(c Config) (*Objects, error) {
 	}
 	o.features.NoExitHook = !useExitHook(spec)
 	o.lazy.deferWalkers(spec)
+	if !c.Plain && !multiSupported() {
+		o.plainTwins(spec)
+	}
 	var lo loadedObjects
 	err = spec.LoadAndAssign(&lo, loadOptions())
-	if err != nil && strings.Contains(err.Error(), "_multi") {
-		// A kernel without uprobe_multi links (before 6.6): every probe
-		// is a perf link of its own. The twins are loaded as copies of
-		// their plain programs and never attached.
-		for name, ps := range spec.Programs {
-			if plain, ok := strings.CutSuffix(name, "_multi"); ok && spec.Programs[plain] != nil {
-				stand := spec.Programs[plain].Copy()
-				stand.Name = ps.Name
-				spec.Programs[name] = stand
-			}
-		}
-		delete(o.lazy.specs, "alloc_exit_multi")
-		o.features.NoMulti = true
+	if err != nil && strings.Contains(err.Error(), "_multi") && !o.features.NoMulti {
+		o.plainTwins(spec)
 		err = spec.LoadAndAssign(&lo, loadOptions())
 	}
 	if err != nil {
@@ -402,6 +395,31 @@ var kernelTypes = btf.NewCache()
 func loadOptions() *ebpf.CollectionOptions {
 	return &ebpf.CollectionOptions{Cache: kernelTypes}
 }
+
+// plainTwins readies spec for a kernel without uprobe_multi links
+// (before 6.6): every probe is a perf link of its own. The twins are
+// loaded as copies of their plain programs and never attached, and the
+// stack walker's twin not at all.
+func (o *Objects) plainTwins(spec *ebpf.CollectionSpec) {
+	for name, ps := range spec.Programs {
+		if plain, ok := strings.CutSuffix(name, "_multi"); ok && spec.Programs[plain] != nil {
+			stand := spec.Programs[plain].Copy()
+			stand.Name = ps.Name
+			spec.Programs[name] = stand
+		}
+	}
+	delete(o.lazy.specs, "alloc_exit_multi")
+	o.features.NoMulti = true
+}
+
+// multiSupported reports whether the kernel makes uprobe_multi links
+// (6.6). A twin loads on a kernel that does not (6.1 takes a kprobe
+// program of any expected attach type); only its link fails, with
+// EINVAL, which cannot be told from a bad argument. Asked once: every
+// load asks.
+var multiSupported = sync.OnceValue(func() bool {
+	return features.HaveBPFLinkUprobeMulti() == nil
+})
 
 // exitHookSupported reports whether the kernel's sched_process_exit
 // tracepoint has group_dead: since Linux 6.13 it comes before exit_mm(),
