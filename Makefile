@@ -68,15 +68,15 @@ cross:
 ## with a policy-rc.d that keeps its service from starting: the test runs its own);
 ## gcc-aarch64-linux-gnu probe/unwind/rule_test.go (AArch64 unwind rules of
 ## cross-compiled programs); qemu-system-arm (without its recommends) and the
-## pinned arm64 kernel Image, which ebpf/include/arm64/fetch-kernel.sh fetches
-## from Debian's mirror into ~/.cache/leakscope (XDG_CACHE_HOME),
-## probe/kernel/arm64vm_linux_test.go (the arm64 BPF objects loaded by an arm64
+## pinned arm64 kernel image, which ebpf/include/fetch-kernel.sh fetches from
+## Debian's mirror into ~/.cache/leakscope (XDG_CACHE_HOME),
+## probe/kernel/vm_linux_test.go (the arm64 BPF objects loaded by an arm64
 ## kernel under qemu).
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed, norec to those installed
-# without their recommends (qemu-system-arm's are a GUI and firmware the
-# tests do not use), fetch to the arm64 kernel Image when it is not cached;
-# deps and test use it.
+# without their recommends (qemu's are a GUI and firmware the tests do not
+# use), fetch to the architectures whose kernel image is not cached; deps
+# and test use it.
 define MISSING
 need=; \
 command -v clang-19 >/dev/null || need="$$need clang-19"; \
@@ -108,8 +108,7 @@ command -v redis-server >/dev/null || need="$$need redis-server"; \
 norec=; \
 command -v qemu-system-aarch64 >/dev/null || norec="$$norec qemu-system-arm"; \
 fetch=; \
-arm64kernel=$$(sh ebpf/include/arm64/fetch-kernel.sh --path); \
-[ -f "$$arm64kernel" ] || fetch="the arm64 kernel Image $$arm64kernel (sh ebpf/include/arm64/fetch-kernel.sh)";
+for arch in arm64; do [ -f "$$(sh ebpf/include/fetch-kernel.sh $$arch --path)" ] || fetch="$$fetch $$arch"; done;
 endef
 deps:
 	@$(MISSING) \
@@ -125,7 +124,7 @@ deps:
 		{ [ -z "$$norec" ] || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$norec >/dev/null; }; \
 		rc=$$?; [ -z "$$policy" ] || $(SUDO) rm -f $$policy; [ $$rc -eq 0 ] || exit $$rc; \
 	fi; \
-	if [ -n "$$fetch" ]; then echo "make deps: fetch $$fetch"; sh ebpf/include/arm64/fetch-kernel.sh >/dev/null; fi
+	for arch in $$fetch; do echo "make deps: fetch the $$arch kernel image (sh ebpf/include/fetch-kernel.sh $$arch)"; sh ebpf/include/fetch-kernel.sh $$arch >/dev/null || exit; done
 	@$(GO) mod download
 
 ## man, completions: the man pages and the bash, zsh and fish completion
@@ -167,7 +166,7 @@ uninstall:
 ## build date) a tarball is the same byte for byte on a rebuild. Only amd64:
 ## the tracer is built for amd64 alone, so an arm64 build (make cross) reads
 ## captures but cannot trace (its BPF object loads on an arm64 kernel:
-## probe/kernel/arm64vm_linux_test.go).
+## probe/kernel/vm_linux_test.go).
 DIST       := bin/dist
 DIST_ARCHS ?= amd64
 DIST_MTIME := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
@@ -229,7 +228,7 @@ demo-java: build
 test:
 	@$(MISSING) \
 	[ -z "$$need$$norec" ] || echo "make test: not installed:$$need$$norec; the tests that need them skip or fail (make deps installs them)" >&2; \
-	[ -z "$$fetch" ] || echo "make test: missing $$fetch; probe/kernel's TestArm64VerifierInVM skips or fails (make deps fetches it)" >&2
+	[ -z "$$fetch" ] || echo "make test: missing the kernel image of:$$fetch (sh ebpf/include/fetch-kernel.sh ARCH); probe/kernel's guest tests skip or fail (make deps fetches it)" >&2
 	$(GO) vet ./...
 	# Hermetic: a DEBUGINFOD_URLS of the machine's (Debian's
 	# /etc/profile.d/debuginfod.sh) would make every traced test fetch

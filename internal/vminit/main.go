@@ -1,23 +1,29 @@
 //go:build linux
 
-// Command vminit is the /init of the initramfs that probe/kernel's
-// TestArm64VerifierInVM boots under qemu-system-aarch64: it mounts what
-// loading BPF needs, runs each command of /commands (one a line, its
-// arguments separated by spaces: the cross-compiled test binaries with
-// their flags), its output on the console, says how each ended and powers
-// the machine off. The host test reads the console for its lines:
+// Command vminit is the /init of the initramfs that internal/vmtest boots
+// under qemu: it mounts what loading BPF needs, runs each command of
+// /commands (one a line, its arguments separated by spaces: the test
+// binaries built for the guest with their flags), its output on the
+// console, says how each ended and powers the machine off. A line
+// "cat FILE" prints FILE, base64-encoded, for the host to read back (a
+// report the guest wrote). The host reads the console for its lines:
 //
 //	vminit: run NAME ARGS...
 //	vminit: exit NAME STATUS after SECONDS s
+//	vminit: file FILE BYTES bytes
+//	(FILE in base64, 76 characters a line)
+//	vminit: end FILE
 //	vminit: done STATUS (up SECONDS s)
 //
-// STATUS is the command's exit status (-1 when it could not be started);
-// done's is the first that was not 0, else 0. It is built for the guest
-// (GOARCH=arm64, CGO_ENABLED=0: no libc in the initramfs) by that test.
+// STATUS is the command's exit status (-1 when it could not be started,
+// or FILE could not be read); done's is the first that was not 0, else 0.
+// It is built for the guest's architecture with CGO_ENABLED=0 (no libc in
+// the initramfs) by internal/vmtest.
 package main
 
 import (
 	"bufio"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -73,7 +79,11 @@ func run() int {
 		if len(args) == 0 {
 			continue
 		}
-		if status := command(args); status != 0 && first == 0 {
+		run := command
+		if args[0] == "cat" && len(args) == 2 {
+			run = cat
+		}
+		if status := run(args); status != 0 && first == 0 {
 			first = status
 		}
 	}
@@ -101,6 +111,25 @@ func command(args []string) int {
 	}
 	fmt.Printf("vminit: exit %s %d after %.1f s\n", args[0], status, time.Since(start).Seconds())
 	return status
+}
+
+// cat prints the file args[1] in base64 between vminit's file and end
+// lines, and returns 0, or -1 when it cannot be read.
+func cat(args []string) int {
+	data, err := os.ReadFile(args[1])
+	if err != nil {
+		fmt.Printf("vminit: %v\n", err)
+		return -1
+	}
+	fmt.Printf("vminit: file %s %d bytes\n", args[1], len(data))
+	enc := base64.StdEncoding.EncodeToString(data)
+	for len(enc) > 76 {
+		fmt.Println(enc[:76])
+		enc = enc[76:]
+	}
+	fmt.Println(enc)
+	fmt.Printf("vminit: end %s\n", args[1])
+	return 0
 }
 
 // uptime is the seconds since the kernel booted.

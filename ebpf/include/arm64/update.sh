@@ -1,8 +1,8 @@
 #!/bin/sh
 # Regenerates vmlinux.h for arm64 on any host, from the BTF inside the
-# pinned arm64 kernel Image that fetch-kernel.sh fetches (Debian 12's;
+# pinned arm64 kernel Image that ../fetch-kernel.sh fetches (Debian 12's;
 # bump the pin there and regenerate with make generate in the same
-# commit). Needs what fetch-kernel.sh needs, and bpftool (root is not
+# commit). Needs what ../fetch-kernel.sh needs, and bpftool (root is not
 # needed).
 #
 # An Image is not an ELF file: its BTF is found by the header every raw
@@ -12,7 +12,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/vmlinux.h
-image=$(sh "$here/fetch-kernel.sh")
+image=$(sh "$here/../fetch-kernel.sh" arm64)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
