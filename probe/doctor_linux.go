@@ -68,10 +68,10 @@ func Doctor(pid int, dbg *symbolize.Debuginfod) []Check {
 		"perf uprobe PMU available",
 		"no /sys/bus/event_source/devices/uprobe: the kernel needs CONFIG_UPROBE_EVENTS=y")})
 
-	if err := tryLoad(); err != nil {
+	if f, err := tryLoad(); err != nil {
 		cs = append(cs, Check{"BPF programs", false, err.Error()})
 	} else {
-		cs = append(cs, Check{"BPF programs", true, "loaded and verified by this kernel"})
+		cs = append(cs, Check{"BPF programs", true, loadedDetail(f)})
 	}
 	// Not a failure either way: what --malloc off (a JVM's default) can
 	// count of zlib's inflate windows.
@@ -107,14 +107,25 @@ func detail(ok bool, yes, no string) string {
 	return no
 }
 
-func tryLoad() error {
-	if err := kernel.TryLoad(); err != nil {
-		if uprobe.IsPerm(err) {
-			return fmt.Errorf("load BPF programs: %w", ErrPrivilege)
-		}
-		return err
+func tryLoad() (kernel.Features, error) {
+	f, err := kernel.TryLoad()
+	if err != nil && uprobe.IsPerm(err) {
+		return f, fmt.Errorf("load BPF programs: %w", ErrPrivilege)
 	}
-	return nil
+	return f, err
+}
+
+// loadedDetail says the programs loaded, and how the tracer makes do
+// without what this kernel lacks (f).
+func loadedDetail(f kernel.Features) string {
+	d := "loaded and verified by this kernel"
+	if f.NoSession {
+		d += "; no uprobe sessions (Linux 6.13): the malloc family is probed with a uprobe and a uretprobe, and --sample-bytes is unavailable"
+	}
+	if f.NoMulti {
+		d += "; no uprobe_multi links (Linux 6.6): one perf link per probe"
+	}
+	return d
 }
 
 func doctorTarget(pid int) []Check {

@@ -318,20 +318,17 @@ func allocTables(max uint32) (buckets, hashed uint32) {
 	return slots / uint32(leakAllocTableALLOC_WAYS), max - slots
 }
 
-// TryLoad loads the object with small tables and closes it: whether this
-// process may load BPF programs here at all.
-func TryLoad() error {
-	spec, err := loadLeak()
+// TryLoad loads the object as the tracer does, malloc's programs and
+// this kernel's fallbacks included, with small tables, and closes it:
+// whether this process may load BPF programs here at all, and what the
+// kernel lacks.
+func TryLoad() (Features, error) {
+	o, err := Load(Config{Malloc: true, MaxAllocations: 1024, MaxSites: 1024, MaxStacks: 1024, MaxUnwindRows: 1024})
 	if err != nil {
-		return fmt.Errorf("parse embedded BPF object: %w", err)
+		return Features{}, err
 	}
-	spec.Maps["allocs"].MaxEntries = 1024
-	useExitHook(spec)
-	var objs leakObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		return fmt.Errorf("load BPF programs: %w", verifierDetail(err))
-	}
-	return objs.Close()
+	f := o.Features()
+	return f, o.Close()
 }
 
 // siteCopies is how many copies of each site's totals the kernel keeps
