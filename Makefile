@@ -67,11 +67,11 @@ cross:
 ## oracle for Debian's programs); redis-server probe/redis_linux_test.go (installed
 ## with a policy-rc.d that keeps its service from starting: the test runs its own);
 ## gcc-aarch64-linux-gnu probe/unwind/rule_test.go (AArch64 unwind rules of
-## cross-compiled programs); qemu-system-arm (without its recommends) and the
-## pinned arm64 kernel image, which ebpf/include/fetch-kernel.sh fetches from
-## Debian's mirror into ~/.cache/leakscope (XDG_CACHE_HOME),
-## probe/kernel/vm_linux_test.go (the arm64 BPF objects loaded by an arm64
-## kernel under qemu).
+## cross-compiled programs); qemu-system-arm and qemu-system-x86 (without their
+## recommends) and the pinned arm64 and amd64 kernel images, which
+## ebpf/include/fetch-kernel.sh fetches from Debian's mirror into
+## ~/.cache/leakscope (XDG_CACHE_HOME), probe/kernel/vm_linux_test.go (the BPF
+## objects loaded, and a trace made, by Debian 12's 6.1 kernels under qemu).
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # MISSING sets need to the packages not installed, norec to those installed
 # without their recommends (qemu's are a GUI and firmware the tests do not
@@ -107,8 +107,9 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need="$$need gcc-aarch64-linux-gn
 command -v redis-server >/dev/null || need="$$need redis-server"; \
 norec=; \
 command -v qemu-system-aarch64 >/dev/null || norec="$$norec qemu-system-arm"; \
+command -v qemu-system-x86_64 >/dev/null || norec="$$norec qemu-system-x86"; \
 fetch=; \
-for arch in arm64; do [ -f "$$(sh ebpf/include/fetch-kernel.sh $$arch --path)" ] || fetch="$$fetch $$arch"; done;
+for arch in arm64 amd64; do [ -f "$$(sh ebpf/include/fetch-kernel.sh $$arch --path)" ] || fetch="$$fetch $$arch"; done;
 endef
 deps:
 	@$(MISSING) \
