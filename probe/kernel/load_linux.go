@@ -186,7 +186,10 @@ func (o *Objects) prepareWalkers(c Config) error {
 		return err
 	}
 	if sessionErr != nil {
-		if c.SampleBytes > 0 {
+		// Only a kernel without uprobe sessions makes do with plain
+		// probes: elsewhere the error is a refusal to report (the plain
+		// walker is the same code).
+		if c.SampleBytes > 0 || sessionsSupported() {
 			return sessionErr
 		}
 		o.lazy.mu.Lock()
@@ -416,6 +419,18 @@ func (o *Objects) plainTwins(spec *ebpf.CollectionSpec) {
 // load asks.
 var multiSupported = sync.OnceValue(func() bool {
 	return features.HaveBPFLinkUprobeMulti() == nil
+})
+
+// sessionsSupported reports whether the kernel has uprobe sessions
+// (6.13): whether its BTF has the kfunc alloc_session calls,
+// bpf_session_is_return. Asked once: every load asks.
+var sessionsSupported = sync.OnceValue(func() bool {
+	spec, err := kernelTypes.Kernel()
+	if err != nil {
+		return false
+	}
+	var fn *btf.Func
+	return spec.TypeByName("bpf_session_is_return", &fn) == nil
 })
 
 // exitHookSupported reports whether the kernel's sched_process_exit

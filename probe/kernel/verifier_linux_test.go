@@ -12,7 +12,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakscope/leakscope/internal/testutil"
@@ -133,17 +132,6 @@ func lacksHook(name string) string {
 		}
 	}
 	return ""
-}
-
-// sessionsSupported reports whether the kernel's BTF has the kfunc
-// alloc_session calls, bpf_session_is_return.
-func sessionsSupported() bool {
-	spec, err := kernelTypes.Kernel()
-	if err != nil {
-		return false
-	}
-	var fn *btf.Func
-	return spec.TypeByName("bpf_session_is_return", &fn) == nil
 }
 
 // TestVerifierRefusalIsOneLine: a program the verifier refuses (it reads a
