@@ -12,7 +12,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/vmlinux.h
-image=$(sh "$here/../fetch-kernel.sh" arm64)
+image=$(sh "$here/../fetch-kernel.sh" arm64 --pinned)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
