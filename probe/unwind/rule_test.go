@@ -18,40 +18,14 @@ import (
 // checkRules asserts the invariants every table from BuildRules holds.
 func checkRules(t testing.TB, rules []Rule, st Stats) {
 	t.Helper()
-	if st.Rows != len(rules) {
-		t.Fatalf("Stats.Rows = %d, len(rules) = %d", st.Rows, len(rules))
-	}
-	unsupported, plt := 0, 0
+	checkShape(t, rules, st)
 	for i, r := range rules {
-		if i > 0 && rules[i-1].PC >= r.PC {
-			t.Fatalf("rules %d and %d out of order: %v, %v", i-1, i, rules[i-1], r)
-		}
-		if i > 0 && sameRules(rules[i-1], r) {
-			t.Fatalf("rules %d and %d not merged: %v, %v", i-1, i, rules[i-1], r)
-		}
 		if r.CFA > CFAPLT || r.RA > RAInLR || r.FP > FPUndefined {
 			t.Fatalf("rule %d: bad rule %v", i, r)
-		}
-		switch r.CFA {
-		case CFAUndefined, CFAUnsupported:
-			if r.at(0) != r.stop(r.class()) {
-				t.Fatalf("rule %d: stop rule with more: %v", i, r)
-			}
-			if r.CFA == CFAUnsupported {
-				unsupported++
-			}
-		case CFAPLT:
-			plt++
 		}
 		if (r.RA != RAAtCFA && r.RAOffset != 0) || (r.FP != FPAtCFA && r.FPOffset != 0) {
 			t.Fatalf("rule %d: offset without its rule: %v", i, r)
 		}
-	}
-	if n := len(rules); n > 0 && rules[n-1].CFA != CFAUndefined {
-		t.Fatalf("last rule %v is not CFAUndefined", rules[n-1])
-	}
-	if unsupported != st.Unsupported || plt != st.PLT {
-		t.Fatalf("Stats.Unsupported, PLT = %d, %d; counted %d, %d", st.Unsupported, st.PLT, unsupported, plt)
 	}
 }
 

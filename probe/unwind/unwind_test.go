@@ -52,28 +52,50 @@ func libName(path string) string {
 	return name
 }
 
-// checkTable asserts the invariants every table from build must hold.
-func checkTable(t testing.TB, rows []Row, st Stats) {
+// checkShape asserts what every table holds, of either row type: Stats
+// counts its rows, stops and .plt rows; the rows are in PC order, merged
+// with neighbours of the same rules; a stop row is nothing but its stop;
+// the last row is classUndefined.
+func checkShape[R tableRow[R]](t testing.TB, rows []R, st Stats) {
 	t.Helper()
 	if st.Rows != len(rows) {
 		t.Fatalf("Stats.Rows = %d, len(rows) = %d", st.Rows, len(rows))
 	}
 	unsupported, plt := 0, 0
 	for i, r := range rows {
-		if i > 0 && rows[i-1].PC >= r.PC {
+		if i > 0 && rows[i-1].pc() >= r.pc() {
 			t.Fatalf("rows %d and %d out of order: %v, %v", i-1, i, rows[i-1], r)
 		}
 		if i > 0 && sameRules(rows[i-1], r) {
 			t.Fatalf("rows %d and %d not merged: %v, %v", i-1, i, rows[i-1], r)
 		}
+		switch c := r.class(); c {
+		case classUndefined, classUnsupported:
+			if r.at(0) != r.stop(c) {
+				t.Fatalf("row %d: stop row with more: %v", i, r)
+			}
+			if c == classUnsupported {
+				unsupported++
+			}
+		case classPLT:
+			plt++
+		}
+	}
+	if n := len(rows); n > 0 && rows[n-1].class() != classUndefined {
+		t.Fatalf("last row %v is not undefined", rows[n-1])
+	}
+	if unsupported != st.Unsupported || plt != st.PLT {
+		t.Fatalf("Stats.Unsupported, PLT = %d, %d; counted %d, %d", st.Unsupported, st.PLT, unsupported, plt)
+	}
+}
+
+// checkTable asserts the invariants every table from build must hold.
+func checkTable(t testing.TB, rows []Row, st Stats) {
+	t.Helper()
+	checkShape(t, rows, st)
+	for i, r := range rows {
 		if r.CFARule() > RulePLT || r.RBPRule() > RBPUndefined {
 			t.Fatalf("row %d: bad rule %#x", i, r.Rule)
-		}
-		switch r.CFARule() {
-		case RuleUndefined, RuleUnsupported:
-			if r.CFAOffset != 0 || r.RBPOffset != 0 || r.RBPRule() != RBPSame {
-				t.Fatalf("row %d: stop row with offsets: %v", i, r)
-			}
 		}
 		if r.RBPRule() == RBPSaved && r.RBPOffset%8 != 0 {
 			t.Fatalf("row %d: rbp offset %d is not a multiple of 8", i, r.RBPOffset)
@@ -81,18 +103,6 @@ func checkTable(t testing.TB, rows []Row, st Stats) {
 		if r.RBPRule() != RBPSaved && r.RBPOffset != 0 {
 			t.Fatalf("row %d: rbp offset without RBPSaved: %v", i, r)
 		}
-		switch r.CFARule() {
-		case RuleUnsupported:
-			unsupported++
-		case RulePLT:
-			plt++
-		}
-	}
-	if n := len(rows); n > 0 && rows[n-1].CFARule() != RuleUndefined {
-		t.Fatalf("last row %v is not RuleUndefined", rows[n-1])
-	}
-	if unsupported != st.Unsupported || plt != st.PLT {
-		t.Fatalf("Stats.Unsupported, PLT = %d, %d; counted %d, %d", st.Unsupported, st.PLT, unsupported, plt)
 	}
 }
 
